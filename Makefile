@@ -1,0 +1,25 @@
+# Two entry points for a new user; both install everything first (into .venv).
+#   make demo   install, then run the offline demo pipeline end to end
+#   make test   install, then run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $@
+
+demo: install
+	$(BIN)/xlembed run configs/demo.toml
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Prefect flows and the CLI: wiring only; the work lives in `tasks/`."""

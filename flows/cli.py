@@ -1,0 +1,332 @@
+"""The `xlembed` command line.
+
+Exit codes: 0 success, 1 the run or a check failed, 2 bad usage or config.
+Heavy imports (Prefect, polars) happen only in the commands that need them, so
+`xlembed plan` and an up-to-date `xlembed run` answer quickly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
+
+app = typer.Typer(
+    name="xlembed",
+    help="Staged, cached pipelines for cross-lingual sentence encoders.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+artifacts_app = typer.Typer(help="Inspect and maintain the artifact store (local folder or s3://).", no_args_is_help=True)
+app.add_typer(artifacts_app, name="artifacts")
+
+out = Console()
+err = Console(stderr=True)
+
+ConfigArg = Annotated[Path, typer.Argument(help="pipeline config TOML, e.g. configs/demo.toml", show_default=False)]
+OnlyOpt = Annotated[Optional[str], typer.Option("--only", help="run only this stage (building missing inputs)")]
+FromOpt = Annotated[Optional[str], typer.Option("--from", help="run this stage and everything downstream")]
+ForceOpt = Annotated[list[str], typer.Option("--force", help="recompute this stage even if cached (repeatable)")]
+RootOpt = Annotated[Optional[str], typer.Option("--root", help=f"artifact root URI (overrides the config; env {ROOT_ENV})")]
+StoreRootOpt = Annotated[str, typer.Option("--root", envvar=ROOT_ENV, help="artifact root: a folder or s3://bucket/prefix")]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tasks.stage import PACKAGE_VERSION
+
+        out.print(f"xlembed {PACKAGE_VERSION}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show tracebacks and debug logs")] = False,
+) -> None:
+    if verbose:
+        os.environ["XLEMBED_DEBUG"] = "1"
+
+
+def _load(config: Path, root: str | None) -> PipelineConfig:
+    try:
+        return load_config(config, root=root)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str]) -> tuple[Any, list[Any]]:
+    from flows.plan import make_plan
+    from flows.stages import stage_registry
+    from storage import ArtifactStore, StoreError
+
+    try:
+        store = ArtifactStore(config.settings.root)
+        return store, make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
+    except (ValueError, StoreError) as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _plan_table(plan: list[Any]) -> Table:
+    table = Table(title="plan", title_justify="left")
+    for column in ("stage", "action", "key", "why"):
+        table.add_column(column)
+    colour = {"cached": "green", "compute": "yellow", "skip": "dim"}
+    for step in plan:
+        table.add_row(step.stage, f"[{colour[step.action]}]{step.action}[/]", step.key[:12], "\n".join(step.reasons))
+    return table
+
+
+@app.command()
+def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None) -> None:  # noqa: B006
+    """Show, per stage, whether it is cached or will compute, and why. Computes nothing."""
+    cfg = _load(config, root)
+    _, steps = _plan(cfg, only, from_stage, force)
+    out.print(_plan_table(steps))
+
+
+@app.command()
+def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None) -> None:  # noqa: B006
+    """Build every stale stage (or only some, with --only/--from), as a Prefect flow run."""
+    cfg = _load(config, root)
+    store, steps = _plan(cfg, only, from_stage, force)
+    out.print(_plan_table(steps))
+    if not any(step.action == "compute" for step in steps):
+        for step in steps:  # nothing to build: just make the refs agree with the config
+            if step.action == "cached":
+                store.set_ref(cfg.name, step.stage, step.key, note="up to date")
+        out.print("[green]Everything is up to date; nothing to compute.[/green]")
+        return
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.pipeline import pipeline_flow
+
+    flow = pipeline_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=cfg.settings.max_workers))
+    try:
+        keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
+    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        raise fail(f"run failed: {type(exc).__name__}: {exc}") from None
+    table = Table(title="artifacts", title_justify="left")
+    for column in ("stage", "key", "rows in", "rows out", "dropped", "uri"):
+        table.add_column(column)
+    for stage, key in keys.items():
+        m = store.manifest(stage, key)
+        table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}", store.uri(stage, key))
+    out.print(table)
+
+
+# --------------------------------------------------------------------- artifacts
+def _store(root: str) -> Any:
+    from storage import ArtifactStore, StoreError
+
+    try:
+        return ArtifactStore(root)
+    except StoreError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _age(created_at: str) -> str:
+    seconds = (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(created_at)).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> str:
+    from storage import StoreError
+
+    try:
+        if key:
+            return store.resolve(stage, key)
+        refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
+        if len({r.key for r in refs}) != 1:
+            raise fail(f"give a KEY (or --pipeline): {len(refs)} refs point at {stage} artifacts", 2)
+        return refs[0].key
+    except StoreError as exc:
+        raise fail(str(exc), 2) from None
+
+
+@artifacts_app.command("ls")
+def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None, root: StoreRootOpt = "artifacts") -> None:
+    """List committed artifacts with rows, size, age and the refs pointing at them."""
+    store = _store(root)
+    refs: dict[tuple[str, str], list[str]] = {}
+    for ref in store.list_refs():
+        refs.setdefault((ref.stage, ref.key), []).append(ref.pipeline)
+    table = Table(title=f"artifacts in {store.root_uri}", title_justify="left")
+    for column in ("stage", "key", "rows", "size", "age", "refs"):
+        table.add_column(column, justify="right" if column in ("rows", "size", "age") else "left")
+    manifests = store.list_manifests(stage)
+    for m in manifests:
+        table.add_row(m.stage, m.key[:12], f"{m.rows_out:,}", _size(m.total_bytes), _age(m.created_at), ", ".join(refs.get((m.stage, m.key), [])))
+    out.print(table)
+    if not manifests:
+        err.print("no artifacts")
+
+
+@artifacts_app.command("show")
+def artifacts_show(
+    stage: str,
+    key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    rows: Annotated[int, typer.Option("--rows", "-n", help="first rows to print")] = 10,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Print a manifest and the first rows of the artifact."""
+    import polars as pl
+
+    store = _store(root)
+    full = _resolve(store, stage, key, pipeline)
+    manifest = store.manifest(stage, full)
+    out.print_json(manifest.model_dump_json())
+    if rows > 0 and manifest.files:
+        batch = next(iter(store.iter_batches(stage, full, batch_size=rows)), None)
+        if batch is not None:
+            with pl.Config(tbl_rows=rows, fmt_str_lengths=60, tbl_width_chars=160):
+                out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+@artifacts_app.command("diff")
+def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "artifacts") -> None:
+    """Differences between two versions of a stage: config, code, inputs, rows and drops."""
+    from flows.plan import config_changes
+
+    store = _store(root)
+    a = store.manifest(stage, _resolve(store, stage, key_a, None))
+    b = store.manifest(stage, _resolve(store, stage, key_b, None))
+    lines = config_changes(a.config, b.config, stage)
+    if a.code_version != b.code_version:
+        lines.append(f"code version: {a.code_version} -> {b.code_version}")
+    for name in sorted(set(a.input_keys) | set(b.input_keys)):
+        if a.input_keys.get(name) != b.input_keys.get(name):
+            lines.append(f"input {name}: {str(a.input_keys.get(name))[:12]} -> {str(b.input_keys.get(name))[:12]}")
+    for name in sorted(set(a.source_fingerprints) | set(b.source_fingerprints)):
+        if a.source_fingerprints.get(name) != b.source_fingerprints.get(name):
+            lines.append(f"source {name} changed")
+    for label, x, y in (("rows in", a.rows_in, b.rows_in), ("rows out", a.rows_out, b.rows_out)):
+        if x != y:
+            lines.append(f"{label}: {x:,} -> {y:,} ({y - x:+,})")
+    for reason in sorted(set(a.dropped) | set(b.dropped)):
+        x, y = a.dropped.get(reason, 0), b.dropped.get(reason, 0)
+        if x != y:
+            lines.append(f"dropped {reason}: {x:,} -> {y:,} ({y - x:+,})")
+    out.print(f"{stage} {a.key[:12]} -> {b.key[:12]}")
+    for line in lines or ["no differences"]:
+        out.print(f"  {line}", highlight=False, markup=False)
+
+
+@artifacts_app.command("verify")
+def artifacts_verify(stage: Annotated[Optional[str], typer.Argument()] = None, key: Annotated[Optional[str], typer.Argument()] = None, root: StoreRootOpt = "artifacts") -> None:
+    """Re-hash files against their manifests. Exit 1 if anything is missing or corrupt."""
+    store = _store(root)
+    if key and stage:
+        targets = [(stage, _resolve(store, stage, key, None))]
+    else:
+        targets = [(m.stage, m.key) for m in store.list_manifests(stage)]
+    bad = 0
+    for name, full in targets:
+        problems = store.verify(name, full)
+        if problems:
+            bad += 1
+            out.print(f"[red]CORRUPT[/red] {name}/{full[:12]}")
+            for problem in problems:
+                out.print(f"    {problem}", highlight=False, markup=False)
+        else:
+            out.print(f"[green]ok[/green]      {name}/{full[:12]}")
+    if bad:
+        raise fail(f"{bad} of {len(targets)} artifacts failed verification")
+    out.print(f"{len(targets)} artifacts verified")
+
+
+@artifacts_app.command("gc")
+def artifacts_gc(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="really delete (default: dry run)")] = False,
+    keep_history: Annotated[bool, typer.Option(help="also keep what refs pointed to before")] = False,
+    include_partial: Annotated[bool, typer.Option(help="also delete uncommitted (interrupted) artifacts; not while a run is active")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Remove artifacts no ref points to. A dry run unless --yes."""
+    store = _store(root)
+    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial)
+    for stage, key in doomed:
+        out.print(f"{'delete' if yes else 'would delete'} {stage}/{key[:12]}")
+        if yes:
+            store.delete(stage, key)
+    if not doomed:
+        out.print("nothing to collect")
+    elif not yes:
+        out.print(f"{len(doomed)} artifacts; run again with --yes to delete them")
+
+
+@artifacts_app.command("refs")
+def artifacts_refs(root: StoreRootOpt = "artifacts") -> None:
+    """List named refs (pipeline/stage -> key) with how many versions each has had."""
+    store = _store(root)
+    table = Table(title="refs", title_justify="left")
+    for column in ("pipeline", "stage", "key", "versions", "since"):
+        table.add_column(column)
+    for ref in store.list_refs():
+        table.add_row(ref.pipeline, ref.stage, ref.key[:12], str(len(ref.history)), ref.history[0].at if ref.history else "")
+    out.print(table)
+
+
+@artifacts_app.command("rollback")
+def artifacts_rollback(
+    pipeline: str,
+    stage: str,
+    to: Annotated[Optional[str], typer.Option("--to", help="key or prefix; default: the previous version")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Move a ref back to an earlier artifact."""
+    store = _store(root)
+    ref = store.read_ref(pipeline, stage)
+    if ref is None:
+        raise fail(f"no ref {pipeline}/{stage}", 2)
+    if to:
+        target = _resolve(store, stage, to, None)
+    else:
+        earlier = [h.key for h in ref.history if h.key != ref.key]
+        if not earlier:
+            raise fail(f"{pipeline}/{stage} has no earlier version", 2)
+        target = earlier[0]
+    store.set_ref(pipeline, stage, target, note=f"rollback from {ref.key[:12]}")
+    out.print(f"{pipeline}/{stage}: {ref.key[:12]} -> {target[:12]}")
+
+
+def entrypoint() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    entrypoint()

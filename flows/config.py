@@ -1,0 +1,132 @@
+"""Pipeline config: one TOML file, validated before anything runs.
+
+`[pipeline]` holds the run settings; every other table is the config section of the stage
+of that name, validated by the stage's own pydantic model. Errors name the file, the key,
+the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from storage.keys import check_name
+from tasks.stage import Stage, StageConfig
+
+ROOT_ENV = "XLEMBED_ROOT"
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message is meant for the user as is."""
+
+
+class PipelineSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="names the refs this pipeline moves: refs/{name}/{stage}")
+    root: str = Field(default="artifacts", description="artifact root: a local folder or s3://bucket/prefix")
+    stages: list[str] | None = Field(default=None, description="stages to run; default: every stage with a section")
+    max_workers: int = Field(default=2, ge=1, description="shards built at once by the flow's task runner")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_name(name, "pipeline name")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    path: Path
+    settings: PipelineSettings
+    stage_configs: dict[str, StageConfig] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def stages(self) -> list[str]:
+        return list(self.stage_configs)
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in {"text", "tsv", "parquet", "opus_moses", "multiway_dir", "tatoeba", "cldr"} and out.endswith("]"):
+            continue  # pydantic adds the union tag to the path; the user never wrote it
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def format_validation_error(path: Path, section: str, error: ValidationError) -> str:
+    lines = [f"{path}: invalid config"]
+    for item in error.errors():
+        where = _location((section, *item["loc"]))
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        shown = item.get("input")
+        value = "" if isinstance(shown, dict) or item["type"] == "missing" else f" (got {shown!r})"
+        lines.append(f"  {where}: {message}{value}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | None = None, root: str | None = None) -> PipelineConfig:
+    """Parse and validate a pipeline TOML; `root` (or $XLEMBED_ROOT) overrides the file's root."""
+    from flows.stages import stage_registry
+
+    registry = stages if stages is not None else stage_registry()
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: malformed TOML: {exc}") from None
+
+    if "pipeline" not in raw:
+        raise ConfigError(f"{path}: missing [pipeline] section (at least: name = \"...\")")
+    unknown = [name for name in raw if name != "pipeline" and name not in registry]
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {', '.join(f'[{u}]' for u in unknown)}; known: [pipeline], {', '.join(f'[{s}]' for s in registry)}")
+    try:
+        settings = PipelineSettings.model_validate(raw["pipeline"])
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(path, "pipeline", exc)) from None
+    override = root or os.environ.get(ROOT_ENV)
+    if override:
+        settings = settings.model_copy(update={"root": override})
+
+    wanted = settings.stages if settings.stages is not None else [name for name in registry if name in raw]
+    bad = [name for name in wanted if name not in registry]
+    if bad:
+        raise ConfigError(f"{path}: pipeline.stages names unknown stage(s) {bad}; known: {list(registry)}")
+    if not wanted:
+        raise ConfigError(f"{path}: no stages to run: add a section such as [corpus]")
+
+    stage_configs: dict[str, StageConfig] = {}
+    for name in registry:  # registry order is dependency order
+        if name not in wanted:
+            continue
+        stage = registry[name]
+        missing_inputs = [i for i in stage.inputs if i not in wanted]
+        if missing_inputs:
+            raise ConfigError(f"{path}: stage [{name}] reads {missing_inputs}, which the pipeline does not include")
+        section = raw.get(name, {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: [{name}] must be a table, got {section!r}")
+        try:
+            stage_configs[name] = stage.config_model.model_validate(section)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(path, name, exc)) from None
+    return PipelineConfig(path=path, settings=settings, stage_configs=stage_configs)

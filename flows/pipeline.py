@@ -1,0 +1,145 @@
+"""The Prefect flow: run the configured stages in dependency order.
+
+Tasks pass only small references (root URI, stage name, key, shard spec), never data. The
+artifact store decides what is cached, so every task uses NO_CACHE; a stage whose key is
+committed is not run at all. Transient storage errors are retried.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger, task, unmapped
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from flows.config import PipelineConfig, load_config
+from flows.plan import StepPlan, make_plan
+from flows.progress import progress_bar
+from flows.stages import stage_registry
+from storage import ArtifactStore, Manifest
+from tasks.stage import ShardSpec, commit_stage, run_shard
+
+PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Network and storage hiccups are worth a retry; bad data and bugs are not."""
+    if isinstance(exc, PERMANENT_ERRORS):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+        return True
+    return type(exc).__module__.split(".")[0] in {"botocore", "aiobotocore", "aiohttp", "urllib3"}
+
+
+def _retry_on_transient(task: Any, task_run: Any, state: Any) -> bool:
+    try:
+        state.result()
+    except Exception as exc:  # noqa: BLE001 - we only classify it
+        return is_transient(exc)
+    return False
+
+
+RETRY = dict(retries=3, retry_delay_seconds=[1, 4, 16], retry_condition_fn=_retry_on_transient, cache_policy=NO_CACHE)
+
+
+@task(name="plan-shards", **RETRY)
+def plan_shards_task(root: str, stage_name: str, config: dict[str, Any], input_keys: dict[str, str]) -> list[ShardSpec]:
+    from tasks.stage import resolve_inputs
+
+    stage = stage_registry()[stage_name]
+    store = ArtifactStore(root)
+    return stage.plan_shards(stage.config_model.model_validate(config), resolve_inputs(store, stage, input_keys))
+
+
+@task(name="build-shard", task_run_name="{stage_name}:{shard.shard_id}", **RETRY)
+def build_shard_task(root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], shard: ShardSpec) -> dict[str, Any]:
+    stage = stage_registry()[stage_name]
+    store = ArtifactStore(root)
+    with progress_bar(f"{stage_name}:{shard.shard_id}") as advance:
+        record = run_shard(store, stage, key, stage.config_model.model_validate(config), input_keys, shard, advance)
+    get_run_logger().info("%s shard %s: %d rows in, %d out, dropped %s", stage_name, shard.shard_id, record.rows_in, record.rows_out, record.dropped or "nothing")
+    return {"shard_id": record.shard_id, "rows_out": record.rows_out}
+
+
+def artifact_report(manifest: Manifest, uri: str) -> str:
+    dropped = "\n".join(f"| {reason} | {n:,} |" for reason, n in manifest.dropped.items()) or "| (none) | 0 |"
+    return (
+        f"# {manifest.stage} `{manifest.key[:12]}`\n\n"
+        f"- URI: `{uri}`\n- code version: {manifest.code_version}\n"
+        f"- rows in: {manifest.rows_in:,} — rows out: {manifest.rows_out:,}\n"
+        f"- files: {len(manifest.files)} ({manifest.total_bytes:,} bytes), wall time {manifest.wall_time_s:.1f} s\n\n"
+        f"| dropped because | rows |\n|---|---|\n{dropped}\n\n"
+        f"```json\n{_json(manifest.metrics)}\n```\n"
+    )
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@task(name="commit-artifact", task_run_name="{stage_name}:commit", **RETRY)
+def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], fingerprints: dict[str, Any], shard_ids: list[str], wall_time_s: float) -> str:
+    stage = stage_registry()[stage_name]
+    store = ArtifactStore(root)
+    records = []
+    for shard_id in shard_ids:
+        record = store.completed_shard(stage_name, key, shard_id)
+        if record is None:
+            raise RuntimeError(f"shard {shard_id} of {stage_name}/{key[:12]} vanished before commit")
+        records.append(record)
+    manifest = commit_stage(store, stage, key, stage.config_model.model_validate(config), input_keys, fingerprints, records, wall_time_s)
+    uri = store.uri(stage_name, key)
+    create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
+    create_table_artifact(
+        [{"reason": r, "rows": n} for r, n in manifest.dropped.items()] or [{"reason": "(none)", "rows": 0}],
+        key=f"{stage_name.replace('_', '-')}-drops",
+        description=f"rows dropped by {stage_name}, per reason",
+    )
+    return key
+
+
+def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> None:
+    stage_config = config.stage_configs[step.stage]
+    as_json = stage_config.model_dump(mode="json")
+    if step.forced:
+        store.delete(step.stage, step.key)
+    started = time.perf_counter()
+    shards = plan_shards_task(store.root_uri, step.stage, as_json, step.input_keys)
+    futures = build_shard_task.map(
+        unmapped(store.root_uri), unmapped(step.stage), unmapped(step.key), unmapped(as_json), unmapped(step.input_keys), shards
+    )
+    done = [future.result() for future in futures]
+    commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started)
+
+
+@flow(name="xlembed-pipeline", log_prints=True)
+def pipeline_flow(
+    config_path: str,
+    only: str | None = None,
+    from_stage: str | None = None,
+    force: list[str] | None = None,
+    root: str | None = None,
+) -> dict[str, str]:
+    """Build every stale stage of a pipeline config; returns stage -> artifact key."""
+    config = load_config(config_path, root=root)
+    store = ArtifactStore(config.settings.root)
+    plan = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force or [])
+    logger = get_run_logger()
+    keys: dict[str, str] = {}
+    for step in plan:
+        if step.action == "skip":
+            continue
+        if step.action == "compute":
+            logger.info("%s: computing %s (%s)", step.stage, step.key[:12], "; ".join(step.reasons))
+            run_step(config, store, step)
+        else:
+            logger.info("%s: cached %s", step.stage, step.key[:12])
+        store.set_ref(config.name, step.stage, step.key, note="; ".join(step.reasons))
+        keys[step.stage] = step.key
+    rows = [{"stage": s.stage, "action": s.action, "key": s.key[:12], "why": "; ".join(s.reasons)} for s in plan]
+    create_table_artifact(rows, key=f"{config.name.replace('_', '-')}-run", description=f"what pipeline {config.name} did")
+    return keys

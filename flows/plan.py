@@ -1,0 +1,141 @@
+"""What a run would do, per stage: cached, compute (and why), or skip — computing nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flows.config import PipelineConfig
+from storage import ArtifactNotFound, ArtifactStore
+from tasks.stage import Stage, keyed_config, source_fingerprints, stage_key
+
+Action = Literal["cached", "compute", "skip"]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    stage: str
+    key: str
+    action: Action
+    reasons: list[str]
+    input_keys: dict[str, str] = field(default_factory=dict)
+    fingerprints: dict[str, Any] = field(default_factory=dict)
+    forced: bool = False
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}
+
+
+def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str) -> list[str]:
+    """Human-readable differences between two config sections, one line per changed key."""
+    a, b = _flatten(old, prefix), _flatten(new, prefix)
+    lines = []
+    for key in sorted(set(a) | set(b)):
+        if key not in a:
+            lines.append(f"{key} added: {b[key]!r}")
+        elif key not in b:
+            lines.append(f"{key} removed (was {a[key]!r})")
+        elif a[key] != b[key]:
+            lines.append(f"{key}: {a[key]!r} -> {b[key]!r}")
+    return lines
+
+
+def _why_stale(store: ArtifactStore, pipeline: str, stage: Stage[Any], config: Any, input_keys: Mapping[str, str], prints: Mapping[str, Any]) -> list[str]:
+    ref = store.read_ref(pipeline, stage.name)
+    if ref is None:
+        return [f"never built by pipeline {pipeline!r}"]
+    try:
+        previous = store.manifest(stage.name, ref.key)
+    except ArtifactNotFound:
+        return [f"the artifact {ref.key[:12]} that refs/{pipeline}/{stage.name} points to is gone"]
+    reasons = config_changes(previous.config, keyed_config(config), stage.name)
+    if previous.code_version != stage.code_version:
+        reasons.append(f"code version {previous.code_version} -> {stage.code_version}")
+    for name, key in input_keys.items():
+        if previous.input_keys.get(name) != key:
+            reasons.append(f"input {name} changed")
+    for name in sorted(set(prints) | set(previous.source_fingerprints)):
+        if prints.get(name) != previous.source_fingerprints.get(name):
+            reasons.append(f"source {name} changed")
+    return reasons or ["output missing"]
+
+
+def downstream_of(stages: Mapping[str, Stage[Any]], start: str) -> set[str]:
+    found = {start}
+    for name, stage in stages.items():  # dependency order, so one pass suffices
+        if any(i in found for i in stage.inputs):
+            found.add(name)
+    return found
+
+
+def upstream_of(stages: Mapping[str, Stage[Any]], targets: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    pending = list(targets)
+    while pending:
+        for name in stages[pending.pop()].inputs:
+            if name not in found:
+                found.add(name)
+                pending.append(name)
+    return found
+
+
+def make_plan(
+    config: PipelineConfig,
+    store: ArtifactStore,
+    stages: Mapping[str, Stage[Any]],
+    *,
+    only: str | None = None,
+    from_stage: str | None = None,
+    force: Iterable[str] = (),
+) -> list[StepPlan]:
+    """Per configured stage, in dependency order: its key, and whether to compute it and why."""
+    configured = {name: stages[name] for name in config.stages}
+    force = set(force)
+    for option, names in (("--only", [only] if only else []), ("--from", [from_stage] if from_stage else []), ("--force", force)):
+        unknown = [n for n in names if n not in configured]
+        if unknown:
+            raise ValueError(f"{option}: stage(s) {unknown} not in this pipeline; it has {list(configured)}")
+    if only and from_stage:
+        raise ValueError("--only and --from cannot be combined")
+    if only:
+        targets = {only}
+    elif from_stage:
+        targets = downstream_of(configured, from_stage)
+    else:
+        targets = set(configured)
+    targets |= force
+    needed = upstream_of(configured, targets)
+
+    keys: dict[str, str] = {}
+    plan = []
+    for name, stage in configured.items():
+        stage_config = config.stage_configs[name]
+        input_keys = {i: keys[i] for i in stage.inputs}
+        prints = source_fingerprints(stage, stage_config)
+        key = keys[name] = stage_key(stage, stage_config, input_keys, prints)
+        committed = store.is_committed(name, key)
+        if name in force:
+            action, reasons = "compute", ["forced (--force)"]
+        elif name not in targets and name not in needed:
+            action, reasons = "skip", ["not selected"]
+        elif committed:
+            action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
+        else:
+            action = "compute"
+            reasons = _why_stale(store, config.name, stage, stage_config, input_keys, prints)
+            if name not in targets:
+                reasons = ["needed as input, not built: " + "; ".join(reasons)]
+        plan.append(StepPlan(name, key, action, reasons, input_keys, prints, forced=name in force))
+    return plan

@@ -1,0 +1,36 @@
+"""Versioned, content-addressed artifact storage over fsspec (local disk or S3)."""
+
+from storage.keys import InvalidNameError, artifact_key, canonical_json, check_key, check_name
+from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
+from storage.store import (
+    ArtifactNotFound,
+    ArtifactRef,
+    ArtifactStore,
+    SchemaMismatch,
+    StoreError,
+    columns_of,
+    conform,
+    utc_now,
+)
+
+__all__ = [
+    "ArtifactNotFound",
+    "ArtifactRef",
+    "ArtifactStore",
+    "ColumnSchema",
+    "FileEntry",
+    "InvalidNameError",
+    "Manifest",
+    "Ref",
+    "RefEntry",
+    "SchemaMismatch",
+    "ShardRecord",
+    "StoreError",
+    "artifact_key",
+    "canonical_json",
+    "check_key",
+    "check_name",
+    "columns_of",
+    "conform",
+    "utc_now",
+]

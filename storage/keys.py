@@ -1,0 +1,64 @@
+"""Artifact keys: the content address of a stage output.
+
+A key is a sha256 over exactly what determines a stage's output: the stage name, the
+stage's explicit code version, its config section, the keys of its input artifacts and
+fingerprints of any external sources it reads. Anything else (timeouts, worker counts,
+logging) must be left out by the caller so that it does not invalidate the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+KEY_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+
+
+class InvalidNameError(ValueError):
+    """A stage, pipeline or key name that could escape the store root or is malformed."""
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace, so equal values hash equally."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def artifact_key(
+    stage: str,
+    code_version: str,
+    config: Mapping[str, Any],
+    input_keys: Mapping[str, str],
+    source_fingerprints: Mapping[str, Any] | None = None,
+) -> str:
+    """sha256 over (stage, code version, canonical config, input keys, source fingerprints)."""
+    check_name(stage, "stage")
+    for key in input_keys.values():
+        check_key(key)
+    payload = {
+        "stage": stage,
+        "code_version": str(code_version),
+        "config": dict(config),
+        "inputs": dict(input_keys),
+        "sources": dict(source_fingerprints or {}),
+    }
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def check_key(key: str) -> str:
+    """Keys become path components: only 64 lowercase hex digits are accepted."""
+    if not isinstance(key, str) or not KEY_PATTERN.match(key):
+        raise InvalidNameError(f"invalid artifact key {key!r}: expected 64 lowercase hex digits")
+    return key
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Stage and pipeline names become path components: no separators, dots or upper case."""
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise InvalidNameError(
+            f"invalid {what} {name!r}: use lowercase letters, digits, '_' or '-', starting with a letter"
+        )
+    return name

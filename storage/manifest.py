@@ -1,0 +1,104 @@
+"""The manifest: the commit record of one artifact, and the shard records before it.
+
+`manifest.json` is written last; its presence is the only thing that makes an artifact
+visible. Everything a reader needs to trust and interpret the files is in it. Manifests
+are parsed with pydantic (never unpickled), and file paths in them are checked so that a
+hostile manifest cannot point outside its artifact directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+FORMAT_VERSION = 1
+
+
+class FileEntry(BaseModel):
+    """One data file of an artifact, relative to the artifact directory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    rows: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @field_validator("path")
+    @classmethod
+    def _relative_inside(cls, path: str) -> str:
+        parts = PurePosixPath(path).parts
+        if not parts or path.startswith("/") or "\\" in path or ".." in parts or ":" in path:
+            raise ValueError(f"file path {path!r} must be relative and stay inside the artifact")
+        return path
+
+
+class ShardRecord(BaseModel):
+    """Written after a shard's files: the shard is done and need not be recomputed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shard_id: str
+    files: list[FileEntry]
+    rows_in: int = 0
+    rows_out: int = 0
+    dropped: dict[str, int] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    wall_time_s: float = 0.0
+
+
+class ColumnSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    type: str
+    nullable: bool = True
+
+
+class Manifest(BaseModel):
+    """Commit record of one artifact at `{root}/{stage}/{key}/manifest.json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = FORMAT_VERSION
+    stage: str
+    key: str = Field(pattern=r"^[0-9a-f]{64}$")
+    code_version: str
+    config: dict[str, Any]
+    input_keys: dict[str, str] = Field(default_factory=dict)
+    source_fingerprints: dict[str, Any] = Field(default_factory=dict)
+    files: list[FileEntry]
+    shards: list[str] = Field(default_factory=list)
+    columns: list[ColumnSchema]
+    created_at: str
+    wall_time_s: float
+    rows_in: int
+    rows_out: int
+    dropped: dict[str, int] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    package_version: str
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+
+class RefEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(pattern=r"^[0-9a-f]{64}$")
+    at: str
+    note: str = ""
+
+
+class Ref(BaseModel):
+    """A named pointer `refs/{pipeline}/{stage}` to an artifact key, with its history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pipeline: str
+    stage: str
+    key: str = Field(pattern=r"^[0-9a-f]{64}$")
+    history: list[RefEntry] = Field(default_factory=list)

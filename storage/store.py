@@ -1,0 +1,506 @@
+"""The artifact store: versioned Parquet artifacts on any fsspec filesystem.
+
+Layout under a root (a local folder or `s3://bucket/prefix`)::
+
+    {root}/{stage}/{key}/data/{shard}-{part}.parquet   data files (zstd Parquet)
+    {root}/{stage}/{key}/shards/{shard}.json           shard done markers (written after the data)
+    {root}/{stage}/{key}/manifest.json                 commit marker (written last)
+    {root}/refs/{pipeline}/{stage}.json                named pointers with history
+
+Every object is written whole (local: temp file + rename; S3: one PUT), so a reader never
+sees a half-written file; an artifact without `manifest.json` does not exist for readers.
+This module knows nothing about what the tables mean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.keys import InvalidNameError, check_key, check_name
+from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = "artifacts"
+REFS_DIR = "refs"
+MANIFEST = "manifest.json"
+MAX_ROWS_PER_FILE = 1_000_000
+REF_HISTORY_LIMIT = 200
+_HASH_CHUNK = 1 << 20
+
+
+class StoreError(RuntimeError):
+    """A problem with the store itself (bad root, missing or corrupt artifact)."""
+
+
+class ArtifactNotFound(StoreError):
+    pass
+
+
+class SchemaMismatch(StoreError):
+    pass
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def sha256_file(path: str | Path, fs: fsspec.AbstractFileSystem | None = None) -> str:
+    digest = hashlib.sha256()
+    opener = fs.open(path, "rb") if fs is not None else open(path, "rb")
+    with opener as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def columns_of(schema: pa.Schema) -> list[ColumnSchema]:
+    return [ColumnSchema(name=f.name, type=str(f.type), nullable=f.nullable) for f in schema]
+
+
+def conform(table: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table:
+    """Return `table` with exactly `schema`, or fail naming the offending column."""
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if table.schema.equals(schema):
+        return table
+    missing = [n for n in schema.names if n not in table.column_names]
+    extra = [n for n in table.column_names if n not in schema.names]
+    if missing or extra:
+        raise SchemaMismatch(f"table columns differ from the stage schema: missing {missing}, unexpected {extra}")
+    table = table.select(schema.names)
+    for field in schema:
+        column = table.column(field.name)
+        if not field.nullable and column.null_count:
+            raise SchemaMismatch(f"column {field.name!r} has {column.null_count} nulls but is declared non-null")
+        if column.type != field.type:
+            try:
+                column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatch(f"column {field.name!r} of type {column.type} cannot become {field.type}: {exc}") from exc
+    return table.cast(schema)
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """A small, hashable pointer to a committed artifact (what flows pass around)."""
+
+    root: str
+    stage: str
+    key: str
+
+    @property
+    def uri(self) -> str:
+        return f"{self.root.rstrip('/')}/{self.stage}/{self.key}"
+
+
+def normalize_root(root: str | os.PathLike[str] | None) -> str:
+    """A root URI: local paths become absolute `file://`-less paths; credentials are refused."""
+    root = os.fspath(root) if root is not None else DEFAULT_ROOT
+    if not root:
+        raise StoreError("empty artifact root")
+    parts = urlsplit(root)
+    if parts.scheme and len(parts.scheme) > 1 and parts.scheme != "file":
+        if parts.username or parts.password:
+            raise StoreError("credentials in the artifact root URI are not allowed; use the AWS environment or config files")
+        if parts.query or parts.fragment:
+            raise StoreError("query strings and fragments are not allowed in the artifact root URI")
+        return root.rstrip("/")
+    path = parts.path if parts.scheme == "file" else root
+    return str(Path(path).expanduser().resolve())
+
+
+class ArtifactStore:
+    """Read and write versioned artifacts under one root URI."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root_uri = normalize_root(root)
+        self.fs, self._root = fsspec.core.url_to_fs(self.root_uri)
+        self.is_local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+        if self.is_local:
+            Path(self._root).mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"ArtifactStore({self.root_uri!r})"
+
+    # ----------------------------------------------------------------- paths
+    def artifact_dir(self, stage: str, key: str) -> str:
+        check_name(stage, "stage")
+        if stage == REFS_DIR:
+            raise InvalidNameError(f"{REFS_DIR!r} is reserved and cannot name a stage")
+        return f"{self._root}/{stage}/{check_key(key)}"
+
+    def uri(self, stage: str, key: str) -> str:
+        return f"{self.root_uri}/{stage}/{key}"
+
+    def ref(self, stage: str, key: str) -> ArtifactRef:
+        return ArtifactRef(self.root_uri, stage, key)
+
+    def _manifest_path(self, stage: str, key: str) -> str:
+        return f"{self.artifact_dir(stage, key)}/{MANIFEST}"
+
+    def _shard_path(self, stage: str, key: str, shard_id: str) -> str:
+        check_name(shard_id, "shard id")
+        return f"{self.artifact_dir(stage, key)}/shards/{shard_id}.json"
+
+    def _ref_path(self, pipeline: str, stage: str) -> str:
+        return f"{self._root}/{REFS_DIR}/{check_name(pipeline, 'pipeline')}/{check_name(stage, 'stage')}.json"
+
+    # ------------------------------------------------------------- low level
+    def _read_bytes(self, path: str) -> bytes | None:
+        try:
+            return self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+
+    def _write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write a whole object at once. With `exclusive`, return False if it already exists."""
+        if self.is_local:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                if exclusive:
+                    try:
+                        os.link(tmp, path)  # atomic create-if-absent
+                    except FileExistsError:
+                        return False
+                else:
+                    os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            return True
+        self.fs.invalidate_cache(path)
+        if exclusive:
+            if self.fs.exists(path):
+                return False
+            try:
+                self.fs.pipe_file(path, data, mode="create")  # S3 conditional PUT (If-None-Match: *)
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if "PreconditionFailed" in str(exc) or "412" in str(exc):
+                    return False
+                raise
+            return True
+        self.fs.pipe_file(path, data)
+        return True
+
+    def _put_local_file(self, local: str, dest: str) -> None:
+        if self.is_local:
+            Path(dest).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(local, dest)
+        else:
+            self.fs.put_file(local, dest)
+            os.unlink(local)
+
+    # ------------------------------------------------------------- manifests
+    def is_committed(self, stage: str, key: str) -> bool:
+        path = self._manifest_path(stage, key)
+        if not self.is_local:
+            self.fs.invalidate_cache(path)
+        return self.fs.exists(path)
+
+    def manifest(self, stage: str, key: str) -> Manifest:
+        data = self._read_bytes(self._manifest_path(stage, key))
+        if data is None:
+            raise ArtifactNotFound(f"no committed artifact {stage}/{key} under {self.root_uri}")
+        manifest = Manifest.model_validate_json(data)
+        if manifest.stage != stage or manifest.key != key:
+            raise StoreError(f"manifest at {stage}/{key} claims to be {manifest.stage}/{manifest.key}")
+        return manifest
+
+    def commit(self, manifest: Manifest) -> Manifest:
+        """Write `manifest.json`, making the artifact visible. The first committer wins."""
+        for entry in manifest.files:
+            path = f"{self.artifact_dir(manifest.stage, manifest.key)}/{entry.path}"
+            if not self.fs.exists(path):
+                raise StoreError(f"refusing to commit {manifest.stage}/{manifest.key}: {entry.path} is missing")
+        data = manifest.model_dump_json(indent=2).encode("utf-8")
+        if self._write_bytes(self._manifest_path(manifest.stage, manifest.key), data, exclusive=True):
+            return manifest
+        log.info("artifact %s/%s was committed concurrently; keeping the first commit", manifest.stage, manifest.key)
+        return self.manifest(manifest.stage, manifest.key)
+
+    def list_manifests(self, stage: str | None = None) -> list[Manifest]:
+        """All committed artifacts, listing by prefix and fetching manifests in one batch."""
+        self.fs.invalidate_cache(self._root)
+        stages = [stage] if stage else self.stages()
+        paths: list[str] = []
+        for name in stages:
+            try:
+                entries = self.fs.ls(f"{self._root}/{name}", detail=False)
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                key = entry.rstrip("/").rsplit("/", 1)[-1]
+                if len(key) == 64:
+                    paths.append(f"{self._root}/{name}/{key}/{MANIFEST}")
+        if not paths:
+            return []
+        blobs = self.fs.cat(paths, on_error="omit")
+        manifests = []
+        for path in paths:
+            blob = blobs.get(path) if isinstance(blobs, dict) else None
+            if blob is None and self.is_local and os.path.exists(path):
+                blob = Path(path).read_bytes()
+            if blob is not None:
+                manifests.append(Manifest.model_validate_json(blob))
+        return sorted(manifests, key=lambda m: (m.stage, m.created_at))
+
+    def stages(self) -> list[str]:
+        try:
+            entries = self.fs.ls(self._root, detail=True)
+        except FileNotFoundError:
+            return []
+        names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
+        return sorted(n for n in names if n != REFS_DIR and not n.startswith("."))
+
+    def resolve(self, stage: str, key_or_prefix: str) -> str:
+        """A full key from a unique prefix (as git does with commit ids)."""
+        if len(key_or_prefix) == 64:
+            return check_key(key_or_prefix)
+        matches = [m.key for m in self.list_manifests(stage) if m.key.startswith(key_or_prefix)]
+        if not matches:
+            raise ArtifactNotFound(f"no committed {stage} artifact with key starting {key_or_prefix!r}")
+        if len(matches) > 1:
+            raise StoreError(f"key prefix {key_or_prefix!r} is ambiguous: {', '.join(k[:12] for k in matches)}")
+        return matches[0]
+
+    # ----------------------------------------------------------------- shards
+    def completed_shard(self, stage: str, key: str, shard_id: str) -> ShardRecord | None:
+        """The shard's record if it finished earlier and all its files are present."""
+        path = self._shard_path(stage, key, shard_id)
+        if not self.is_local:
+            self.fs.invalidate_cache(path)
+        data = self._read_bytes(path)
+        if data is None:
+            return None
+        record = ShardRecord.model_validate_json(data)
+        base = self.artifact_dir(stage, key)
+        for entry in record.files:
+            try:
+                size = self.fs.size(f"{base}/{entry.path}")
+            except FileNotFoundError:
+                return None
+            if size != entry.bytes:
+                return None
+        return record
+
+    def write_shard_files(
+        self,
+        stage: str,
+        key: str,
+        shard_id: str,
+        tables: Iterable[pa.Table | pa.RecordBatch],
+        schema: pa.Schema,
+        *,
+        max_rows_per_file: int = MAX_ROWS_PER_FILE,
+    ) -> list[FileEntry]:
+        """Stream tables into zstd Parquet part files; each file appears whole or not at all."""
+        check_name(shard_id, "shard id")
+        base = self.artifact_dir(stage, key)
+        entries: list[FileEntry] = []
+        writer: _PartWriter | None = None
+        part = 0
+
+        def open_part() -> _PartWriter:
+            rel = f"data/{shard_id}-{part:05d}.parquet"
+            return _PartWriter(self, f"{base}/{rel}", rel, schema)
+
+        try:
+            for table in tables:
+                table = conform(table, schema)
+                offset = 0
+                while offset < table.num_rows:
+                    if writer is None:
+                        writer = open_part()
+                    take = min(table.num_rows - offset, max_rows_per_file - writer.rows)
+                    writer.write(table.slice(offset, take))
+                    offset += take
+                    if writer.rows >= max_rows_per_file:
+                        entries.append(writer.close())
+                        writer, part = None, part + 1
+            if writer is not None and writer.rows:
+                entries.append(writer.close())
+                writer = None
+            if not entries:  # an empty shard still records the schema
+                writer = open_part()
+                entries.append(writer.close())
+                writer = None
+        finally:
+            if writer is not None:
+                writer.abort()
+        return entries
+
+    def commit_shard(self, stage: str, key: str, record: ShardRecord) -> ShardRecord:
+        self._write_bytes(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
+        return record
+
+    # ------------------------------------------------------------------ reads
+    def files(self, stage: str, key: str) -> list[str]:
+        manifest = self.manifest(stage, key)
+        base = self.artifact_dir(stage, key)
+        return [f"{base}/{f.path}" for f in manifest.files]
+
+    def read_table(self, stage: str, key: str, columns: list[str] | None = None) -> pa.Table:
+        tables = [pq.read_table(path, columns=columns, filesystem=self._pa_fs()) for path in self.files(stage, key)]
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def iter_batches(self, stage: str, key: str, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """Stream an artifact without loading it whole."""
+        for path in self.files(stage, key):
+            with self.fs.open(path, "rb") as f:
+                yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
+
+    def _pa_fs(self) -> Any:
+        if self.is_local:
+            return None
+        from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+        return PyFileSystem(FSSpecHandler(self.fs))
+
+    def verify(self, stage: str, key: str) -> list[str]:
+        """Re-hash every file against the manifest; return the problems found (empty = sound)."""
+        manifest = self.manifest(stage, key)
+        base = self.artifact_dir(stage, key)
+        problems = []
+        for entry in manifest.files:
+            path = f"{base}/{entry.path}"
+            try:
+                size = self.fs.size(path)
+            except FileNotFoundError:
+                problems.append(f"{entry.path}: missing")
+                continue
+            if size != entry.bytes:
+                problems.append(f"{entry.path}: {size} bytes, manifest says {entry.bytes}")
+                continue
+            digest = sha256_file(path, self.fs)
+            if digest != entry.sha256:
+                problems.append(f"{entry.path}: sha256 {digest[:16]}…, manifest says {entry.sha256[:16]}…")
+                continue
+            try:
+                with self.fs.open(path, "rb") as f:
+                    rows = pq.ParquetFile(f).metadata.num_rows
+            except Exception as exc:  # noqa: BLE001 - any parse failure is a finding, not a crash
+                problems.append(f"{entry.path}: unreadable Parquet ({exc})")
+                continue
+            if rows != entry.rows:
+                problems.append(f"{entry.path}: {rows} rows, manifest says {entry.rows}")
+        return problems
+
+    # ------------------------------------------------------------------- refs
+    def read_ref(self, pipeline: str, stage: str) -> Ref | None:
+        data = self._read_bytes(self._ref_path(pipeline, stage))
+        return Ref.model_validate_json(data) if data is not None else None
+
+    def set_ref(self, pipeline: str, stage: str, key: str, note: str = "") -> Ref:
+        """Point `refs/{pipeline}/{stage}` at a committed key; the old value goes to history."""
+        if not self.is_committed(stage, key):
+            raise ArtifactNotFound(f"cannot point {pipeline}/{stage} at uncommitted {stage}/{key}")
+        current = self.read_ref(pipeline, stage)
+        if current is not None and current.key == key:
+            return current
+        # history lists what the ref pointed to, newest first, the current value included
+        history = [RefEntry(key=key, at=utc_now(), note=note)] + (current.history if current else [])
+        ref = Ref(pipeline=pipeline, stage=stage, key=key, history=history[:REF_HISTORY_LIMIT])
+        self._write_bytes(self._ref_path(pipeline, stage), ref.model_dump_json(indent=2).encode("utf-8"))
+        return ref
+
+    def list_refs(self) -> list[Ref]:
+        base = f"{self._root}/{REFS_DIR}"
+        self.fs.invalidate_cache(base)
+        try:
+            paths = [p for p in self.fs.find(base) if p.endswith(".json")]
+        except FileNotFoundError:
+            return []
+        blobs = self.fs.cat(paths, on_error="omit") if paths else {}
+        return sorted((Ref.model_validate_json(b) for b in blobs.values()), key=lambda r: (r.pipeline, r.stage))
+
+    # ------------------------------------------------------------ maintenance
+    def delete(self, stage: str, key: str) -> None:
+        """Uncommit first (remove the manifest), then the files, so readers never see a torso."""
+        base = self.artifact_dir(stage, key)
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(f"{base}/{MANIFEST}")
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(base, recursive=True)
+
+    def uncommitted_keys(self) -> list[tuple[str, str]]:
+        """Artifact directories without a manifest: interrupted or in-progress runs."""
+        found = []
+        committed = {(m.stage, m.key) for m in self.list_manifests()}
+        for stage in self.stages():
+            for entry in self.fs.ls(f"{self._root}/{stage}", detail=False):
+                key = entry.rstrip("/").rsplit("/", 1)[-1]
+                if len(key) == 64 and (stage, key) not in committed:
+                    found.append((stage, key))
+        return found
+
+    def garbage(self, keep_history: bool = False, include_partial: bool = False) -> list[tuple[str, str]]:
+        """Artifacts that no ref points to (nothing is deleted here)."""
+        referenced: set[tuple[str, str]] = set()
+        for ref in self.list_refs():
+            referenced.add((ref.stage, ref.key))
+            if keep_history:
+                referenced.update((ref.stage, h.key) for h in ref.history)
+        doomed = [(m.stage, m.key) for m in self.list_manifests() if (m.stage, m.key) not in referenced]
+        if include_partial:
+            doomed += self.uncommitted_keys()
+        return doomed
+
+
+class _PartWriter:
+    """One Parquet part file written to a temporary file, then moved into place whole."""
+
+    def __init__(self, store: ArtifactStore, dest: str, rel: str, schema: pa.Schema) -> None:
+        self.store, self.dest, self.rel, self.schema = store, dest, rel, schema
+        if store.is_local:
+            Path(dest).parent.mkdir(parents=True, exist_ok=True)
+            directory = str(Path(dest).parent)
+        else:
+            directory = None
+        fd, self.tmp = tempfile.mkstemp(prefix=".part-", suffix=".parquet.tmp", dir=directory)
+        os.close(fd)
+        self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        self.writer.write_table(table)
+        self.rows += table.num_rows
+
+    def close(self) -> FileEntry:
+        self.writer.close()
+        entry = FileEntry(path=self.rel, rows=self.rows, bytes=os.path.getsize(self.tmp), sha256=sha256_file(self.tmp))
+        self.store._put_local_file(self.tmp, self.dest)
+        return entry
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
+
+
+def dump_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)

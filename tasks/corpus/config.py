@@ -1,0 +1,214 @@
+"""Typed config of the corpus stage (the `[corpus]` section of a pipeline TOML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from storage.keys import check_name
+from tasks.stage import NOT_KEYED, StageConfig
+
+DEFAULT_DOWNLOAD_DIR = Path("~/.cache/xlembed/downloads")
+
+
+def _check_lang_codes(codes: list[str]) -> list[str]:
+    from tasks.corpus.languages import to_flores
+
+    flores = [to_flores(code) for code in codes]  # raises naming the unknown code
+    dupes = sorted({c for c in flores if flores.count(c) > 1})
+    if dupes:
+        raise ValueError(f"languages listed twice (after mapping to FLORES-200): {dupes}")
+    return codes
+
+
+class SourceBase(StageConfig):
+    """Fields every source has. Each source becomes one or more shards, cached on their own."""
+
+    name: str = Field(description="names the shards and the `source` column")
+    sample: int | None = Field(default=None, ge=1, description="groups to sample (seeded); all when unset")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_name(name, "source name")
+
+
+class TextSource(SourceBase):
+    """Plain text, one sentence per line; several files are line-aligned translations.
+
+    `files` maps a language code to a local path or any fsspec URL (`.gz`/`.bz2`/`.xz` are
+    decompressed; remote files are downloaded once into the cache with retries).
+    """
+
+    kind: Literal["text"]
+    files: dict[str, str] = Field(min_length=1)
+    sha256: dict[str, str] = Field(default_factory=dict, description="expected sha256 per language, for URLs")
+
+    @field_validator("files")
+    @classmethod
+    def _langs(cls, files: dict[str, str]) -> dict[str, str]:
+        _check_lang_codes(list(files))
+        return files
+
+
+class TsvSource(SourceBase):
+    """A tab-separated file; `columns` maps a language to a column name (or 0-based index without header)."""
+
+    kind: Literal["tsv"]
+    path: str
+    columns: dict[str, str | int] = Field(min_length=1)
+    header: bool = True
+
+    @field_validator("columns")
+    @classmethod
+    def _langs(cls, columns: dict[str, str | int]) -> dict[str, str | int]:
+        _check_lang_codes(list(columns))
+        return columns
+
+
+class ParquetSource(SourceBase):
+    """A Parquet file or dataset in wide form: one text column per language."""
+
+    kind: Literal["parquet"]
+    path: str
+    columns: dict[str, str] = Field(min_length=1)
+
+    @field_validator("columns")
+    @classmethod
+    def _langs(cls, columns: dict[str, str]) -> dict[str, str]:
+        _check_lang_codes(list(columns))
+        return columns
+
+
+class OpusMosesSource(SourceBase):
+    """An OPUS Moses-format parallel zip (`{corpus}.{l1}-{l2}.{l1}` and `.{l2}` inside)."""
+
+    kind: Literal["opus_moses"]
+    url: str
+    langs: list[str] = Field(min_length=2, max_length=2, description="the two OPUS codes as in the file names")
+    sha256: str | None = None
+
+    @field_validator("langs")
+    @classmethod
+    def _langs(cls, langs: list[str]) -> list[str]:
+        return _check_lang_codes(langs)
+
+
+class MultiwayDirSource(SourceBase):
+    """A directory of line-aligned files, one per language (FLORES-200 `{code}.dev`, NTREX, ...)."""
+
+    kind: Literal["multiway_dir"]
+    path: str
+    langs: list[str] = Field(min_length=1, description="codes as they appear in the file names")
+    pattern: str = "{code}.dev"
+
+    @field_validator("langs")
+    @classmethod
+    def _langs(cls, langs: list[str]) -> list[str]:
+        return _check_lang_codes(langs)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, pattern: str) -> str:
+        if "{code}" not in pattern or "/" in pattern:
+            raise ValueError(f"pattern {pattern!r} must contain '{{code}}' and no '/'")
+        return pattern
+
+
+class TatoebaSource(SourceBase):
+    """The XTREME/LASER Tatoeba layout: `tatoeba.{xx}-eng.{xx}` and `tatoeba.{xx}-eng.eng`.
+
+    Each language pair is its own shard; `sample` applies per pair.
+    """
+
+    kind: Literal["tatoeba"]
+    path: str
+    langs: list[str] = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel, cmn")
+
+    @field_validator("langs")
+    @classmethod
+    def _langs(cls, langs: list[str]) -> list[str]:
+        return _check_lang_codes(langs)
+
+
+class CldrSource(SourceBase):
+    """Human-translated CLDR phrases shipped in the Babel package: multi-way parallel, offline."""
+
+    kind: Literal["cldr"]
+    langs: list[str] = Field(min_length=2)
+    categories: list[str] | None = Field(default=None, description="CLDR categories; all supported when unset")
+
+    @field_validator("langs")
+    @classmethod
+    def _langs(cls, langs: list[str]) -> list[str]:
+        return _check_lang_codes(langs)
+
+    @field_validator("categories")
+    @classmethod
+    def _categories(cls, categories: list[str] | None) -> list[str] | None:
+        if categories is not None:
+            from tasks.corpus.cldr import CLDR_CATEGORIES
+
+            unknown = [c for c in categories if c not in CLDR_CATEGORIES]
+            if unknown:
+                raise ValueError(f"unknown CLDR categories {unknown}; known: {list(CLDR_CATEGORIES)}")
+        return categories
+
+
+Source = Annotated[
+    Union[TextSource, TsvSource, ParquetSource, OpusMosesSource, MultiwayDirSource, TatoebaSource, CldrSource],
+    Field(discriminator="kind"),
+]
+
+
+class CorpusFilters(StageConfig):
+    """Row filters; every dropped row is counted in the manifest under its reason.
+
+    Empty or whitespace-only rows and rows that are not valid UTF-8 are always dropped.
+    """
+
+    min_words: int = Field(default=0, ge=0)
+    max_words: int | None = Field(default=None, ge=1)
+    word_filter_langs: list[str] = Field(
+        default_factory=list,
+        description="languages the word limits apply to; empty = every language written with spaces",
+    )
+    max_chars: int = Field(default=5000, ge=1)
+    max_length_ratio: float | None = Field(
+        default=None, gt=1.0, description="max character-length ratio of a row to its group's first language"
+    )
+    min_langs_per_group: int | None = Field(
+        default=None, ge=1, description="keep a group when this many of its rows pass; default: all of them"
+    )
+    dedupe: bool = True
+
+    @field_validator("word_filter_langs")
+    @classmethod
+    def _langs(cls, langs: list[str]) -> list[str]:
+        return _check_lang_codes(langs)
+
+    @model_validator(mode="after")
+    def _word_range(self) -> CorpusFilters:
+        if self.max_words is not None and self.max_words < self.min_words:
+            raise ValueError(f"max_words ({self.max_words}) is below min_words ({self.min_words})")
+        return self
+
+
+class CorpusConfig(StageConfig):
+    sources: list[Source] = Field(min_length=1)
+    filters: CorpusFilters = CorpusFilters()
+    seed: int = 42
+    dev_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    read_batch_lines: int = Field(default=65_536, ge=1, json_schema_extra=NOT_KEYED)
+    download_dir: str = Field(default=str(DEFAULT_DOWNLOAD_DIR), json_schema_extra=NOT_KEYED)
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: list[SourceBase]) -> list[SourceBase]:
+        names = [s.name for s in sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {dupes}")
+        return sources

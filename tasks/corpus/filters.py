@@ -1,0 +1,93 @@
+"""Row filters over a wide batch of translation groups, vectorised in polars.
+
+Each row (one language of one group) gets a reason code; a group is kept when enough of
+its rows pass. Every row that does not reach the output is counted under exactly one
+reason, so `rows_in == rows_out + sum(dropped)` holds for the stage.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import polars as pl
+
+from tasks.corpus.config import CorpusFilters
+from tasks.corpus.languages import is_unspaced_script, to_flores
+
+OK = 0
+NULL = 1  # the batch says why: "invalid_utf8" or "missing"
+EMPTY = 2
+TOO_LONG = 3
+TOO_SHORT = 4
+LENGTH_RATIO = 5
+GROUP_INCOMPLETE = 6
+REASONS = {EMPTY: "empty", TOO_LONG: "too_long", TOO_SHORT: "too_short", LENGTH_RATIO: "length_ratio", GROUP_INCOMPLETE: "group_incomplete"}
+
+
+def reason_column(lang: str) -> str:
+    return f"{lang}__reason"
+
+
+def word_limits_apply(lang: str, filters: CorpusFilters) -> bool:
+    """Whitespace word counts mean nothing for scripts written without spaces (zho, jpn, tha, ...)."""
+    if filters.word_filter_langs:
+        return lang in {to_flores(code) for code in filters.word_filter_langs}
+    return not is_unspaced_script(lang)
+
+
+def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
+    text = pl.col(lang)
+    chars = text.str.len_chars()
+    expr = pl.when(text.is_null()).then(NULL).when(chars == 0).then(EMPTY).when(chars > filters.max_chars).then(TOO_LONG)
+    if word_limits_apply(lang, filters):
+        words = text.str.count_matches(r"\S+")
+        if filters.min_words:
+            expr = expr.when(words < filters.min_words).then(TOO_SHORT)
+        if filters.max_words is not None:
+            expr = expr.when(words > filters.max_words).then(TOO_LONG)
+    if filters.max_length_ratio is not None and lang != pivot:
+        pivot_chars = pl.col(pivot).str.len_chars()
+        longer = pl.max_horizontal(chars, pivot_chars).cast(pl.Float64)
+        shorter = pl.min_horizontal(chars, pivot_chars).clip(lower_bound=1).cast(pl.Float64)
+        expr = expr.when(pivot_chars.is_not_null() & (pivot_chars > 0) & (longer / shorter > filters.max_length_ratio)).then(LENGTH_RATIO)
+    return expr.otherwise(OK).cast(pl.UInt8).alias(reason_column(lang))
+
+
+def apply_filters(
+    frame: pl.DataFrame, langs: Sequence[str], filters: CorpusFilters, null_reason: str
+) -> tuple[pl.DataFrame, Counter[str]]:
+    """Strip texts, drop failing rows and incomplete groups; return kept groups and drop counts.
+
+    The returned frame keeps the input columns (failing texts set to null) plus `n_rows`,
+    the number of rows each kept group still has.
+    """
+    langs = list(langs)
+    pivot = langs[0]
+    min_langs = min(filters.min_langs_per_group or len(langs), len(langs))
+    frame = frame.with_columns([pl.col(lang).str.strip_chars() for lang in langs])
+    frame = frame.with_columns([_reason_expr(lang, pivot, filters) for lang in langs])
+    ok = [pl.col(reason_column(lang)) == OK for lang in langs]
+    frame = frame.with_columns(pl.sum_horizontal(ok).cast(pl.UInt32).alias("n_rows"))
+    keep = pl.col("n_rows") >= min_langs
+    # rows that passed but belong to a dropped group are dropped as "group_incomplete"
+    frame = frame.with_columns(
+        [
+            pl.when(~keep & (pl.col(reason_column(lang)) == OK)).then(GROUP_INCOMPLETE).otherwise(pl.col(reason_column(lang))).cast(pl.UInt8).alias(reason_column(lang))
+            for lang in langs
+        ]
+    )
+    counts = (
+        frame.select([reason_column(lang) for lang in langs])
+        .unpivot(value_name="reason")
+        .filter(pl.col("reason") != OK)
+        .group_by("reason")
+        .len()
+    )
+    dropped: Counter[str] = Counter()
+    for code, n in counts.iter_rows():
+        dropped[null_reason if code == NULL else REASONS[code]] += n
+    kept = frame.filter(keep).with_columns(
+        [pl.when(pl.col(reason_column(lang)) == OK).then(pl.col(lang)).alias(lang) for lang in langs]
+    )
+    return kept.drop([reason_column(lang) for lang in langs]), dropped

@@ -1,0 +1,272 @@
+"""Streaming readers: every corpus source becomes batches of translation groups.
+
+A `GroupBatch` is a wide polars frame: `locator` (where the group sits in its source: a
+line number, a row number, a CLDR key) and one text column per FLORES-200 language, null
+where the source has no valid text. Lines are split with numpy and validated as UTF-8 by
+Arrow a whole chunk at a time; only a chunk that holds invalid bytes is decoded line by
+line, to find and null the bad lines. Nothing holds a whole source in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import fsspec
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.corpus.languages import to_flores
+
+CHUNK_BYTES = 8 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class SourceError(ValueError):
+    """Bad source data found before or while reading; the message names file, line and field."""
+
+
+@dataclass
+class GroupBatch:
+    frame: pl.DataFrame
+    null_reason: str  # why a null text is dropped: "invalid_utf8" for line files, "missing" for tables
+
+
+def _decode_lines(data: bytes, offsets: np.ndarray) -> pa.Array:
+    """Lines `data[offsets[i]:offsets[i+1]]` as a large_string array; invalid UTF-8 -> null."""
+    binary = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(data)]
+    )
+    try:
+        text = binary.cast(pa.large_string())
+    except pa.ArrowInvalid:  # rare path: find the bad lines one by one
+        values = []
+        for line in binary.to_pylist():
+            try:
+                values.append(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                values.append(None)
+        text = pa.array(values, type=pa.large_string())
+    return pc.utf8_rtrim(text, characters="\r\n")
+
+
+def iter_line_chunks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pa.Array]:
+    """Lines of a binary stream as string arrays of varying length, newline and BOM removed."""
+    pending = b""
+    first = True
+    while True:
+        chunk = stream.read(chunk_bytes)
+        if first and chunk:
+            if chunk.startswith(UTF8_BOM):
+                chunk = chunk[len(UTF8_BOM) :]
+            first = False
+        if not chunk:
+            if pending:
+                yield _decode_lines(pending, np.array([0, len(pending)]))
+            return
+        data = pending + chunk if pending else chunk
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+        if len(newlines) == 0:
+            pending = data
+            continue
+        end = int(newlines[-1]) + 1
+        offsets = np.concatenate(([0], newlines + 1))
+        yield _decode_lines(data[:end], offsets)
+        pending = data[end:]
+
+
+def iter_lines(stream: BinaryIO, batch_lines: int) -> Iterator[pa.Array]:
+    """Lines in arrays of exactly `batch_lines` (the last may be shorter), so files can be zipped."""
+    buffered: list[pa.Array] = []
+    size = 0
+    for chunk in iter_line_chunks(stream):
+        buffered.append(chunk)
+        size += len(chunk)
+        while size >= batch_lines:
+            merged = pa.concat_arrays(buffered)
+            yield merged.slice(0, batch_lines)
+            rest = merged.slice(batch_lines)
+            buffered, size = ([rest] if len(rest) else []), len(rest)
+    if size:
+        yield pa.concat_arrays(buffered)
+
+
+def count_lines(stream: BinaryIO) -> int:
+    """Lines as `iter_lines` counts them: newlines, plus a final line without one."""
+    count, last = 0, b"\n"
+    while chunk := stream.read(CHUNK_BYTES):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def open_binary(path: str) -> BinaryIO:
+    """A local path or fsspec URL, transparently decompressed by extension."""
+    return fsspec.open(path, "rb", compression="infer").open()
+
+
+def read_aligned_lines(
+    named_streams: Sequence[tuple[str, str, BinaryIO]], batch_lines: int, *, locator_prefix: str = ""
+) -> Iterator[GroupBatch]:
+    """Zip line-aligned files (label, lang, stream) into groups; unequal lengths are an error."""
+    iterators = [iter_lines(stream, batch_lines) for _, _, stream in named_streams]
+    langs = [to_flores(lang) for _, lang, _ in named_streams]
+    line = 0
+    while True:
+        arrays = [next(it, None) for it in iterators]
+        if all(a is None for a in arrays):
+            return
+        lengths = [0 if a is None else len(a) for a in arrays]
+        if len(set(lengths)) > 1:
+            totals = [line + n + sum(len(rest) for rest in it) for n, it in zip(lengths, iterators)]
+            described = ", ".join(f"{label}: {total} lines" for (label, _, _), total in zip(named_streams, totals))
+            raise SourceError(f"line-aligned files have different line counts ({described})")
+        n = lengths[0]
+        locator = pl.int_range(line + 1, line + n + 1, eager=True).cast(pl.String)
+        if locator_prefix:
+            locator = locator_prefix + locator
+        frame = pl.DataFrame({"locator": locator}).with_columns(
+            [pl.from_arrow(a).cast(pl.String).alias(lang) for a, lang in zip(arrays, langs)]
+        )
+        line += n
+        yield GroupBatch(frame, "invalid_utf8")
+
+
+def check_aligned_line_counts(files: Sequence[tuple[str, str]]) -> None:
+    """Count lines of aligned local files up front, so a mismatch fails before any work."""
+    counts = []
+    for label, path in files:
+        with open_binary(path) as stream:
+            counts.append((label, count_lines(stream)))
+    if len({n for _, n in counts}) > 1:
+        described = ", ".join(f"{label}: {n} lines" for label, n in counts)
+        raise SourceError(f"line-aligned files have different line counts ({described})")
+
+
+def read_text_files(files: dict[str, str], batch_lines: int) -> Iterator[GroupBatch]:
+    if len(files) > 1:
+        check_aligned_line_counts([(path, path) for path in files.values()])
+    with ExitStack() as stack:
+        streams = [(path, lang, stack.enter_context(open_binary(path))) for lang, path in files.items()]
+        yield from read_aligned_lines(streams, batch_lines)
+
+
+def read_multiway_dir(directory: str, langs: Sequence[str], pattern: str, batch_lines: int) -> Iterator[GroupBatch]:
+    files = {lang: f"{directory.rstrip('/')}/{pattern.format(code=lang)}" for lang in langs}
+    missing = [path for path in files.values() if not fsspec.core.url_to_fs(path)[0].exists(path)]
+    if missing:
+        raise SourceError(f"multi-way directory {directory} lacks files: {missing}")
+    yield from read_text_files(files, batch_lines)
+
+
+def read_tatoeba_pair(directory: str, lang: str, batch_lines: int) -> Iterator[GroupBatch]:
+    base = f"{directory.rstrip('/')}/tatoeba.{lang}-eng"
+    yield from read_text_files({lang: f"{base}.{lang}", "eng": f"{base}.eng"}, batch_lines)
+
+
+def read_moses_zip(zip_path: Path, langs: Sequence[str], batch_lines: int) -> Iterator[GroupBatch]:
+    """OPUS Moses zips hold `{corpus}.{a}-{b}.{a}` and `.{b}`, with the pair in either order."""
+    l1, l2 = langs
+    with zipfile.ZipFile(zip_path) as archive:
+        names = archive.namelist()
+        members = {}
+        for lang in (l1, l2):
+            found = [n for n in names if n.endswith((f".{l1}-{l2}.{lang}", f".{l2}-{l1}.{lang}"))]
+            if len(found) != 1:
+                raise SourceError(f"{zip_path}: expected one member ending '.{l1}-{l2}.{lang}', found {found or 'none'}")
+            members[lang] = found[0]
+        counts = []
+        for lang in (l1, l2):
+            with archive.open(members[lang]) as stream:
+                counts.append((f"{zip_path.name}:{members[lang]}", count_lines(stream)))
+        if counts[0][1] != counts[1][1]:
+            raise SourceError(f"line-aligned files have different line counts ({counts[0][0]}: {counts[0][1]} lines, {counts[1][0]}: {counts[1][1]} lines)")
+        with archive.open(members[l1]) as s1, archive.open(members[l2]) as s2:
+            yield from read_aligned_lines(
+                [(members[l1], l1, io.BufferedReader(s1)), (members[l2], l2, io.BufferedReader(s2))], batch_lines
+            )
+
+
+def _binary_to_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        column = pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], pa.large_binary())
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        column = column.cast(pa.large_binary())
+        offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset : column.offset + len(column) + 1]
+        data = column.buffers()[2].to_pybytes() if column.buffers()[2] is not None else b""
+        text = _decode_lines(data, offsets)
+        return pc.if_else(column.is_null(), pa.scalar(None, pa.large_string()), text)
+    return column.cast(pa.large_string())
+
+
+def read_tsv(path: str, columns: dict[str, str | int], header: bool, batch_lines: int, malformed: list[int]) -> Iterator[GroupBatch]:
+    """Stream a TSV with Arrow's CSV reader; rows with the wrong number of fields are counted in `malformed`."""
+    import pyarrow.csv as pacsv
+
+    def on_invalid(row: pacsv.InvalidRow) -> str:
+        malformed[0] += 1
+        return "skip"
+
+    def open_reader(column_types: dict[str, pa.DataType] | None) -> pacsv.CSVStreamingReader:
+        stream = open_binary(path)
+        if stream.read(len(UTF8_BOM)) != UTF8_BOM:
+            stream.seek(0)
+        read_options = pacsv.ReadOptions(block_size=CHUNK_BYTES, autogenerate_column_names=not header)
+        parse_options = pacsv.ParseOptions(
+            delimiter="\t", quote_char=False, newlines_in_values=False, invalid_row_handler=on_invalid
+        )
+        convert_options = pacsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False)
+        return pacsv.open_csv(stream, read_options=read_options, parse_options=parse_options, convert_options=convert_options)
+
+    names = open_reader(None).schema.names
+    selected: dict[str, str] = {}
+    for lang, column in columns.items():
+        name = names[column] if isinstance(column, int) and 0 <= column < len(names) else column
+        if name not in names:
+            raise SourceError(f"{path}: no column {column!r} for {lang}; columns are {names}")
+        selected[to_flores(lang)] = str(name)
+    # read every column as bytes: invalid UTF-8 becomes a counted drop, not a reader crash
+    malformed[0] = 0
+    reader = open_reader({name: pa.binary() for name in names})
+    row = 0
+    for batch in reader:
+        n = batch.num_rows
+        data = {"locator": pl.int_range(row + 1 + header, row + n + 1 + header, eager=True).cast(pl.String)}
+        for lang, name in selected.items():
+            data[lang] = pl.from_arrow(_binary_to_text(batch.column(name))).cast(pl.String)
+        row += n
+        yield GroupBatch(pl.DataFrame(data), "missing")
+
+
+def read_parquet(path: str, columns: dict[str, str], batch_lines: int) -> Iterator[GroupBatch]:
+    import pyarrow.parquet as pq
+
+    with fsspec.open(path, "rb") as f:
+        parquet = pq.ParquetFile(f)
+        names = parquet.schema_arrow.names
+        missing = [c for c in columns.values() if c not in names]
+        if missing:
+            raise SourceError(f"{path}: no columns {missing}; columns are {names}")
+        row = 0
+        for batch in parquet.iter_batches(batch_size=batch_lines, columns=list(columns.values())):
+            data = {"locator": pl.int_range(row, row + batch.num_rows, eager=True).cast(pl.String)}
+            for lang, name in columns.items():
+                data[to_flores(lang)] = pl.from_arrow(_binary_to_text(batch.column(name))).cast(pl.String)
+            row += batch.num_rows
+            yield GroupBatch(pl.DataFrame(data), "missing")
+
+
+def read_cldr(langs: Sequence[str], categories: Sequence[str] | None) -> Iterator[GroupBatch]:
+    from tasks.corpus.cldr import CLDR_CATEGORIES, cldr_multiway_table
+
+    flores = [to_flores(lang) for lang in langs]
+    table = cldr_multiway_table(flores, categories or CLDR_CATEGORIES)
+    frame = pl.from_arrow(table).rename({"key": "locator"})
+    yield GroupBatch(frame.select("locator", *flores), "missing")

@@ -1,0 +1,215 @@
+"""The corpus stage: sources -> filtered, deduplicated, sampled, split long-format Parquet.
+
+One shard per source (per language pair for Tatoeba), each cached on its own, so an
+interrupted run resumes at the first source that did not finish.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import polars as pl
+import pyarrow as pa
+
+from tasks.corpus.config import (
+    CldrSource,
+    CorpusConfig,
+    MultiwayDirSource,
+    OpusMosesSource,
+    ParquetSource,
+    TatoebaSource,
+    TextSource,
+    TsvSource,
+)
+from tasks.corpus.filters import apply_filters
+from tasks.corpus.languages import to_flores
+from tasks.corpus.readers import (
+    GroupBatch,
+    SourceError,
+    read_cldr,
+    read_moses_zip,
+    read_multiway_dir,
+    read_parquet,
+    read_tatoeba_pair,
+    read_text_files,
+    read_tsv,
+)
+from tasks.corpus.sampling import GroupSelector, add_hashes
+from tasks.corpus.schema import CORPUS_SCHEMA
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+
+CODE_VERSION = "1"
+
+
+def source_langs(source: Any, shard: ShardSpec | None = None) -> list[str]:
+    """FLORES codes of a source's columns, first = the group's pivot for the length ratio."""
+    if isinstance(source, TextSource):
+        raw = list(source.files)
+    elif isinstance(source, (TsvSource, ParquetSource)):
+        raw = list(source.columns)
+    elif isinstance(source, TatoebaSource):
+        raw = ["eng", shard.params["lang"]] if shard else ["eng", *source.langs]
+    else:
+        raw = list(source.langs)
+    return [to_flores(code) for code in raw]
+
+
+def plan_corpus_shards(config: CorpusConfig, inputs: Inputs) -> list[ShardSpec]:
+    shards = []
+    for index, source in enumerate(config.sources):
+        if isinstance(source, TatoebaSource):
+            for lang in source.langs:
+                shard_id = f"{source.name}-{lang.lower().replace('_', '-')}"
+                shards.append(ShardSpec(shard_id, {"source": index, "lang": lang}, f"{source.name} {lang}-eng"))
+        else:
+            shards.append(ShardSpec(source.name, {"source": index}, f"{source.name} ({source.kind})"))
+    return shards
+
+
+def _open_source(config: CorpusConfig, source: Any, shard: ShardSpec, malformed: list[int]) -> Iterator[GroupBatch]:
+    batch = config.read_batch_lines
+    if isinstance(source, TextSource):
+        files = {lang: _local_copy(config, url, source.sha256.get(lang)) for lang, url in source.files.items()}
+        return read_text_files(files, batch)
+    if isinstance(source, TsvSource):
+        return read_tsv(source.path, source.columns, source.header, batch, malformed)
+    if isinstance(source, ParquetSource):
+        return read_parquet(source.path, source.columns, batch)
+    if isinstance(source, OpusMosesSource):
+        return read_moses_zip(Path(_local_copy(config, source.url, source.sha256)), source.langs, batch)
+    if isinstance(source, MultiwayDirSource):
+        return read_multiway_dir(source.path, source.langs, source.pattern, batch)
+    if isinstance(source, TatoebaSource):
+        return read_tatoeba_pair(source.path, shard.params["lang"], batch)
+    if isinstance(source, CldrSource):
+        return read_cldr(source.langs, source.categories)
+    raise TypeError(f"unsupported source {type(source).__name__}")
+
+
+def _local_copy(config: CorpusConfig, url: str, sha256: str | None) -> str:
+    """Remote files are fetched once into the download cache; local ones are read in place."""
+    if "://" not in url or url.startswith("file://"):
+        return url
+    from tasks.corpus.download import fetch
+
+    return str(fetch(url, Path(config.download_dir).expanduser(), expected_sha256=sha256).path)
+
+
+def to_long(frame: pl.DataFrame, langs: list[str], source_name: str) -> pa.Table:
+    """Wide groups -> one row per (group, language) with a surviving text, in group order."""
+    order = {lang: i for i, lang in enumerate(langs)}
+    long = (
+        frame.select("seq", "locator", "split", *langs)
+        .unpivot(on=langs, index=["seq", "locator", "split"], variable_name="lang", value_name="text")
+        .drop_nulls("text")
+        .with_columns(pl.col("lang").replace_strict(order, return_dtype=pl.UInt32).alias("lang_order"))
+        .sort("seq", "lang_order")
+        .with_columns((pl.lit(f"{source_name}:") + pl.col("locator")).alias("group_id"))
+        .with_columns((pl.col("group_id") + ":" + pl.col("lang")).alias("id"), pl.lit(source_name).alias("source"))
+    )
+    return long.select(CORPUS_SCHEMA.names).to_arrow()
+
+
+def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
+    source = config.sources[shard.params["source"]]
+    langs = source_langs(source, shard)
+    selector = GroupSelector(source.sample, config.filters.dedupe)
+    rows_by_lang: dict[str, int] = {}
+    rows_by_split: dict[str, int] = {}
+    groups = 0
+    malformed = [0]
+    seq = 0
+
+    def emit(frame: pl.DataFrame) -> pa.Table:
+        nonlocal groups
+        table = to_long(frame, langs, source.name)
+        groups += frame.height
+        for key, counts in (("lang", rows_by_lang), ("split", rows_by_split)):
+            for value, n in pl.from_arrow(table.select([key])).group_by(key).len().iter_rows():
+                counts[value] = counts.get(value, 0) + n
+        return table
+
+    try:
+        for batch in _open_source(config, source, shard, malformed):
+            frame = batch.frame.with_columns(pl.int_range(seq, seq + batch.frame.height, dtype=pl.UInt64).alias("seq"))
+            seq += frame.height
+            context.read(frame.height * len(langs))
+            kept, dropped = apply_filters(frame, langs, config.filters, batch.null_reason)
+            for reason, n in dropped.items():
+                context.drop(reason, n)
+            kept = add_hashes(kept, langs, config.seed, config.dev_fraction)
+            for ready in selector.offer(kept):
+                if ready.height:
+                    yield emit(ready)
+        for ready in selector.finish():
+            yield emit(ready)
+    except SourceError:
+        raise
+    except (OSError, UnicodeError, pa.ArrowInvalid) as exc:
+        raise SourceError(f"source {source.name!r}: {exc}") from exc
+    if malformed[0]:
+        context.read(malformed[0] * len(langs))
+        context.drop("malformed_row", malformed[0] * len(langs))
+    context.drop("duplicate", selector.duplicate_rows)
+    context.drop("not_sampled", selector.unsampled_rows)
+    context.metrics = {
+        "groups": groups,
+        "rows_by_lang": dict(sorted(rows_by_lang.items())),
+        "rows_by_split": dict(sorted(rows_by_split.items())),
+    }
+
+
+def _fingerprint_path(path: str) -> dict[str, Any]:
+    if "://" in path and not path.startswith("file://"):
+        from tasks.corpus.download import public_url
+
+        return {"url": public_url(path)}
+    local = Path(path.removeprefix("file://"))
+    try:
+        stat = local.stat()
+    except FileNotFoundError:
+        raise SourceError(f"source file not found: {local}") from None
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:
+    """Sizes and mtimes of local inputs (like make), URLs for remote ones, Babel's version for CLDR."""
+    prints: dict[str, Any] = {}
+    for source in config.sources:
+        if isinstance(source, TextSource):
+            prints[source.name] = {lang: _fingerprint_path(p) for lang, p in source.files.items()}
+        elif isinstance(source, (TsvSource, ParquetSource)):
+            prints[source.name] = _fingerprint_path(source.path)
+        elif isinstance(source, OpusMosesSource):
+            prints[source.name] = _fingerprint_path(source.url)
+        elif isinstance(source, MultiwayDirSource):
+            prints[source.name] = {
+                lang: _fingerprint_path(os.path.join(source.path, source.pattern.format(code=lang))) for lang in source.langs
+            }
+        elif isinstance(source, TatoebaSource):
+            prints[source.name] = {
+                f"{lang}-{side}": _fingerprint_path(os.path.join(source.path, f"tatoeba.{lang}-eng.{side}"))
+                for lang in source.langs
+                for side in (lang, "eng")
+            }
+        elif isinstance(source, CldrSource):
+            import babel
+
+            prints[source.name] = {"babel": babel.__version__}
+    return prints
+
+
+CORPUS_STAGE: Stage[CorpusConfig] = Stage(
+    name="corpus",
+    code_version=CODE_VERSION,
+    config_model=CorpusConfig,
+    schema=CORPUS_SCHEMA,
+    plan_shards=plan_corpus_shards,
+    build_shard=build_corpus_shard,
+    fingerprint_sources=fingerprint_corpus_sources,
+    description="read, filter, dedupe, sample and split source text into multi-way groups",
+)

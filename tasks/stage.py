@@ -1,0 +1,248 @@
+"""What a stage is, and how any stage is executed against the artifact store.
+
+A stage declares a typed config, an explicit code version, an Arrow schema, the stages it
+reads, and two pure functions: `plan_shards` (split the work) and `build_shard` (turn input
+artifacts into the tables of one shard). The functions here run a stage shard by shard,
+skipping shards that finished earlier, and commit the manifest last. Nothing here knows
+about Prefect: flows call these functions from tasks, tests call them directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+from storage import (
+    ArtifactRef,
+    ArtifactStore,
+    Manifest,
+    ShardRecord,
+    artifact_key,
+    columns_of,
+    utc_now,
+)
+from storage.keys import check_name
+
+PACKAGE_VERSION = "0.1.0"
+
+# Mark a config field with `Field(json_schema_extra=NOT_KEYED)` when changing it cannot
+# change the output (worker counts, batch sizes for reading, timeouts): it stays out of the key.
+NOT_KEYED = {"keyed": False}
+
+
+class StageConfig(BaseModel):
+    """Base of every stage's config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def keyed_config(config: BaseModel) -> dict[str, Any]:
+    """The config as JSON, without fields marked NOT_KEYED (recursively)."""
+    data = config.model_dump(mode="json")
+    return _drop_unkeyed(config, data)
+
+
+def _drop_unkeyed(model: Any, data: Any) -> Any:
+    if isinstance(model, BaseModel) and isinstance(data, dict):
+        out = {}
+        for name, info in type(model).model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            if extra.get("keyed") is False:
+                continue
+            out[name] = _drop_unkeyed(getattr(model, name), data[name])
+        return out
+    if isinstance(model, (list, tuple)) and isinstance(data, list):
+        return [_drop_unkeyed(m, d) for m, d in zip(model, data)]
+    return data
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """One independently cached unit of a stage's work. `params` must be small and JSON-able."""
+
+    shard_id: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+class ShardContext:
+    """What a shard builder reports besides its tables: rows read, rows dropped and why, metrics."""
+
+    def __init__(self, shard_id: str, progress: Callable[[int], None] | None = None) -> None:
+        self.shard_id = shard_id
+        self.rows_in = 0
+        self.dropped: Counter[str] = Counter()
+        self.metrics: dict[str, Any] = {}
+        self._progress = progress
+
+    def read(self, rows: int) -> None:
+        self.rows_in += rows
+        if self._progress is not None:
+            self._progress(rows)
+
+    def drop(self, reason: str, rows: int = 1) -> None:
+        if rows:
+            self.dropped[reason] += int(rows)
+
+
+ConfigT = TypeVar("ConfigT", bound=StageConfig)
+Inputs = Mapping[str, "InputArtifact"]
+
+
+@dataclass(frozen=True)
+class Stage(Generic[ConfigT]):
+    name: str
+    code_version: str
+    config_model: type[ConfigT]
+    schema: pa.Schema
+    plan_shards: Callable[[ConfigT, Inputs], list[ShardSpec]]
+    build_shard: Callable[[ConfigT, Inputs, ShardSpec, ShardContext], Iterable[pa.Table]]
+    inputs: tuple[str, ...] = ()
+    # Fingerprints of external sources (file sizes and mtimes, ETags, package versions), so
+    # that a changed input file changes the key even though the config did not change.
+    fingerprint_sources: Callable[[ConfigT], dict[str, Any]] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "stage")
+
+
+@dataclass(frozen=True)
+class InputArtifact:
+    """A committed upstream artifact, as a stage function sees it."""
+
+    store: ArtifactStore
+    stage: str
+    key: str
+
+    def manifest(self) -> Manifest:
+        return self.store.manifest(self.stage, self.key)
+
+    def read_table(self, columns: list[str] | None = None) -> pa.Table:
+        return self.store.read_table(self.stage, self.key, columns)
+
+    def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterable[pa.RecordBatch]:
+        return self.store.iter_batches(self.stage, self.key, columns, batch_size)
+
+
+def source_fingerprints(stage: Stage[Any], config: StageConfig) -> dict[str, Any]:
+    return stage.fingerprint_sources(config) if stage.fingerprint_sources else {}
+
+
+def stage_key(stage: Stage[Any], config: StageConfig, input_keys: Mapping[str, str], fingerprints: Mapping[str, Any]) -> str:
+    return artifact_key(stage.name, stage.code_version, keyed_config(config), input_keys, fingerprints)
+
+
+def resolve_inputs(store: ArtifactStore, stage: Stage[Any], input_keys: Mapping[str, str]) -> dict[str, InputArtifact]:
+    missing = [name for name in stage.inputs if name not in input_keys or not store.is_committed(name, input_keys[name])]
+    if missing:
+        raise RuntimeError(f"stage {stage.name!r} needs committed inputs {missing} that are not in {store.root_uri}")
+    return {name: InputArtifact(store, name, input_keys[name]) for name in stage.inputs}
+
+
+def run_shard(
+    store: ArtifactStore,
+    stage: Stage[Any],
+    key: str,
+    config: StageConfig,
+    input_keys: Mapping[str, str],
+    shard: ShardSpec,
+    progress: Callable[[int], None] | None = None,
+) -> ShardRecord:
+    """Build one shard unless an earlier run finished it; its record is written after its files."""
+    done = store.completed_shard(stage.name, key, shard.shard_id)
+    if done is not None:
+        return done
+    started = time.perf_counter()
+    context = ShardContext(shard.shard_id, progress)
+    inputs = resolve_inputs(store, stage, input_keys)
+    tables = stage.build_shard(config, inputs, shard, context)
+    files = store.write_shard_files(stage.name, key, shard.shard_id, tables, stage.schema)
+    record = ShardRecord(
+        shard_id=shard.shard_id,
+        files=files,
+        rows_in=context.rows_in,
+        rows_out=sum(f.rows for f in files),
+        dropped=dict(sorted(context.dropped.items())),
+        metrics=context.metrics,
+        wall_time_s=round(time.perf_counter() - started, 3),
+    )
+    return store.commit_shard(stage.name, key, record)
+
+
+def merge_metrics(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sum numeric metrics of shards key by key (nested dicts merge recursively)."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for name, value in part.items():
+            if isinstance(value, Mapping):
+                out[name] = merge_metrics([out.get(name, {}), value])
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[name] = out.get(name, 0) + value
+            else:
+                out.setdefault(name, value)
+    return out
+
+
+def commit_stage(
+    store: ArtifactStore,
+    stage: Stage[Any],
+    key: str,
+    config: StageConfig,
+    input_keys: Mapping[str, str],
+    fingerprints: Mapping[str, Any],
+    records: list[ShardRecord],
+    wall_time_s: float,
+) -> Manifest:
+    dropped: Counter[str] = Counter()
+    for record in records:
+        dropped.update(record.dropped)
+    manifest = Manifest(
+        stage=stage.name,
+        key=key,
+        code_version=stage.code_version,
+        config=keyed_config(config),
+        input_keys=dict(input_keys),
+        source_fingerprints=dict(fingerprints),
+        files=[f for record in records for f in record.files],
+        shards=[r.shard_id for r in records],
+        columns=columns_of(stage.schema),
+        created_at=utc_now(),
+        wall_time_s=round(wall_time_s, 3),
+        rows_in=sum(r.rows_in for r in records),
+        rows_out=sum(r.rows_out for r in records),
+        dropped=dict(sorted(dropped.items())),
+        metrics=merge_metrics(r.metrics for r in records),
+        package_version=PACKAGE_VERSION,
+    )
+    return store.commit(manifest)
+
+
+def run_stage(
+    store: ArtifactStore,
+    stage: Stage[Any],
+    config: StageConfig,
+    input_keys: Mapping[str, str],
+    *,
+    force: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[ArtifactRef, Manifest]:
+    """Run a whole stage in this process (the Prefect flow fans shards out instead)."""
+    fingerprints = source_fingerprints(stage, config)
+    key = stage_key(stage, config, input_keys, fingerprints)
+    if force:
+        store.delete(stage.name, key)
+    elif store.is_committed(stage.name, key):
+        return store.ref(stage.name, key), store.manifest(stage.name, key)
+    started = time.perf_counter()
+    inputs = resolve_inputs(store, stage, input_keys)
+    shards = stage.plan_shards(config, inputs)
+    records = [run_shard(store, stage, key, config, input_keys, shard, progress) for shard in shards]
+    manifest = commit_stage(store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started)
+    return store.ref(stage.name, key), manifest
