@@ -1,7 +1,13 @@
-"""The stages xlembed knows, in dependency order. Adding a stage is one line here."""
+"""The stages xlembed knows, in dependency order. Adding a stage is one line here.
+
+`XLEMBED_STAGES=package.module:NAME` replaces the list with another tuple of stages (the
+tests use it for small multi-stage pipelines; users can use it for stages of their own).
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 from typing import Any
 
 from tasks.corpus import CORPUS_STAGE
@@ -11,11 +17,21 @@ PIPELINE_STAGES: tuple[Stage[Any], ...] = (
     CORPUS_STAGE,
 )
 
+STAGES_ENV = "XLEMBED_STAGES"
 
-def stage_registry(stages: tuple[Stage[Any], ...] = PIPELINE_STAGES) -> dict[str, Stage[Any]]:
+
+def _configured_stages() -> tuple[Stage[Any], ...]:
+    spec = os.environ.get(STAGES_ENV)
+    if not spec:
+        return PIPELINE_STAGES
+    module, _, name = spec.partition(":")
+    return tuple(getattr(importlib.import_module(module), name or "PIPELINE_STAGES"))
+
+
+def stage_registry(stages: tuple[Stage[Any], ...] | None = None) -> dict[str, Stage[Any]]:
     """Name -> stage, checking that every stage comes after the stages it reads."""
     seen: dict[str, Stage[Any]] = {}
-    for stage in stages:
+    for stage in stages if stages is not None else _configured_stages():
         late = [name for name in stage.inputs if name not in seen]
         if late:
             raise ValueError(f"stage {stage.name!r} reads {late}, which must be listed before it")

@@ -14,8 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-KEY_PATTERN = re.compile(r"^[0-9a-f]{64}$")
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+# `\Z`, not `$`: `$` also matches before a trailing newline, which let "embed\n" through
+KEY_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,63}\Z")
 
 
 class InvalidNameError(ValueError):
@@ -50,14 +51,14 @@ def artifact_key(
 
 def check_key(key: str) -> str:
     """Keys become path components: only 64 lowercase hex digits are accepted."""
-    if not isinstance(key, str) or not KEY_PATTERN.match(key):
+    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
         raise InvalidNameError(f"invalid artifact key {key!r}: expected 64 lowercase hex digits")
     return key
 
 
 def check_name(name: str, what: str = "name") -> str:
     """Stage and pipeline names become path components: no separators, dots or upper case."""
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InvalidNameError(
             f"invalid {what} {name!r}: use lowercase letters, digits, '_' or '-', starting with a letter"
         )

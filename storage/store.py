@@ -32,7 +32,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.keys import InvalidNameError, check_key, check_name
+from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
 from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
 
 log = logging.getLogger(__name__)
@@ -140,11 +140,15 @@ class ArtifactStore:
         return f"ArtifactStore({self.root_uri!r})"
 
     # ----------------------------------------------------------------- paths
-    def artifact_dir(self, stage: str, key: str) -> str:
+    @staticmethod
+    def _check_stage(stage: str) -> str:
         check_name(stage, "stage")
         if stage == REFS_DIR:
             raise InvalidNameError(f"{REFS_DIR!r} is reserved and cannot name a stage")
-        return f"{self._root}/{stage}/{check_key(key)}"
+        return stage
+
+    def artifact_dir(self, stage: str, key: str) -> str:
+        return f"{self._root}/{self._check_stage(stage)}/{check_key(key)}"
 
     def uri(self, stage: str, key: str) -> str:
         return f"{self.root_uri}/{stage}/{key}"
@@ -163,6 +167,12 @@ class ArtifactStore:
         return f"{self._root}/{REFS_DIR}/{check_name(pipeline, 'pipeline')}/{check_name(stage, 'stage')}.json"
 
     # ------------------------------------------------------------- low level
+    def _ls_fresh(self, path: str, detail: bool = False) -> list[Any]:
+        """List `path` itself, not a listing cached earlier: other processes write here too
+        (s3fs keeps directory listings, and the instance, for the life of the process)."""
+        self.fs.invalidate_cache(path)
+        return self.fs.ls(path, detail=detail)
+
     def _read_bytes(self, path: str) -> bytes | None:
         try:
             return self.fs.cat_file(path)
@@ -234,6 +244,7 @@ class ArtifactStore:
         """Write `manifest.json`, making the artifact visible. The first committer wins."""
         for entry in manifest.files:
             path = f"{self.artifact_dir(manifest.stage, manifest.key)}/{entry.path}"
+            self.fs.invalidate_cache(path)
             if not self.fs.exists(path):
                 raise StoreError(f"refusing to commit {manifest.stage}/{manifest.key}: {entry.path} is missing")
         data = manifest.model_dump_json(indent=2).encode("utf-8")
@@ -244,33 +255,37 @@ class ArtifactStore:
 
     def list_manifests(self, stage: str | None = None) -> list[Manifest]:
         """All committed artifacts, listing by prefix and fetching manifests in one batch."""
-        self.fs.invalidate_cache(self._root)
-        stages = [stage] if stage else self.stages()
-        paths: list[str] = []
+        stages = [self._check_stage(stage)] if stage else self.stages()
+        paths: dict[str, tuple[str, str]] = {}
         for name in stages:
             try:
-                entries = self.fs.ls(f"{self._root}/{name}", detail=False)
+                entries = self._ls_fresh(f"{self._root}/{name}")
             except FileNotFoundError:
                 continue
             for entry in entries:
                 key = entry.rstrip("/").rsplit("/", 1)[-1]
-                if len(key) == 64:
-                    paths.append(f"{self._root}/{name}/{key}/{MANIFEST}")
+                if KEY_PATTERN.match(key):
+                    paths[f"{self._root}/{name}/{key}/{MANIFEST}"] = (name, key)
         if not paths:
             return []
-        blobs = self.fs.cat(paths, on_error="omit")
+        blobs = self.fs.cat(list(paths), on_error="omit")
         manifests = []
-        for path in paths:
+        for path, (name, key) in paths.items():
             blob = blobs.get(path) if isinstance(blobs, dict) else None
             if blob is None and self.is_local and os.path.exists(path):
                 blob = Path(path).read_bytes()
-            if blob is not None:
-                manifests.append(Manifest.model_validate_json(blob))
+            if blob is None:
+                continue
+            manifest = Manifest.model_validate_json(blob)
+            if (manifest.stage, manifest.key) != (name, key):  # as manifest() refuses it
+                log.warning("ignoring %s/%s: its manifest claims to be %s/%s", name, key, manifest.stage, manifest.key)
+                continue
+            manifests.append(manifest)
         return sorted(manifests, key=lambda m: (m.stage, m.created_at))
 
     def stages(self) -> list[str]:
         try:
-            entries = self.fs.ls(self._root, detail=True)
+            entries = self._ls_fresh(self._root, detail=True)
         except FileNotFoundError:
             return []
         names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
@@ -299,6 +314,7 @@ class ArtifactStore:
         record = ShardRecord.model_validate_json(data)
         base = self.artifact_dir(stage, key)
         for entry in record.files:
+            self.fs.invalidate_cache(f"{base}/{entry.path}")
             try:
                 size = self.fs.size(f"{base}/{entry.path}")
             except FileNotFoundError:
@@ -387,15 +403,16 @@ class ArtifactStore:
         problems = []
         for entry in manifest.files:
             path = f"{base}/{entry.path}"
+            self.fs.invalidate_cache(path)  # sizes from a cached listing would hide changes
             try:
                 size = self.fs.size(path)
+                if size != entry.bytes:
+                    problems.append(f"{entry.path}: {size} bytes, manifest says {entry.bytes}")
+                    continue
+                digest = sha256_file(path, self.fs)
             except FileNotFoundError:
                 problems.append(f"{entry.path}: missing")
                 continue
-            if size != entry.bytes:
-                problems.append(f"{entry.path}: {size} bytes, manifest says {entry.bytes}")
-                continue
-            digest = sha256_file(path, self.fs)
             if digest != entry.sha256:
                 problems.append(f"{entry.path}: sha256 {digest[:16]}…, manifest says {entry.sha256[:16]}…")
                 continue
@@ -451,9 +468,13 @@ class ArtifactStore:
         found = []
         committed = {(m.stage, m.key) for m in self.list_manifests()}
         for stage in self.stages():
-            for entry in self.fs.ls(f"{self._root}/{stage}", detail=False):
+            try:
+                entries = self._ls_fresh(f"{self._root}/{stage}")
+            except FileNotFoundError:  # removed meanwhile
+                continue
+            for entry in entries:
                 key = entry.rstrip("/").rsplit("/", 1)[-1]
-                if len(key) == 64 and (stage, key) not in committed:
+                if KEY_PATTERN.match(key) and (stage, key) not in committed:
                     found.append((stage, key))
         return found
 

@@ -130,7 +130,13 @@ class TatoebaSource(SourceBase):
     @field_validator("langs")
     @classmethod
     def _langs(cls, langs: list[str]) -> list[str]:
-        return _check_lang_codes(langs)
+        from tasks.corpus.languages import to_flores
+
+        _check_lang_codes(langs)
+        english = [code for code in langs if to_flores(code) == "eng_Latn"]
+        if english:  # every pair already has an English side
+            raise ValueError(f"Tatoeba langs pair with English; do not list English itself: {english}")
+        return langs
 
 
 class CldrSource(SourceBase):

@@ -60,13 +60,17 @@ def _decode_lines(data: bytes, offsets: np.ndarray) -> pa.Array:
 def iter_line_chunks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pa.Array]:
     """Lines of a binary stream as string arrays of varying length, newline and BOM removed."""
     pending = b""
-    first = True
+    # the BOM check needs the first three bytes, whatever the chunk size or short reads
+    head = b""
+    while len(head) < len(UTF8_BOM) and (more := stream.read(max(chunk_bytes, len(UTF8_BOM)) - len(head))):
+        head += more
+    if head.startswith(UTF8_BOM):
+        head = head[len(UTF8_BOM) :]
     while True:
-        chunk = stream.read(chunk_bytes)
-        if first and chunk:
-            if chunk.startswith(UTF8_BOM):
-                chunk = chunk[len(UTF8_BOM) :]
-            first = False
+        if head:
+            chunk, head = head, b""
+        else:
+            chunk = stream.read(chunk_bytes)
         if not chunk:
             if pending:
                 yield _decode_lines(pending, np.array([0, len(pending)]))
@@ -89,19 +93,31 @@ def iter_lines(stream: BinaryIO, batch_lines: int) -> Iterator[pa.Array]:
     for chunk in iter_line_chunks(stream):
         buffered.append(chunk)
         size += len(chunk)
-        while size >= batch_lines:
-            merged = pa.concat_arrays(buffered)
-            yield merged.slice(0, batch_lines)
-            rest = merged.slice(batch_lines)
-            buffered, size = ([rest] if len(rest) else []), len(rest)
+        if size < batch_lines:
+            continue
+        # concatenate once per chunk, not once per batch (a chunk can hold many batches)
+        merged = buffered[0] if len(buffered) == 1 else pa.concat_arrays(buffered)
+        start = 0
+        while len(merged) - start >= batch_lines:
+            yield merged.slice(start, batch_lines)
+            start += batch_lines
+        rest = merged.slice(start)
+        buffered, size = ([rest] if len(rest) else []), len(rest)
     if size:
         yield pa.concat_arrays(buffered)
 
 
 def count_lines(stream: BinaryIO) -> int:
     """Lines as `iter_lines` counts them: newlines, plus a final line without one."""
-    count, last = 0, b"\n"
+    count, last, first = 0, b"\n", True
     while chunk := stream.read(CHUNK_BYTES):
+        if first:  # a BOM is not a line (a file holding only a BOM has none)
+            while len(chunk) < len(UTF8_BOM) and (more := stream.read(CHUNK_BYTES)):
+                chunk += more
+            chunk = chunk[len(UTF8_BOM) :] if chunk.startswith(UTF8_BOM) else chunk
+            first = False
+            if not chunk:
+                continue
         count += chunk.count(b"\n")
         last = chunk[-1:]
     return count + (last != b"\n")
@@ -150,12 +166,12 @@ def check_aligned_line_counts(files: Sequence[tuple[str, str]]) -> None:
         raise SourceError(f"line-aligned files have different line counts ({described})")
 
 
-def read_text_files(files: dict[str, str], batch_lines: int) -> Iterator[GroupBatch]:
+def read_text_files(files: dict[str, str], batch_lines: int, *, locator_prefix: str = "") -> Iterator[GroupBatch]:
     if len(files) > 1:
         check_aligned_line_counts([(path, path) for path in files.values()])
     with ExitStack() as stack:
         streams = [(path, lang, stack.enter_context(open_binary(path))) for lang, path in files.items()]
-        yield from read_aligned_lines(streams, batch_lines)
+        yield from read_aligned_lines(streams, batch_lines, locator_prefix=locator_prefix)
 
 
 def read_multiway_dir(directory: str, langs: Sequence[str], pattern: str, batch_lines: int) -> Iterator[GroupBatch]:
@@ -168,7 +184,10 @@ def read_multiway_dir(directory: str, langs: Sequence[str], pattern: str, batch_
 
 def read_tatoeba_pair(directory: str, lang: str, batch_lines: int) -> Iterator[GroupBatch]:
     base = f"{directory.rstrip('/')}/tatoeba.{lang}-eng"
-    yield from read_text_files({lang: f"{base}.{lang}", "eng": f"{base}.eng"}, batch_lines)
+    # pairs share line numbers, so the locator names the pair: group ids stay unique per source
+    yield from read_text_files(
+        {lang: f"{base}.{lang}", "eng": f"{base}.eng"}, batch_lines, locator_prefix=f"{lang}-eng:"
+    )
 
 
 def read_moses_zip(zip_path: Path, langs: Sequence[str], batch_lines: int) -> Iterator[GroupBatch]:
@@ -214,8 +233,8 @@ def read_tsv(path: str, columns: dict[str, str | int], header: bool, batch_lines
         malformed[0] += 1
         return "skip"
 
-    def open_reader(column_types: dict[str, pa.DataType] | None) -> pacsv.CSVStreamingReader:
-        stream = open_binary(path)
+    def open_reader(stack: ExitStack, column_types: dict[str, pa.DataType] | None) -> pacsv.CSVStreamingReader:
+        stream = stack.enter_context(open_binary(path))
         if stream.read(len(UTF8_BOM)) != UTF8_BOM:
             stream.seek(0)
         read_options = pacsv.ReadOptions(block_size=CHUNK_BYTES, autogenerate_column_names=not header)
@@ -225,7 +244,8 @@ def read_tsv(path: str, columns: dict[str, str | int], header: bool, batch_lines
         convert_options = pacsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False)
         return pacsv.open_csv(stream, read_options=read_options, parse_options=parse_options, convert_options=convert_options)
 
-    names = open_reader(None).schema.names
+    with ExitStack() as stack:
+        names = open_reader(stack, None).schema.names
     selected: dict[str, str] = {}
     for lang, column in columns.items():
         name = names[column] if isinstance(column, int) and 0 <= column < len(names) else column
@@ -234,33 +254,43 @@ def read_tsv(path: str, columns: dict[str, str | int], header: bool, batch_lines
         selected[to_flores(lang)] = str(name)
     # read every column as bytes: invalid UTF-8 becomes a counted drop, not a reader crash
     malformed[0] = 0
-    reader = open_reader({name: pa.binary() for name in names})
-    row = 0
-    for batch in reader:
-        n = batch.num_rows
-        data = {"locator": pl.int_range(row + 1 + header, row + n + 1 + header, eager=True).cast(pl.String)}
-        for lang, name in selected.items():
-            data[lang] = pl.from_arrow(_binary_to_text(batch.column(name))).cast(pl.String)
-        row += n
-        yield GroupBatch(pl.DataFrame(data), "missing")
+    with ExitStack() as stack:
+        reader = open_reader(stack, {name: pa.binary() for name in names})
+        row = 0
+        for batch in reader:
+            n = batch.num_rows
+            data = {"locator": pl.int_range(row + 1 + header, row + n + 1 + header, eager=True).cast(pl.String)}
+            for lang, name in selected.items():
+                data[lang] = pl.from_arrow(_binary_to_text(batch.column(name))).cast(pl.String)
+            row += n
+            # every cell is read as bytes and empty cells stay "", so a null is invalid UTF-8
+            yield GroupBatch(pl.DataFrame(data), "invalid_utf8")
 
 
 def read_parquet(path: str, columns: dict[str, str], batch_lines: int) -> Iterator[GroupBatch]:
     import pyarrow.parquet as pq
 
-    with fsspec.open(path, "rb") as f:
-        parquet = pq.ParquetFile(f)
-        names = parquet.schema_arrow.names
-        missing = [c for c in columns.values() if c not in names]
-        if missing:
-            raise SourceError(f"{path}: no columns {missing}; columns are {names}")
-        row = 0
-        for batch in parquet.iter_batches(batch_size=batch_lines, columns=list(columns.values())):
-            data = {"locator": pl.int_range(row, row + batch.num_rows, eager=True).cast(pl.String)}
-            for lang, name in columns.items():
-                data[to_flores(lang)] = pl.from_arrow(_binary_to_text(batch.column(name))).cast(pl.String)
-            row += batch.num_rows
-            yield GroupBatch(pl.DataFrame(data), "missing")
+    fs, root = fsspec.core.url_to_fs(path)
+    if fs.isdir(root):  # a dataset: its .parquet files in name order, rows numbered across them
+        parts = sorted(p for p in fs.find(root) if p.endswith(".parquet"))
+        if not parts:
+            raise SourceError(f"{path}: a directory without .parquet files")
+    else:
+        parts = [root]
+    row = 0
+    for part in parts:
+        with fs.open(part, "rb") as f:
+            parquet = pq.ParquetFile(f)
+            names = parquet.schema_arrow.names
+            missing = [c for c in columns.values() if c not in names]
+            if missing:
+                raise SourceError(f"{part}: no columns {missing}; columns are {names}")
+            for batch in parquet.iter_batches(batch_size=batch_lines, columns=list(columns.values())):
+                data = {"locator": pl.int_range(row, row + batch.num_rows, eager=True).cast(pl.String)}
+                for lang, name in columns.items():
+                    data[to_flores(lang)] = pl.from_arrow(_binary_to_text(batch.column(name))).cast(pl.String)
+                row += batch.num_rows
+                yield GroupBatch(pl.DataFrame(data), "missing")
 
 
 def read_cldr(langs: Sequence[str], categories: Sequence[str] | None) -> Iterator[GroupBatch]:

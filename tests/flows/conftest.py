@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TOY_STAGES = "tests.flows.toy_stages:PIPELINE_STAGES"
+
+
+def write_corpus_text(directory: Path, lines: int = 60) -> dict[str, Path]:
+    """A small line-aligned English/Kazakh text pair (synthetic but well-formed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    en = directory / "train.en"
+    kk = directory / "train.kk"
+    en.write_text("".join(f"sentence number {i} is about the river {i % 7}\n" for i in range(lines)), encoding="utf-8")
+    kk.write_text("".join(f"{i} нөмірлі сөйлем {i % 7} өзен туралы\n" for i in range(lines)), encoding="utf-8")
+    return {"en": en, "kk": kk}
+
+
+def write_config(path: Path, root: Path, text: dict[str, Path], *, unit: str = "chars", bucket: int = 10, shards: int = 2, max_workers: int = 2) -> Path:
+    path.write_text(
+        f"""
+[pipeline]
+name = "toy"
+root = "{root}"
+max_workers = {max_workers}
+
+[corpus]
+seed = 7
+[[corpus.sources]]
+name = "pairs"
+kind = "text"
+files = {{ en = "{text['en']}", kk = "{text['kk']}" }}
+
+[lengths]
+shards = {shards}
+unit = "{unit}"
+
+[histogram]
+bucket = {bucket}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def toy_stages(monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("XLEMBED_STAGES", TOY_STAGES)
+    from flows.stages import stage_registry
+
+    return stage_registry()
+
+
+@pytest.fixture
+def toy_pipeline(tmp_path: Path, toy_stages: dict) -> dict:
+    text = write_corpus_text(tmp_path / "data")
+    root = tmp_path / "artifacts"
+    config = write_config(tmp_path / "toy.toml", root, text)
+    return {"config": config, "root": root, "text": text, "tmp": tmp_path}
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One temporary Prefect server (SQLite) for the in-process flow tests."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    home = tmp_path / f"prefect-home-{len(list(tmp_path.glob('prefect-home-*')))}"
+    home.mkdir(parents=True)
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=str(REPO),
+        XLEMBED_STAGES=TOY_STAGES,
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        XLEMBED_PROGRESS="0",
+    )
+    env.pop("PREFECT_API_URL", None)
+    env.update(extra)
+    return env
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "flows.cli", *args]

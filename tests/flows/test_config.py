@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.config import ConfigError, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipe.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+GOOD = """
+[pipeline]
+name = "p"
+[corpus]
+[[corpus.sources]]
+name = "c"
+kind = "cldr"
+langs = ["en", "kk"]
+"""
+
+
+def test_valid_config_maps_nothing_until_run(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD))
+    assert config.name == "p"
+    assert config.stages == ["corpus"]
+    assert config.settings.root == "artifacts"
+
+
+def test_demo_profile_is_valid() -> None:
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "demo.toml")
+    assert config.stages == ["corpus"]
+
+
+def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "[pipeline]\nname = \"p\"\n[corpus\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value) and "line 3" in str(info.value)
+
+
+def test_unknown_section(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown section\(s\) \[corpsu\]"):
+        load_config(write(tmp_path, GOOD + "\n[corpsu]\nx = 1\n"))
+
+
+def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace('kind = "cldr"', 'kind = "cldr"\nlangz = 3'))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "corpus.sources[0].langz: unknown key (got 3)" in message
+
+
+def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, GOOD.replace("[corpus]", "[corpus]\nseed = \"forty-two\"")))
+    assert "corpus.seed" in str(info.value) and "'forty-two'" in str(info.value)
+
+
+def test_unknown_language_code_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, GOOD.replace('"kk"]', '"klingon"]')))
+    assert "corpus.sources[0].langs" in str(info.value) and "klingon" in str(info.value)
+
+
+def test_bad_pipeline_name_and_missing_sections(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="pipeline.name"):
+        load_config(write(tmp_path, GOOD.replace('name = "p"', 'name = "../evil"')))
+    with pytest.raises(ConfigError, match=r"missing \[pipeline\]"):
+        load_config(write(tmp_path, "[corpus]\n"))
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_root_override_from_argument_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, GOOD)
+    assert load_config(path, root="s3://bucket/x").settings.root == "s3://bucket/x"
+    monkeypatch.setenv("XLEMBED_ROOT", "/somewhere/else")
+    assert load_config(path).settings.root == "/somewhere/else"
+
+
+def test_stage_reading_an_absent_stage_is_an_error(tmp_path: Path, toy_stages: dict) -> None:
+    text = GOOD.replace('name = "p"', 'name = "p"\nstages = ["corpus", "histogram"]') + "\n[histogram]\nbucket = 5\n"
+    with pytest.raises(ConfigError, match=r"\[histogram\] reads \['lengths'\]"):
+        load_config(write(tmp_path, text))

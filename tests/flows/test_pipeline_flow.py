@@ -1,0 +1,133 @@
+"""Real Prefect runs: in-process against a temporary server, and as killed/concurrent subprocesses."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import cli, subprocess_env, write_config
+from typer.testing import CliRunner
+
+from flows.cli import app
+from storage import ArtifactStore
+
+pytestmark = pytest.mark.slow
+
+
+def committed(root: Path) -> dict[str, list[str]]:
+    store = ArtifactStore(root)
+    out: dict[str, list[str]] = {}
+    for m in store.list_manifests():
+        out.setdefault(m.stage, []).append(m.key)
+    return out
+
+
+def file_digests(root: Path) -> dict[str, list[str]]:
+    store = ArtifactStore(root)
+    return {m.stage: sorted(f.sha256 for f in m.files) for m in store.list_manifests()}
+
+
+def test_flow_runs_dag_publishes_artifacts_and_second_run_computes_nothing(toy_pipeline: dict, prefect_server: None) -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.pipeline import pipeline_flow
+
+    # the flow itself in-process (CliRunner swaps stdout, which Prefect's log handlers keep)
+    keys = pipeline_flow(config_path=str(toy_pipeline["config"]))
+    stores = committed(toy_pipeline["root"])
+    assert sorted(stores) == ["corpus", "histogram", "lengths"]
+    store = ArtifactStore(toy_pipeline["root"])
+    refs = {r.stage: r.key for r in store.list_refs()}
+    assert refs == {stage: found[0] for stage, found in stores.items()} == keys
+    assert store.manifest("lengths", refs["lengths"]).rows_out == store.manifest("corpus", refs["corpus"]).rows_out
+    assert all(store.verify(stage, key) == [] for stage, key in refs.items())
+
+    with get_client(sync_client=True) as client:
+        keys = {a.key for a in client.read_artifacts()}
+    assert {"corpus-artifact", "lengths-artifact", "histogram-artifact", "corpus-drops", "toy-run"} <= keys
+
+    started = time.perf_counter()
+    again = CliRunner().invoke(app, ["run", str(toy_pipeline["config"])])
+    assert again.exit_code == 0, again.output
+    assert "nothing to compute" in again.output
+    assert time.perf_counter() - started < 5  # no flow, no server: only the plan
+
+
+def test_flow_only_and_force(toy_pipeline: dict, prefect_server: None) -> None:
+    from flows.pipeline import pipeline_flow
+
+    pipeline_flow(config_path=str(toy_pipeline["config"]), only="lengths")
+    assert sorted(committed(toy_pipeline["root"])) == ["corpus", "lengths"]
+    store = ArtifactStore(toy_pipeline["root"])
+    corpus_key = committed(toy_pipeline["root"])["corpus"][0]
+    shard = store.artifact_dir("corpus", corpus_key) + "/shards/pairs.json"
+    before = Path(shard).stat().st_mtime_ns
+    pipeline_flow(config_path=str(toy_pipeline["config"]), force=["corpus"])
+    assert Path(shard).stat().st_mtime_ns > before  # recomputed although cached
+    assert sorted(committed(toy_pipeline["root"])) == ["corpus", "histogram", "lengths"]
+
+
+def test_bad_config_exits_2_with_message(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[pipeline]\nname = \"x\"\n[corpus]\nseed = \"no\"\n")
+    result = CliRunner().invoke(app, ["run", str(bad)])
+    assert result.exit_code == 2
+    assert "corpus.seed" in result.output and str(bad) in result.output
+
+
+def wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigkill_mid_stage_resumes_without_recomputing(toy_pipeline: dict, tmp_path: Path) -> None:
+    write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], shards=6, max_workers=1)
+    reference_root = tmp_path / "reference"
+    reference_config = write_config(tmp_path / "reference.toml", reference_root, toy_pipeline["text"], shards=6, max_workers=1)
+    subprocess.run(cli("run", str(reference_config)), env=subprocess_env(tmp_path), check=True, capture_output=True, timeout=300)
+
+    env = subprocess_env(tmp_path, TOY_SHARD_SECONDS="1.0")
+    process = subprocess.Popen(cli("run", str(toy_pipeline["config"])), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    lengths_dir = toy_pipeline["root"] / "lengths"
+    try:
+        assert wait_for(lambda: len(list(lengths_dir.glob("*/shards/*.json"))) >= 2, 240), "no lengths shard finished in time"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    done = {p: p.stat().st_mtime_ns for p in lengths_dir.glob("*/shards/*.json")}
+    assert 2 <= len(done) < 6
+    assert not list(lengths_dir.glob("*/manifest.json")), "a partial artifact became visible"
+    assert "lengths" not in committed(toy_pipeline["root"])
+
+    resumed = subprocess.run(cli("run", str(toy_pipeline["config"])), env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in done.items()), "a completed shard was recomputed"
+    assert file_digests(toy_pipeline["root"]) == file_digests(reference_root)
+    store = ArtifactStore(toy_pipeline["root"])
+    for m in store.list_manifests():  # every visible data file belongs to the manifest; a killed writer leaves only dot-temps
+        data = Path(store.artifact_dir(m.stage, m.key)) / "data"
+        assert {p.name for p in data.iterdir() if not p.name.startswith(".")} == {Path(f.path).name for f in m.files}
+    assert all(store.verify(m.stage, m.key) == [] for m in store.list_manifests())
+
+
+def test_two_concurrent_runs_commit_one_artifact_per_key(toy_pipeline: dict, tmp_path: Path) -> None:
+    write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], shards=4)
+    runs = [
+        subprocess.Popen(cli("run", str(toy_pipeline["config"])), env=subprocess_env(tmp_path / f"run{i}", TOY_SHARD_SECONDS="0.3"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    for run in runs:
+        _, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr[-2000:]
+    keys = committed(toy_pipeline["root"])
+    assert {stage: len(k) for stage, k in keys.items()} == {"corpus": 1, "lengths": 1, "histogram": 1}
+    store = ArtifactStore(toy_pipeline["root"])
+    assert all(store.verify(m.stage, m.key) == [] for m in store.list_manifests())

@@ -1,0 +1,124 @@
+"""plan / --only / --from / --force semantics on a three-stage pipeline (corpus -> lengths -> histogram)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import write_config
+
+from flows.config import load_config
+from flows.plan import StepPlan, make_plan
+from storage import ArtifactStore
+from tasks.stage import run_stage
+
+
+def plan_for(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
+    config = load_config(config_path)
+    store = ArtifactStore(config.settings.root)
+    return {step.stage: step for step in make_plan(config, store, stages, **options)}
+
+
+def build(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
+    """Execute a plan in-process (what the Prefect flow does, minus Prefect)."""
+    config = load_config(config_path)
+    store = ArtifactStore(config.settings.root)
+    plan = make_plan(config, store, stages, **options)
+    for step in plan:
+        if step.action == "compute":
+            run_stage(store, stages[step.stage], config.stage_configs[step.stage], step.input_keys, force=step.forced)
+        if step.action != "skip":
+            store.set_ref(config.name, step.stage, step.key)
+    return {step.stage: step for step in plan}
+
+
+def actions(plan: dict[str, StepPlan]) -> dict[str, str]:
+    return {name: step.action for name, step in plan.items()}
+
+
+def test_fresh_pipeline_computes_everything_then_nothing(toy_pipeline: dict, toy_stages: dict) -> None:
+    first = plan_for(toy_pipeline["config"], toy_stages)
+    assert actions(first) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
+    assert first["corpus"].reasons == ["never built by pipeline 'toy'"]
+    build(toy_pipeline["config"], toy_stages)
+    again = plan_for(toy_pipeline["config"], toy_stages)
+    assert actions(again) == {"corpus": "cached", "lengths": "cached", "histogram": "cached"}
+    assert {s.key for s in again.values()} == {s.key for s in first.values()}
+
+
+def test_editing_one_stage_recomputes_it_and_downstream_only(toy_pipeline: dict, toy_stages: dict) -> None:
+    build(toy_pipeline["config"], toy_stages)
+    write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], unit="bytes")
+    plan = plan_for(toy_pipeline["config"], toy_stages)
+    assert actions(plan) == {"corpus": "cached", "lengths": "compute", "histogram": "compute"}
+    assert plan["lengths"].reasons == ["lengths.unit: 'chars' -> 'bytes'"]
+    assert plan["histogram"].reasons == ["input lengths changed"]
+
+    build(toy_pipeline["config"], toy_stages)
+    write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], unit="bytes", bucket=5)
+    plan = plan_for(toy_pipeline["config"], toy_stages)
+    assert actions(plan) == {"corpus": "cached", "lengths": "cached", "histogram": "compute"}
+    assert plan["histogram"].reasons == ["histogram.bucket: 10 -> 5"]
+
+
+def test_fields_that_cannot_change_output_do_not_invalidate(toy_pipeline: dict, toy_stages: dict) -> None:
+    build(toy_pipeline["config"], toy_stages)
+    text = toy_pipeline["config"].read_text().replace("seed = 7", "seed = 7\nread_batch_lines = 17\ndownload_dir = \"/tmp/elsewhere\"")
+    toy_pipeline["config"].write_text(text)
+    assert actions(plan_for(toy_pipeline["config"], toy_stages))["corpus"] == "cached"
+
+
+def test_changed_source_file_recomputes_corpus(toy_pipeline: dict, toy_stages: dict) -> None:
+    build(toy_pipeline["config"], toy_stages)
+    for path in toy_pipeline["text"].values():
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("one more line\n")
+    plan = plan_for(toy_pipeline["config"], toy_stages)
+    assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
+    assert plan["corpus"].reasons == ["source pairs changed"]
+
+
+def test_only_builds_missing_inputs_and_nothing_downstream(toy_pipeline: dict, toy_stages: dict) -> None:
+    plan = build(toy_pipeline["config"], toy_stages, only="lengths")
+    assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "skip"}
+    assert plan["corpus"].reasons[0].startswith("needed as input")
+    plan = plan_for(toy_pipeline["config"], toy_stages, only="histogram")
+    assert actions(plan) == {"corpus": "cached", "lengths": "cached", "histogram": "compute"}
+
+
+def test_from_runs_a_stage_and_everything_downstream(toy_pipeline: dict, toy_stages: dict) -> None:
+    build(toy_pipeline["config"], toy_stages)
+    write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], unit="bytes")
+    plan = plan_for(toy_pipeline["config"], toy_stages, from_stage="histogram")
+    # histogram's input (lengths with the new unit) is not built, so it is built as an input
+    assert actions(plan) == {"corpus": "cached", "lengths": "compute", "histogram": "compute"}
+    plan = plan_for(toy_pipeline["config"], toy_stages, from_stage="lengths")
+    assert actions(plan) == {"corpus": "cached", "lengths": "compute", "histogram": "compute"}
+
+
+def test_force_recomputes_a_cached_stage(toy_pipeline: dict, toy_stages: dict) -> None:
+    build(toy_pipeline["config"], toy_stages)
+    store = ArtifactStore(toy_pipeline["root"])
+    corpus = plan_for(toy_pipeline["config"], toy_stages)["corpus"]
+    before = store.manifest("corpus", corpus.key)
+    plan = build(toy_pipeline["config"], toy_stages, force=["corpus"])
+    assert actions(plan) == {"corpus": "compute", "lengths": "cached", "histogram": "cached"}
+    assert plan["corpus"].reasons == ["forced (--force)"]
+    after = store.manifest("corpus", corpus.key)
+    assert after.created_at >= before.created_at
+    assert [f.sha256 for f in after.files] == [f.sha256 for f in before.files]  # deterministic
+
+
+def test_bad_options_are_rejected(toy_pipeline: dict, toy_stages: dict) -> None:
+    with pytest.raises(ValueError, match="--only"):
+        plan_for(toy_pipeline["config"], toy_stages, only="translate")
+    with pytest.raises(ValueError, match="cannot be combined"):
+        plan_for(toy_pipeline["config"], toy_stages, only="lengths", from_stage="corpus")
+
+
+def test_plan_writes_nothing(toy_pipeline: dict, toy_stages: dict) -> None:
+    plan_for(toy_pipeline["config"], toy_stages)
+    root = toy_pipeline["root"]
+    assert not root.exists() or not any(p.is_file() for p in root.rglob("*"))
+    assert os.listdir(toy_pipeline["tmp"]) != []

@@ -1,0 +1,68 @@
+"""Two small stages downstream of the real corpus stage, for testing DAG semantics.
+
+`lengths` reads the corpus and writes one row per corpus row with its text length;
+`histogram` reads `lengths` and writes a count per length bucket. They are real stages
+(config, schema, shards, pure functions), just tiny.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.corpus import CORPUS_STAGE
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, StageConfig
+
+
+class LengthsConfig(StageConfig):
+    shards: int = 2
+    unit: str = "chars"
+
+
+LENGTHS_SCHEMA = pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("length", pa.int64(), nullable=False)])
+
+
+def plan_lengths(config: LengthsConfig, inputs: Inputs) -> list[ShardSpec]:
+    return [ShardSpec(f"part-{i}", {"index": i}) for i in range(config.shards)]
+
+
+def build_lengths(config: LengthsConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
+    delay = float(os.environ.get("TOY_SHARD_SECONDS", "0"))
+    if delay:
+        time.sleep(delay)
+    table = inputs["corpus"].read_table(["id", "text"])
+    n = table.num_rows
+    lo, hi = shard.params["index"] * n // config.shards, (shard.params["index"] + 1) * n // config.shards
+    part = table.slice(lo, hi - lo)
+    context.read(part.num_rows)
+    lengths = pc.utf8_length(part["text"]) if config.unit == "chars" else pc.binary_length(part["text"])
+    yield pa.table({"id": part["id"], "length": pc.cast(lengths, pa.int64())})
+
+
+class HistogramConfig(StageConfig):
+    bucket: int = 10
+
+
+HISTOGRAM_SCHEMA = pa.schema([pa.field("bucket", pa.int64(), nullable=False), pa.field("count", pa.int64(), nullable=False)])
+
+
+def plan_histogram(config: HistogramConfig, inputs: Inputs) -> list[ShardSpec]:
+    return [ShardSpec("all")]
+
+
+def build_histogram(config: HistogramConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
+    lengths = inputs["lengths"].read_table(["length"])["length"]
+    context.read(len(lengths))
+    buckets = pc.multiply(pc.divide(lengths, config.bucket), config.bucket)
+    counts = buckets.value_counts()
+    yield pa.table({"bucket": counts.field("values"), "count": counts.field("counts")}).sort_by("bucket")
+
+
+LENGTHS_STAGE = Stage("lengths", "1", LengthsConfig, LENGTHS_SCHEMA, plan_lengths, build_lengths, inputs=("corpus",))
+HISTOGRAM_STAGE = Stage("histogram", "1", HistogramConfig, HISTOGRAM_SCHEMA, plan_histogram, build_histogram, inputs=("lengths",))
+
+PIPELINE_STAGES = (CORPUS_STAGE, LENGTHS_STAGE, HISTOGRAM_STAGE)
