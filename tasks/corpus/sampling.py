@@ -12,7 +12,7 @@ numpy arrays merged like an LSM tree (membership tests are vectorised binary sea
 
 Polars string columns are views into the buffers of the batch they came from, so a few
 sampled rows would keep whole batches alive; the sample copies the rows it admits out of
-their batch and is compacted again whenever it has admitted more rows than it holds.
+their batch and is compacted again once it has admitted twice as many rows as it holds.
 """
 
 from __future__ import annotations

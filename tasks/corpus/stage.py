@@ -173,6 +173,12 @@ def _fingerprint_path(path: str) -> dict[str, Any]:
         stat = local.stat()
     except FileNotFoundError:
         raise SourceError(f"source file not found: {local}") from None
+    if local.is_dir():  # a Parquet dataset: its files, since a directory's mtime misses edits in place
+        return {
+            str(part.relative_to(local)): _fingerprint_path(str(part))
+            for part in sorted(local.rglob("*.parquet"))
+            if part.is_file()
+        }
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 

@@ -335,6 +335,9 @@ def test_manifest_at_the_wrong_place_is_rejected(store: ArtifactStore, kit: Any)
     store._write_bytes(f"{art_path(store, STAGE, other)}/manifest.json", manifest.model_dump_json().encode())
     with pytest.raises(StoreError, match="claims to be"):
         store.manifest(STAGE, other)
+    # listing agrees with manifest(): the copy is not a second artifact
+    assert store.list_manifests() == [manifest]
+    assert store.list_manifests(STAGE) == [manifest]
 
 
 # ----------------------------------------------------------------- schemas

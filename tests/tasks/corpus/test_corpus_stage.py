@@ -351,6 +351,22 @@ def test_parquet_wide_source(tmp_path: Path) -> None:
     assert run.dropped == {"missing": 3, "group_incomplete": 3}
 
 
+def test_parquet_dataset_directory(tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    (dataset / "b").mkdir(parents=True)
+    pq.write_table(pa.table({"en": ["one", "two"], "kk": ["бір", "екі"]}), dataset / "a.parquet")
+    pq.write_table(pa.table({"en": ["three"], "kk": ["үш"]}), dataset / "b" / "c.parquet")
+    source = {"kind": "parquet", "name": "ds", "path": str(dataset), "columns": {"en": "en", "kk": "kk"}}
+    run = run_corpus(tmp_path, [source])
+    assert [g["eng_Latn"] for g in run.groups().values()] == ["one", "two", "three"]
+    assert list(run.groups()) == ["ds:0", "ds:1", "ds:2"]  # rows numbered across the files
+    # rewriting a part in place changes the key (a directory's own mtime would not)
+    pq.write_table(pa.table({"en": ["three", "four"], "kk": ["үш", "төрт"]}), dataset / "b" / "c.parquet")
+    again = run_corpus(tmp_path, [source])
+    assert again.manifest.key != run.manifest.key
+    assert len(again.groups()) == 4
+
+
 def test_tatoeba_layout_one_shard_per_pair(tmp_path: Path) -> None:
     data = tmp_path / "tatoeba"
     data.mkdir()

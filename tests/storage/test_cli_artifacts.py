@@ -1,0 +1,250 @@
+"""`xlembed artifacts ...` against a local and an S3 (moto) root populated through the store API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from storage import ArtifactStore, Manifest
+
+STAGE = "embed"
+
+
+@pytest.fixture(autouse=True)
+def wide_plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("XLEMBED_ROOT", raising=False)
+    monkeypatch.delenv("XLEMBED_DEBUG", raising=False)
+
+
+class Cli:
+    """Runs the app and remembers every output, so that leaks can be checked at the end."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.runner = CliRunner()
+        self.outputs: list[str] = []
+
+    def __call__(self, *args: str, code: int = 0, root: str | None = None) -> Any:
+        argv = ["artifacts", *args, "--root", root or self.root]
+        result = self.runner.invoke(app, argv, catch_exceptions=False)
+        self.outputs.append(result.output)
+        assert result.exit_code == code, f"{argv} exited {result.exit_code}:\n{result.output}"
+        return result
+
+
+@pytest.fixture
+def cli(store: ArtifactStore) -> Cli:
+    return Cli(store.root_uri)
+
+
+@pytest.fixture
+def populated(store: ArtifactStore, kit: Any) -> dict[str, Manifest]:
+    """old -> current in refs/demo/embed, a stray artifact, and a referenced corpus."""
+    old = kit.build(store, STAGE, {"model": "labse", "batch": 8}, rows=10, created_at="2024-01-01T00:00:00+00:00")
+    current = kit.build(store, STAGE, {"model": "laser", "batch": 8}, rows=7, dropped={"too_long": 3}, code_version="2")
+    stray = kit.build(store, STAGE, {"model": "stray", "batch": 1}, rows=2)
+    corpus = kit.build(store, "corpus", {"langs": ["de"]}, rows=5)
+    store.set_ref("demo", STAGE, old.key)
+    store.set_ref("demo", STAGE, current.key)
+    store.set_ref("demo", "corpus", corpus.key)
+    return {"old": old, "current": current, "stray": stray, "corpus": corpus}
+
+
+def line_with(text: str, needle: str) -> str:
+    lines = [line for line in text.splitlines() if needle in line]
+    assert len(lines) == 1, f"{needle!r} on {len(lines)} lines of:\n{text}"
+    return lines[0]
+
+
+def test_ls(cli: Cli, populated: dict[str, Manifest]) -> None:
+    out = cli("ls").stdout
+    assert cli.root in out
+    old, current, stray, corpus = (populated[k] for k in ("old", "current", "stray", "corpus"))
+    row = line_with(out, current.key[:12])
+    assert STAGE in row and " 7 " in row and "demo" in row
+    row = line_with(out, old.key[:12])
+    assert " 10 " in row and "demo" not in row  # only in the ref's history
+    assert "demo" not in line_with(out, stray.key[:12])
+    assert "demo" in line_with(out, corpus.key[:12])
+    assert current.key not in out  # keys are abbreviated
+
+    only = cli("ls", STAGE).stdout
+    assert corpus.key[:12] not in only and current.key[:12] in only
+
+
+def test_ls_empty_root_and_root_from_environment(cli: Cli, populated: dict[str, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = cli("ls", root=str(tmp_path / "empty"))
+    assert "no artifacts" in empty.output
+    monkeypatch.setenv("XLEMBED_ROOT", cli.root)
+    result = cli.runner.invoke(app, ["artifacts", "ls"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert populated["current"].key[:12] in result.stdout
+
+
+def test_show(cli: Cli, populated: dict[str, Manifest]) -> None:
+    old = populated["old"]
+    out = cli("show", STAGE, old.key[:10], "-n", "3").stdout
+    assert f'"key": "{old.key}"' in out
+    assert '"rows_out": 10' in out
+    assert '"model": "labse"' in out
+    assert "data/s0-00000.parquet" in out
+    assert "id-00000" in out and "id-00002" in out and "id-00003" not in out
+    assert "sentence 1 ünïcödé" in out
+
+    # without a key: what the (only) ref points at
+    current = populated["current"]
+    out = cli("show", STAGE, "--rows", "0").stdout
+    assert f'"key": "{current.key}"' in out
+    assert "id-00000" not in out
+
+
+def test_show_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree
+    assert "give a KEY" in cli("show", STAGE, code=2).output
+    assert f'"key": "{populated["stray"].key}"' in cli("show", STAGE, "--pipeline", "other", "-n", "0").stdout
+    assert "no committed" in cli("show", STAGE, "ffffffffff", code=2).output
+
+
+def test_diff(cli: Cli, populated: dict[str, Manifest]) -> None:
+    old, current = populated["old"], populated["current"]
+    out = cli("diff", STAGE, old.key[:12], current.key[:12]).stdout
+    assert f"{STAGE} {old.key[:12]} -> {current.key[:12]}" in out
+    assert "embed.model: 'labse' -> 'laser'" in out
+    assert "batch" not in out  # unchanged keys are not reported
+    assert "code version: 1 -> 2" in out
+    assert "rows out: 10 -> 7 (-3)" in out
+    assert "rows in" not in out  # 10 -> 10
+    assert "dropped too_long: 0 -> 3 (+3)" in out
+    same = cli("diff", STAGE, old.key, old.key).stdout
+    assert "no differences" in same
+
+
+def test_verify(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, request: pytest.FixtureRequest) -> None:
+    out = cli("verify").stdout
+    assert "4 artifacts verified" in out
+    assert "CORRUPT" not in out
+
+    current = populated["current"]
+    entry = current.files[0]
+    path = f"{store.artifact_dir(STAGE, current.key)}/{entry.path}"
+    blob = bytearray(store.fs.cat_file(path))
+    blob[len(blob) // 2] ^= 0x01
+    if store.is_local:
+        Path(path).write_bytes(bytes(blob))
+    else:  # corrupt it behind the store's back
+        server = request.getfixturevalue("s3_server")
+        bucket, key = path.split("/", 1)
+        server.client().put_object(Bucket=bucket, Key=key, Body=bytes(blob))
+
+    result = cli("verify", code=1)
+    assert f"CORRUPT {STAGE}/{current.key[:12]}" in result.stdout
+    assert entry.path in result.stdout and "sha256" in result.stdout
+    assert f"ok      {STAGE}/{populated['old'].key[:12]}" in result.stdout
+    assert "1 of 4 artifacts failed verification" in result.output
+    # one artifact, by stage and key prefix
+    cli("verify", STAGE, populated["old"].key[:8])
+    cli("verify", STAGE, current.key[:8], code=1)
+    assert "1 artifacts verified" in cli("verify", "corpus").stdout
+
+
+def test_gc(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    old, stray = populated["old"], populated["stray"]
+    dry = cli("gc").stdout
+    assert f"would delete {STAGE}/{old.key[:12]}" in dry
+    assert f"would delete {STAGE}/{stray.key[:12]}" in dry
+    assert "2 artifacts; run again with --yes" in dry
+    assert all(store.is_committed(m.stage, m.key) for m in populated.values())  # dry run: nothing gone
+
+    kept = cli("gc", "--keep-history").stdout
+    assert old.key[:12] not in kept and f"would delete {STAGE}/{stray.key[:12]}" in kept
+
+    done = cli("gc", "--keep-history", "--yes").stdout
+    assert f"delete {STAGE}/{stray.key[:12]}" in done and "would" not in done
+    assert not store.is_committed(STAGE, stray.key)
+    assert store.is_committed(STAGE, old.key)
+
+    cli("gc", "--yes")
+    assert not store.is_committed(STAGE, old.key)
+    assert {(m.stage, m.key) for m in store.list_manifests()} == {(STAGE, populated["current"].key), ("corpus", populated["corpus"].key)}
+    assert "nothing to collect" in cli("gc").stdout
+    cli("verify")
+
+
+def test_gc_include_partial(cli: Cli, store: ArtifactStore, kit: Any) -> None:
+    partial = kit.build(store, STAGE, {"model": "partial"}, rows=3, commit=False)
+    assert "nothing to collect" in cli("gc").stdout
+    assert f"would delete {STAGE}/{partial.key[:12]}" in cli("gc", "--include-partial").stdout
+    cli("gc", "--include-partial", "--yes")
+    assert store.uncommitted_keys() == []
+
+
+def test_refs_and_rollback(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    old, current, stray = populated["old"], populated["current"], populated["stray"]
+    refs = cli("refs").stdout
+    row = line_with(refs, current.key[:12])
+    assert "demo" in row and STAGE in row and " 2 " in row
+
+    out = cli("rollback", "demo", STAGE).stdout
+    assert f"demo/{STAGE}: {current.key[:12]} -> {old.key[:12]}" in out
+    ref = store.read_ref("demo", STAGE)
+    assert ref is not None and ref.key == old.key
+    assert [h.key for h in ref.history] == [old.key, current.key, old.key]
+    assert ref.history[0].note == f"rollback from {current.key[:12]}"
+
+    cli("rollback", "demo", STAGE, "--to", stray.key[:10])
+    assert store.read_ref("demo", STAGE).key == stray.key  # type: ignore[union-attr]
+    # the ls view follows the ref
+    assert "demo" in line_with(cli("ls").stdout, stray.key[:12])
+
+
+def test_rollback_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    assert "no ref nobody/embed" in cli("rollback", "nobody", STAGE, code=2).output
+    assert "no earlier version" in cli("rollback", "demo", "corpus", code=2).output
+    assert "no committed" in cli("rollback", "demo", STAGE, "--to", "ffffffff", code=2).output
+    assert store.read_ref("demo", STAGE).key == populated["current"].key  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", ["s3://AKIAEXAMPLE:hunter2-secret@bucket/x", "s3://bucket/x?token=hunter2-secret"])
+def test_root_with_credentials_is_refused(bad: str) -> None:
+    result = CliRunner().invoke(app, ["artifacts", "ls", "--root", bad])
+    assert result.exit_code == 2
+    assert "hunter2-secret" not in result.output
+    assert "not allowed" in result.output
+
+
+def test_secret_never_appears(
+    s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path
+) -> None:
+    store = ArtifactStore(s3_root)
+    cli = Cli(s3_root)
+    a = kit.build(store, STAGE, {"model": "a"}, rows=4)
+    b = kit.build(store, STAGE, {"model": "b"}, rows=5)
+    store.set_ref("demo", STAGE, a.key)
+    store.set_ref("demo", STAGE, b.key)
+    cli("ls")
+    cli("show", STAGE, b.key[:8])
+    cli("diff", STAGE, a.key[:8], b.key[:8])
+    cli("verify")
+    cli("refs")
+    cli("rollback", "demo", STAGE)
+    cli("gc")
+    cli("gc", "--yes")
+    cli("show", STAGE, "0000", code=2)
+    assert len(cli.outputs) == 9 and all(cli.outputs)
+    for output in cli.outputs:
+        assert s3_server.secret not in output
+    blobs = read_all(store)
+    checked = [p for p in blobs if p.endswith("manifest.json") or p.startswith("refs/") or "/shards/" in p]
+    assert any(p.startswith("refs/") for p in checked) and any(p.endswith("manifest.json") for p in checked)
+    for path in checked:
+        assert s3_server.secret.encode() not in blobs[path], path
+        assert s3_server.key_id.encode() not in blobs[path], path
+    for blob in blobs.values():
+        assert s3_server.secret.encode() not in blob
