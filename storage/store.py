@@ -43,6 +43,7 @@ MANIFEST = "manifest.json"
 MAX_ROWS_PER_FILE = 1_000_000
 REF_HISTORY_LIMIT = 200
 _HASH_CHUNK = 1 << 20
+_GLOB_CHARS = "*?["
 
 
 class StoreError(RuntimeError):
@@ -110,6 +111,14 @@ class ArtifactRef:
         return f"{self.root.rstrip('/')}/{self.stage}/{self.key}"
 
 
+def _refuse_glob(root: str) -> str:
+    # fsspec expands these in cat/rm/expand_path: a root "runs/[ab]" would list nothing and
+    # delete under runs/a and runs/b instead.
+    if any(c in root for c in _GLOB_CHARS):
+        raise StoreError(f"the artifact root {root!r} contains a glob character ('*', '?' or '['), which fsspec would expand")
+    return root
+
+
 def normalize_root(root: str | os.PathLike[str] | None) -> str:
     """A root URI: local paths become absolute `file://`-less paths; credentials are refused."""
     root = os.fspath(root) if root is not None else DEFAULT_ROOT
@@ -121,9 +130,9 @@ def normalize_root(root: str | os.PathLike[str] | None) -> str:
             raise StoreError("credentials in the artifact root URI are not allowed; use the AWS environment or config files")
         if parts.query or parts.fragment:
             raise StoreError("query strings and fragments are not allowed in the artifact root URI")
-        return root.rstrip("/")
+        return _refuse_glob(root.rstrip("/"))
     path = parts.path if parts.scheme == "file" else root
-    return str(Path(path).expanduser().resolve())
+    return _refuse_glob(str(Path(path).expanduser().resolve()))
 
 
 class ArtifactStore:
@@ -172,6 +181,25 @@ class ArtifactStore:
         (s3fs keeps directory listings, and the instance, for the life of the process)."""
         self.fs.invalidate_cache(path)
         return self.fs.ls(path, detail=detail)
+
+    def _cat_existing(self, paths: list[str]) -> dict[str, bytes]:
+        """Fetch many small objects at once; absent ones are left out, any other failure raises.
+        (Leaving out an object that could not be read would make a committed artifact look
+        uncommitted, or a referenced one unreferenced, and `gc` would delete it.)"""
+        if not paths:
+            return {}
+        blobs = self.fs.cat(paths, on_error="return")
+        out = {}
+        for path in paths:
+            blob = blobs.get(path)
+            if blob is None:  # fsspec spelled the path differently: read it on its own
+                blob = self._read_bytes(path)
+            if isinstance(blob, FileNotFoundError) or blob is None:
+                continue
+            if isinstance(blob, BaseException):
+                raise StoreError(f"cannot read {path}: {type(blob).__name__}: {blob}") from blob
+            out[path] = blob
+        return out
 
     def _read_bytes(self, path: str) -> bytes | None:
         try:
@@ -268,12 +296,10 @@ class ArtifactStore:
                     paths[f"{self._root}/{name}/{key}/{MANIFEST}"] = (name, key)
         if not paths:
             return []
-        blobs = self.fs.cat(list(paths), on_error="omit")
+        blobs = self._cat_existing(list(paths))
         manifests = []
         for path, (name, key) in paths.items():
-            blob = blobs.get(path) if isinstance(blobs, dict) else None
-            if blob is None and self.is_local and os.path.exists(path):
-                blob = Path(path).read_bytes()
+            blob = blobs.get(path)
             if blob is None:
                 continue
             manifest = Manifest.model_validate_json(blob)
@@ -451,7 +477,7 @@ class ArtifactStore:
             paths = [p for p in self.fs.find(base) if p.endswith(".json")]
         except FileNotFoundError:
             return []
-        blobs = self.fs.cat(paths, on_error="omit") if paths else {}
+        blobs = self._cat_existing(paths)
         return sorted((Ref.model_validate_json(b) for b in blobs.values()), key=lambda r: (r.pipeline, r.stage))
 
     # ------------------------------------------------------------ maintenance

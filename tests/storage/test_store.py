@@ -84,6 +84,16 @@ def test_root_with_query_or_fragment_is_refused(uri: str) -> None:
         ArtifactStore(uri)
 
 
+@pytest.mark.parametrize("name", ["run[1]", "run*", "run?x", "a/[ab]/c"])
+def test_root_with_glob_characters_is_refused(tmp_path: Path, name: str) -> None:
+    # fsspec would expand them: listings would come back empty and delete() would hit other folders
+    with pytest.raises(StoreError, match="glob"):
+        ArtifactStore(tmp_path / name)
+    with pytest.raises(StoreError, match="glob"):
+        ArtifactStore(f"s3://bucket/{name.replace('?', '')}*")
+    assert not (tmp_path / name).exists()
+
+
 def test_empty_root_is_refused() -> None:
     with pytest.raises(StoreError):
         ArtifactStore("")
@@ -569,6 +579,21 @@ def test_delete(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     store.delete(STAGE, "e" * 64)
     with pytest.raises(InvalidNameError):
         store.delete("refs", "e" * 64)
+
+
+def test_an_unreadable_manifest_is_an_error_not_an_absence(local_root: str, kit: Any) -> None:
+    """If a manifest cannot be read, the artifact must not pass for uncommitted (gc would delete it)."""
+    store = ArtifactStore(local_root)
+    kit.build(store, config={"v": 1}, rows=2)
+    odd = kit.build(store, config={"v": 2}, rows=2)
+    manifest_path = Path(store.artifact_dir(STAGE, odd.key)) / "manifest.json"
+    manifest_path.unlink()
+    manifest_path.mkdir()  # exists, but reading it fails (as a permission or network error would)
+    with pytest.raises(StoreError, match="cannot read"):
+        store.list_manifests()
+    with pytest.raises(StoreError, match="cannot read"):
+        store.garbage(include_partial=True)
+    assert (Path(store.artifact_dir(STAGE, odd.key)) / odd.files[0].path).exists()
 
 
 def test_resolve_prefixes(store: ArtifactStore, kit: Any) -> None:
