@@ -144,7 +144,10 @@ def _store(root: str) -> Any:
 
 
 def _age(created_at: str) -> str:
-    seconds = (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(created_at)).total_seconds()
+    created = dt.datetime.fromisoformat(created_at)
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=dt.timezone.utc)
+    seconds = (dt.datetime.now(dt.timezone.utc) - created).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
@@ -321,11 +324,19 @@ def artifacts_rollback(
 
 
 def entrypoint() -> None:
+    """Console script: store problems become one clear line, not a traceback."""
+    from storage import StoreError
+
     try:
         app()
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except StoreError as exc:
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import fsspec
@@ -33,6 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
+from pydantic import BaseModel, ValidationError
+
 from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,18 @@ class ArtifactNotFound(StoreError):
 
 class SchemaMismatch(StoreError):
     pass
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_record(model: type[ModelT], data: bytes, path: str) -> ModelT:
+    """Parse a manifest, shard record or ref; a malformed one is a StoreError naming the file."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()[:5])
+        raise StoreError(f"malformed {model.__name__.lower()} {path}: {problems}") from None
 
 
 def utc_now() -> str:
@@ -263,7 +277,7 @@ class ArtifactStore:
         data = self._read_bytes(self._manifest_path(stage, key))
         if data is None:
             raise ArtifactNotFound(f"no committed artifact {stage}/{key} under {self.root_uri}")
-        manifest = Manifest.model_validate_json(data)
+        manifest = parse_record(Manifest, data, self._manifest_path(stage, key))
         if manifest.stage != stage or manifest.key != key:
             raise StoreError(f"manifest at {stage}/{key} claims to be {manifest.stage}/{manifest.key}")
         return manifest
@@ -302,7 +316,7 @@ class ArtifactStore:
             blob = blobs.get(path)
             if blob is None:
                 continue
-            manifest = Manifest.model_validate_json(blob)
+            manifest = parse_record(Manifest, blob, path)
             if (manifest.stage, manifest.key) != (name, key):  # as manifest() refuses it
                 log.warning("ignoring %s/%s: its manifest claims to be %s/%s", name, key, manifest.stage, manifest.key)
                 continue
@@ -337,7 +351,7 @@ class ArtifactStore:
         data = self._read_bytes(path)
         if data is None:
             return None
-        record = ShardRecord.model_validate_json(data)
+        record = parse_record(ShardRecord, data, path)
         base = self.artifact_dir(stage, key)
         for entry in record.files:
             self.fs.invalidate_cache(f"{base}/{entry.path}")
@@ -454,8 +468,9 @@ class ArtifactStore:
 
     # ------------------------------------------------------------------- refs
     def read_ref(self, pipeline: str, stage: str) -> Ref | None:
-        data = self._read_bytes(self._ref_path(pipeline, stage))
-        return Ref.model_validate_json(data) if data is not None else None
+        path = self._ref_path(pipeline, stage)
+        data = self._read_bytes(path)
+        return parse_record(Ref, data, path) if data is not None else None
 
     def set_ref(self, pipeline: str, stage: str, key: str, note: str = "") -> Ref:
         """Point `refs/{pipeline}/{stage}` at a committed key; the old value goes to history."""
@@ -478,7 +493,7 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         blobs = self._cat_existing(paths)
-        return sorted((Ref.model_validate_json(b) for b in blobs.values()), key=lambda r: (r.pipeline, r.stage))
+        return sorted((parse_record(Ref, b, p) for p, b in blobs.items()), key=lambda r: (r.pipeline, r.stage))
 
     # ------------------------------------------------------------ maintenance
     def delete(self, stage: str, key: str) -> None:

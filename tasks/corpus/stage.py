@@ -70,17 +70,19 @@ def plan_corpus_shards(config: CorpusConfig, inputs: Inputs) -> list[ShardSpec]:
     return shards
 
 
-def _open_source(config: CorpusConfig, source: Any, shard: ShardSpec, malformed: list[int]) -> Iterator[GroupBatch]:
+def _open_source(
+    config: CorpusConfig, source: Any, shard: ShardSpec, malformed: list[int], downloads: dict[str, Any]
+) -> Iterator[GroupBatch]:
     batch = config.read_batch_lines
     if isinstance(source, TextSource):
-        files = {lang: _local_copy(config, url, source.sha256.get(lang)) for lang, url in source.files.items()}
+        files = {lang: _local_copy(config, url, source.sha256.get(lang), downloads) for lang, url in source.files.items()}
         return read_text_files(files, batch)
     if isinstance(source, TsvSource):
         return read_tsv(source.path, source.columns, source.header, batch, malformed)
     if isinstance(source, ParquetSource):
         return read_parquet(source.path, source.columns, batch)
     if isinstance(source, OpusMosesSource):
-        return read_moses_zip(Path(_local_copy(config, source.url, source.sha256)), source.langs, batch)
+        return read_moses_zip(Path(_local_copy(config, source.url, source.sha256, downloads)), source.langs, batch)
     if isinstance(source, MultiwayDirSource):
         return read_multiway_dir(source.path, source.langs, source.pattern, batch)
     if isinstance(source, TatoebaSource):
@@ -90,13 +92,15 @@ def _open_source(config: CorpusConfig, source: Any, shard: ShardSpec, malformed:
     raise TypeError(f"unsupported source {type(source).__name__}")
 
 
-def _local_copy(config: CorpusConfig, url: str, sha256: str | None) -> str:
-    """Remote files are fetched once into the download cache; local ones are read in place."""
+def _local_copy(config: CorpusConfig, url: str, sha256: str | None, downloads: dict[str, Any]) -> str:
+    """Remote files are fetched once into the download cache (checksum recorded); local ones are read in place."""
     if "://" not in url or url.startswith("file://"):
         return url
     from tasks.corpus.download import fetch
 
-    return str(fetch(url, Path(config.download_dir).expanduser(), expected_sha256=sha256).path)
+    fetched = fetch(url, Path(config.download_dir).expanduser(), expected_sha256=sha256)
+    downloads[fetched.url] = {"sha256": fetched.sha256, "bytes": fetched.bytes}
+    return str(fetched.path)
 
 
 def to_long(frame: pl.DataFrame, langs: list[str], source_name: str) -> pa.Table:
@@ -122,6 +126,7 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
     rows_by_split: dict[str, int] = {}
     groups = 0
     malformed = [0]
+    downloads: dict[str, Any] = {}
     seq = 0
 
     def emit(frame: pl.DataFrame) -> pa.Table:
@@ -134,7 +139,7 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         return table
 
     try:
-        for batch in _open_source(config, source, shard, malformed):
+        for batch in _open_source(config, source, shard, malformed, downloads):
             frame = batch.frame.with_columns(pl.int_range(seq, seq + batch.frame.height, dtype=pl.UInt64).alias("seq"))
             seq += frame.height
             context.read(frame.height * len(langs))
@@ -147,9 +152,8 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
                     yield emit(ready)
         for ready in selector.finish():
             yield emit(ready)
-    except SourceError:
-        raise
-    except (OSError, UnicodeError, pa.ArrowInvalid) as exc:
+    except (FileNotFoundError, UnicodeError, pa.ArrowInvalid) as exc:
+        # other OSErrors (network, storage) propagate unchanged so the flow can retry them
         raise SourceError(f"source {source.name!r}: {exc}") from exc
     if malformed[0]:
         context.read(malformed[0] * len(langs))
@@ -161,6 +165,8 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         "rows_by_lang": dict(sorted(rows_by_lang.items())),
         "rows_by_split": dict(sorted(rows_by_split.items())),
     }
+    if downloads:
+        context.metrics["downloads"] = downloads  # public URLs only: no credentials
 
 
 def _fingerprint_path(path: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import gzip
 import threading
 import zipfile
@@ -429,6 +430,8 @@ def test_opus_moses_zip_over_http(tmp_path: Path, http_dir: tuple[str, Path]) ->
     }
     assert run.dropped == {"empty": 1, "group_incomplete": 1, "duplicate": 2}
     assert [p.name for p in download_dir.rglob("*.zip")] == ["x.zip"]  # fetched into download_dir
+    zip_sha256 = hashlib.sha256((root / "x.zip").read_bytes()).hexdigest()
+    assert run.manifest.metrics["downloads"] == {f"{base}/x.zip": {"sha256": zip_sha256, "bytes": (root / "x.zip").stat().st_size}}
     # the pair may be listed in either order; the first listed is the length-ratio pivot
     reverse = run_corpus(tmp_path, [{**source, "langs": ["kk", "en"]}], store_dir="s2", download_dir=str(download_dir))
     assert reverse.texts()[:2] == ["Сәлем.", "Hello."]
