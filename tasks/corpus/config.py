@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from storage.keys import check_name
 from tasks.stage import NOT_KEYED, StageConfig
@@ -21,6 +21,17 @@ def _check_lang_codes(codes: list[str]) -> list[str]:
     if dupes:
         raise ValueError(f"languages listed twice (after mapping to FLORES-200): {dupes}")
     return codes
+
+
+def _check_lang_keys(mapping: dict[str, Any]) -> dict[str, Any]:
+    _check_lang_codes(list(mapping))
+    return mapping
+
+
+# Language codes as users write them (ISO 639-1/3, BCP-47, FLORES-200); each must map to FLORES-200.
+LangCodes = Annotated[list[str], AfterValidator(_check_lang_codes)]
+# A mapping keyed by such language codes.
+LangKeyed = AfterValidator(_check_lang_keys)
 
 
 class SourceBase(StageConfig):
@@ -43,14 +54,8 @@ class TextSource(SourceBase):
     """
 
     kind: Literal["text"]
-    files: dict[str, str] = Field(min_length=1)
+    files: Annotated[dict[str, str], LangKeyed] = Field(min_length=1)
     sha256: dict[str, str] = Field(default_factory=dict, description="expected sha256 per language, for URLs")
-
-    @field_validator("files")
-    @classmethod
-    def _langs(cls, files: dict[str, str]) -> dict[str, str]:
-        _check_lang_codes(list(files))
-        return files
 
 
 class TsvSource(SourceBase):
@@ -58,14 +63,8 @@ class TsvSource(SourceBase):
 
     kind: Literal["tsv"]
     path: str
-    columns: dict[str, str | int] = Field(min_length=1)
+    columns: Annotated[dict[str, str | int], LangKeyed] = Field(min_length=1)
     header: bool = True
-
-    @field_validator("columns")
-    @classmethod
-    def _langs(cls, columns: dict[str, str | int]) -> dict[str, str | int]:
-        _check_lang_codes(list(columns))
-        return columns
 
 
 class ParquetSource(SourceBase):
@@ -73,13 +72,7 @@ class ParquetSource(SourceBase):
 
     kind: Literal["parquet"]
     path: str
-    columns: dict[str, str] = Field(min_length=1)
-
-    @field_validator("columns")
-    @classmethod
-    def _langs(cls, columns: dict[str, str]) -> dict[str, str]:
-        _check_lang_codes(list(columns))
-        return columns
+    columns: Annotated[dict[str, str], LangKeyed] = Field(min_length=1)
 
 
 class OpusMosesSource(SourceBase):
@@ -87,13 +80,8 @@ class OpusMosesSource(SourceBase):
 
     kind: Literal["opus_moses"]
     url: str
-    langs: list[str] = Field(min_length=2, max_length=2, description="the two OPUS codes as in the file names")
+    langs: LangCodes = Field(min_length=2, max_length=2, description="the two OPUS codes as in the file names")
     sha256: str | None = None
-
-    @field_validator("langs")
-    @classmethod
-    def _langs(cls, langs: list[str]) -> list[str]:
-        return _check_lang_codes(langs)
 
 
 class MultiwayDirSource(SourceBase):
@@ -101,13 +89,8 @@ class MultiwayDirSource(SourceBase):
 
     kind: Literal["multiway_dir"]
     path: str
-    langs: list[str] = Field(min_length=1, description="codes as they appear in the file names")
+    langs: LangCodes = Field(min_length=1, description="codes as they appear in the file names")
     pattern: str = "{code}.dev"
-
-    @field_validator("langs")
-    @classmethod
-    def _langs(cls, langs: list[str]) -> list[str]:
-        return _check_lang_codes(langs)
 
     @field_validator("pattern")
     @classmethod
@@ -125,14 +108,13 @@ class TatoebaSource(SourceBase):
 
     kind: Literal["tatoeba"]
     path: str
-    langs: list[str] = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel, cmn")
+    langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel, cmn")
 
     @field_validator("langs")
     @classmethod
-    def _langs(cls, langs: list[str]) -> list[str]:
+    def _no_english(cls, langs: list[str]) -> list[str]:
         from tasks.corpus.languages import to_flores
 
-        _check_lang_codes(langs)
         english = [code for code in langs if to_flores(code) == "eng_Latn"]
         if english:  # every pair already has an English side
             raise ValueError(f"Tatoeba langs pair with English; do not list English itself: {english}")
@@ -143,13 +125,8 @@ class CldrSource(SourceBase):
     """Human-translated CLDR phrases shipped in the Babel package: multi-way parallel, offline."""
 
     kind: Literal["cldr"]
-    langs: list[str] = Field(min_length=2)
+    langs: LangCodes = Field(min_length=2)
     categories: list[str] | None = Field(default=None, description="CLDR categories; all supported when unset")
-
-    @field_validator("langs")
-    @classmethod
-    def _langs(cls, langs: list[str]) -> list[str]:
-        return _check_lang_codes(langs)
 
     @field_validator("categories")
     @classmethod
@@ -177,7 +154,7 @@ class CorpusFilters(StageConfig):
 
     min_words: int = Field(default=0, ge=0)
     max_words: int | None = Field(default=None, ge=1)
-    word_filter_langs: list[str] = Field(
+    word_filter_langs: LangCodes = Field(
         default_factory=list,
         description="languages the word limits apply to; empty = every language written with spaces",
     )
@@ -189,11 +166,6 @@ class CorpusFilters(StageConfig):
         default=None, ge=1, description="keep a group when this many of its rows pass; default: all of them"
     )
     dedupe: bool = True
-
-    @field_validator("word_filter_langs")
-    @classmethod
-    def _langs(cls, langs: list[str]) -> list[str]:
-        return _check_lang_codes(langs)
 
     @model_validator(mode="after")
     def _word_range(self) -> CorpusFilters:

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fsspec
 import polars as pl
 import pyarrow as pa
 
