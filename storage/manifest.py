@@ -17,12 +17,16 @@ FORMAT_VERSION = 1
 
 
 class FileEntry(BaseModel):
-    """One data file of an artifact, relative to the artifact directory."""
+    """One file of an artifact, relative to the artifact directory.
+
+    `rows` is set for Parquet data files and None for attached files (model weights,
+    tokenizer, reports), which live under `files/`.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str
-    rows: int = Field(ge=0)
+    rows: int | None = Field(default=None, ge=0)
     bytes: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
@@ -83,6 +87,14 @@ class Manifest(BaseModel):
     @property
     def total_bytes(self) -> int:
         return sum(f.bytes for f in self.files)
+
+    @property
+    def table_files(self) -> list[FileEntry]:
+        return [f for f in self.files if f.rows is not None]
+
+    @property
+    def attached_files(self) -> list[FileEntry]:
+        return [f for f in self.files if f.rows is None]
 
 
 class RefEntry(BaseModel):

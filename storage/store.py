@@ -20,9 +20,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -409,15 +410,58 @@ class ArtifactStore:
                 writer.abort()
         return entries
 
+    def write_attached_files(self, stage: str, key: str, files: Mapping[str, str | os.PathLike[str]]) -> list[FileEntry]:
+        """Upload local files (model weights, tokenizer, a report) as `files/{name}` of an artifact."""
+        base = self.artifact_dir(stage, key)
+        entries = []
+        for name, local in sorted(files.items()):
+            rel = f"files/{name}"
+            FileEntry(path=rel, bytes=0, sha256="0" * 64)  # validates the name: relative, no '..'
+            local = os.fspath(local)
+            digest, size = sha256_file(local), os.path.getsize(local)
+            dest = f"{base}/{rel}"
+            if self.is_local:
+                Path(dest).parent.mkdir(parents=True, exist_ok=True)
+                tmp = f"{Path(dest).parent}/.{Path(dest).name}.tmp-{uuid.uuid4().hex}"
+                shutil.copyfile(local, tmp)
+                os.replace(tmp, dest)
+            else:
+                self.fs.put_file(local, dest)
+            entries.append(FileEntry(path=rel, rows=None, bytes=size, sha256=digest))
+        return entries
+
+    def attached_dir(self, stage: str, key: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+        """A local folder holding an artifact's attached files (`files/`), for libraries that
+        want a directory (transformers). Local stores return the folder itself; remote ones
+        download it once into `cache_dir/{stage}/{key}`, verifying checksums."""
+        manifest = self.manifest(stage, key)
+        base = self.artifact_dir(stage, key)
+        if self.is_local:
+            return Path(base) / "files"
+        target = Path(cache_dir or Path(tempfile.gettempdir()) / "xlembed-artifacts") / stage / key
+        for entry in manifest.attached_files:
+            local = target / entry.path.removeprefix("files/")
+            if local.exists() and local.stat().st_size == entry.bytes and sha256_file(local) == entry.sha256:
+                continue
+            local.parent.mkdir(parents=True, exist_ok=True)
+            tmp = local.with_name(f".{local.name}.tmp-{uuid.uuid4().hex}")
+            self.fs.get_file(f"{base}/{entry.path}", str(tmp))
+            if sha256_file(tmp) != entry.sha256:
+                tmp.unlink()
+                raise StoreError(f"{stage}/{key}/{entry.path}: checksum mismatch after download")
+            os.replace(tmp, local)
+        return target
+
     def commit_shard(self, stage: str, key: str, record: ShardRecord) -> ShardRecord:
         self._write_bytes(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
         return record
 
     # ------------------------------------------------------------------ reads
     def files(self, stage: str, key: str) -> list[str]:
+        """Paths of the artifact's Parquet data files (attached files are not tables)."""
         manifest = self.manifest(stage, key)
         base = self.artifact_dir(stage, key)
-        return [f"{base}/{f.path}" for f in manifest.files]
+        return [f"{base}/{f.path}" for f in manifest.table_files]
 
     def read_table(self, stage: str, key: str, columns: list[str] | None = None) -> pa.Table:
         tables = [pq.read_table(path, columns=columns, filesystem=self._pa_fs()) for path in self.files(stage, key)]
@@ -455,6 +499,8 @@ class ArtifactStore:
                 continue
             if digest != entry.sha256:
                 problems.append(f"{entry.path}: sha256 {digest[:16]}…, manifest says {entry.sha256[:16]}…")
+                continue
+            if entry.rows is None:  # an attached file: the checksum is all there is to check
                 continue
             try:
                 with self.fs.open(path, "rb") as f:

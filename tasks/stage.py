@@ -9,10 +9,12 @@ about Prefect: flows call these functions from tasks, tests call them directly.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
@@ -72,14 +74,31 @@ class ShardSpec:
 
 
 class ShardContext:
-    """What a shard builder reports besides its tables: rows read, rows dropped and why, metrics."""
+    """What a shard builder reports besides its tables: rows read, rows dropped and why,
+    metrics, and files to attach to the artifact (model weights, reports), written into
+    `workdir` (a scratch folder that lives as long as the shard)."""
 
-    def __init__(self, shard_id: str, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, shard_id: str, progress: Callable[[int], None] | None = None, workdir: Path | None = None) -> None:
         self.shard_id = shard_id
         self.rows_in = 0
         self.dropped: Counter[str] = Counter()
         self.metrics: dict[str, Any] = {}
+        self.attachments: dict[str, Path] = {}
+        self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="xlembed-shard-"))
         self._progress = progress
+
+    def attach(self, name: str, path: Path) -> None:
+        """Store a local file as `files/{name}` of the artifact."""
+        self.attachments[name] = path
+
+    def attach_dir(self, directory: Path, prefix: str = "") -> None:
+        """Attach every file under a folder, keeping relative paths."""
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            self.attach(f"{prefix}{path.relative_to(directory).as_posix()}", path)
+
+    def progress(self, n: int) -> None:
+        if self._progress is not None:
+            self._progress(n)
 
     def read(self, rows: int) -> None:
         self.rows_in += rows
@@ -100,7 +119,7 @@ class Stage(Generic[ConfigT]):
     name: str
     code_version: str
     config_model: type[ConfigT]
-    schema: pa.Schema
+    schema: pa.Schema | None  # None: the stage writes only attached files (e.g. a model)
     plan_shards: Callable[[ConfigT, Inputs], list[ShardSpec]]
     build_shard: Callable[[ConfigT, Inputs, ShardSpec, ShardContext], Iterable[pa.Table]]
     inputs: tuple[str, ...] = ()
@@ -129,6 +148,10 @@ class InputArtifact:
 
     def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterable[pa.RecordBatch]:
         return self.store.iter_batches(self.stage, self.key, columns, batch_size)
+
+    def local_dir(self) -> Path:
+        """The artifact's attached files as a local folder (downloaded once from remote stores)."""
+        return self.store.attached_dir(self.stage, self.key)
 
 
 def source_fingerprints(stage: Stage[Any], config: StageConfig) -> dict[str, Any]:
@@ -160,15 +183,22 @@ def run_shard(
     if done is not None:
         return done
     started = time.perf_counter()
-    context = ShardContext(shard.shard_id, progress)
     inputs = resolve_inputs(store, stage, input_keys)
-    tables = stage.build_shard(config, inputs, shard, context)
-    files = store.write_shard_files(stage.name, key, shard.shard_id, tables, stage.schema)
+    with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:
+        context = ShardContext(shard.shard_id, progress, Path(workdir))
+        tables = stage.build_shard(config, inputs, shard, context)
+        if stage.schema is None:
+            if any(table.num_rows for table in tables):
+                raise TypeError(f"stage {stage.name!r} declares no schema but yielded rows")
+            files = []
+        else:
+            files = store.write_shard_files(stage.name, key, shard.shard_id, tables, stage.schema)
+        files += store.write_attached_files(stage.name, key, context.attachments)
     record = ShardRecord(
         shard_id=shard.shard_id,
         files=files,
         rows_in=context.rows_in,
-        rows_out=sum(f.rows for f in files),
+        rows_out=sum(f.rows or 0 for f in files),
         dropped=dict(sorted(context.dropped.items())),
         metrics=context.metrics,
         wall_time_s=round(time.perf_counter() - started, 3),
@@ -212,7 +242,7 @@ def commit_stage(
         source_fingerprints=dict(fingerprints),
         files=[f for record in records for f in record.files],
         shards=[r.shard_id for r in records],
-        columns=columns_of(stage.schema),
+        columns=columns_of(stage.schema) if stage.schema is not None else [],
         created_at=utc_now(),
         wall_time_s=round(wall_time_s, 3),
         rows_in=sum(r.rows_in for r in records),
