@@ -1,0 +1,568 @@
+"""The one sentence-encoder interface used by the evaluate, align and train stages.
+
+    spec = EncoderSpec(model="intfloat/multilingual-e5-small", prefix="query: ")
+    enc = Encoder.load(spec)
+    vectors = enc.encode(texts)            # float32 [n, dim], L2-normalised, input order
+    tokens = enc.token_embeddings(texts)   # per text: float32 [tokens, hidden], no special tokens
+
+`EncoderSpec.model` is a hub id or a local directory holding either a transformers model
+(config + weights + tokenizer) or a sentence-transformers model (a `modules.json` naming a
+Transformer module, a Pooling module and optionally Dense/Normalize/Dropout modules).
+sentence-transformers itself is not needed: its directory layout is read here.
+
+Pooling (`EncoderSpec.pooling`):
+  "cls"                pooler_output when the model has a pooler, else the first token's state
+  "cls_before_pooler"  the first token's last hidden state (what sentence-transformers calls "cls")
+  "mean"               attention-masked mean over all tokens, special tokens included
+  None (default)       "from the model": the sentence-transformers Pooling config when the
+                       directory has one (its "cls" is mapped to "cls_before_pooler"), else "mean"
+An explicit pooling always wins over the model's own config. A sentence-transformers Dense
+head is applied after pooling whatever the pooling. Every vector is L2-normalised at the end.
+
+Inputs are tokenised with the model's fast tokenizer (required), truncated to `max_length`
+tokens (capped at the tokenizer's `model_max_length`), sorted by tokenised length, padded
+per batch and run under `torch.inference_mode()` (bf16 autocast on CUDA only); outputs come
+back in input order. Batch size and device change speed, not results (up to float noise),
+so `EncoderSpec.keyed()` leaves them out of cache keys.
+
+Importing this module does not import torch or transformers; `Encoder.load` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+Pooling = Literal["cls", "cls_before_pooler", "mean"]
+POOLING_MODES: tuple[str, ...] = get_args(Pooling)
+
+# sentence-transformers pooling modes this module reproduces exactly.
+_ST_POOLING = {"cls": "cls_before_pooler", "mean": "mean"}
+# Files of which a local directory must hold at least one to have a tokenizer at all:
+# transformers otherwise builds an empty-vocabulary tokenizer from config.json alone.
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "sentencepiece.bpe.model",
+    "spiece.model",
+    "spm.model",
+    "sentencepiece.model",
+    "tokenizer.model",
+)
+# Texts tokenised, length-sorted and restored together; bounds memory for long inputs.
+SORT_CHUNK = 32_768
+
+
+class EncoderLoadError(ValueError):
+    """The model named by an EncoderSpec cannot be loaded as an encoder; the message names it."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """What a config holds to name an encoder. JSON-able: `to_dict()` / `from_dict()`.
+
+    model              hub id or local directory (transformers or sentence-transformers layout)
+    pooling            see the module docstring; None = from the model's config, else "mean"
+    prefix             prepended to every text (e.g. "query: " for E5); end it with a separator
+    max_length         truncation length in tokens, special tokens included
+    batch_size         texts per forward pass
+    device             None = "cuda" when available, else "cpu"
+    trust_remote_code  passed to transformers as given; never turned on implicitly
+    """
+
+    model: str
+    pooling: Pooling | None = None
+    prefix: str = ""
+    max_length: int = 128
+    batch_size: int = 64
+    device: str | None = None
+    trust_remote_code: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError(f"EncoderSpec.model must be a non-empty string, got {self.model!r}")
+        if self.pooling is not None and self.pooling not in POOLING_MODES:
+            raise ValueError(f"EncoderSpec.pooling must be one of {POOLING_MODES} or None, got {self.pooling!r}")
+        if not isinstance(self.prefix, str):
+            raise ValueError(f"EncoderSpec.prefix must be a string, got {self.prefix!r}")
+        for name in ("max_length", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"EncoderSpec.{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.trust_remote_code, bool):
+            raise ValueError(f"EncoderSpec.trust_remote_code must be a bool, got {self.trust_remote_code!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EncoderSpec:
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown EncoderSpec keys: {sorted(unknown)}")
+        return cls(**data)
+
+    def keyed(self) -> dict[str, Any]:
+        """The fields that can change the vectors (for cache keys): all but batch_size and device."""
+        data = self.to_dict()
+        del data["batch_size"], data["device"]
+        return data
+
+
+class Encoder:
+    """A loaded encoder. Build it with `Encoder.load(spec)`.
+
+    Attributes: spec, tokenizer (a fast transformers tokenizer), model (the transformers
+    model, in eval mode), device (torch.device), dim (size of `encode` vectors), hidden_size
+    (size of `token_embeddings` vectors), pooling (the resolved mode), max_length (effective).
+    """
+
+    def __init__(
+        self,
+        spec: EncoderSpec,
+        tokenizer: Any,
+        model: Any,
+        *,
+        pooling: str,
+        device: torch.device,
+        head: Sequence[Callable[[torch.Tensor], torch.Tensor]] = (),
+        dim: int | None = None,
+        lowercase: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.model = model
+        self.pooling = pooling
+        self.device = device
+        self._head = list(head)
+        self._lowercase = lowercase
+        model_max = getattr(tokenizer, "model_max_length", None)
+        self.max_length = min(spec.max_length, model_max) if isinstance(model_max, int) and model_max < 1_000_000 else spec.max_length
+        self.hidden_size = _hidden_size(model)
+        self.dim = dim if dim is not None else self.hidden_size
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+
+    def __repr__(self) -> str:
+        return f"Encoder(model={self.spec.model!r}, pooling={self.pooling!r}, dim={self.dim}, device={str(self.device)!r})"
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, spec: EncoderSpec) -> Encoder:
+        """Load tokenizer and model named by `spec`; raise EncoderLoadError/FileNotFoundError naming it."""
+        import torch
+
+        source = _Source.resolve(spec.model)
+        transformer_path, pooling, lowercase, head_specs = "", spec.pooling, False, []
+        if source.has("modules.json"):
+            transformer_path, st_pooling, lowercase, head_specs = _read_sentence_transformers(source, spec.pooling is None)
+            pooling = pooling or st_pooling
+        pooling = pooling or "mean"
+
+        load_kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
+        if source.local:
+            model_dir = str(Path(source.path, transformer_path)) if transformer_path else source.path
+            load_kwargs["local_files_only"] = True
+        else:
+            model_dir = source.path
+            if transformer_path:
+                load_kwargs["subfolder"] = transformer_path
+        where = source.describe(transformer_path)
+
+        tokenizer = _load_tokenizer(source, transformer_path, model_dir, load_kwargs, where)
+        model = _load_model(model_dir, load_kwargs, where)
+
+        device = torch.device(spec.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model.to(device)
+        model.eval()
+        head, dim = _build_head(source, head_specs, device)
+        return cls(spec, tokenizer, model, pooling=pooling, device=device, head=head, dim=dim, lowercase=lowercase)
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """float32 [len(texts), dim], each row L2-normalised, rows in input order.
+
+        `progress`, if given, is called after each batch with the number of texts it held.
+        """
+        texts = _check_texts(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start, inverse, batches in self._sorted_chunks(texts, with_tokens=False):
+            chunk = np.concatenate([self._pool(*self._forward(batch)) for batch in _with_progress(batches, progress)])
+            out[start : start + len(inverse)] = chunk[inverse]
+        return out
+
+    def token_embeddings(
+        self,
+        texts: Sequence[str],
+        *,
+        progress: Callable[[int], None] | None = None,
+        return_offsets: bool = False,
+    ) -> list[np.ndarray] | tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per text, float32 [tokens, hidden_size]: last-layer token vectors, not normalised.
+
+        Special tokens and the tokens of `spec.prefix` are left out, so row i is the i-th
+        subword of the (truncated) text itself. With `return_offsets=True` also returns, per
+        text, int64 [tokens, 2] character spans (start, end) into the text, for mapping
+        subwords to words. A text with no tokens (empty) gives a [0, hidden_size] array.
+        """
+        texts = _check_texts(texts)
+        vectors: list[np.ndarray] = []
+        offsets: list[np.ndarray] = []
+        for _, inverse, batches in self._sorted_chunks(texts, with_tokens=True):
+            chunk_vectors: list[np.ndarray] = []
+            chunk_offsets: list[np.ndarray] = []
+            for batch in _with_progress(batches, progress):
+                hidden, _, _ = self._forward(batch)
+                keep = torch_from(batch["keep"], hidden.device)
+                counts = batch["keep"].sum(axis=1)
+                split_at = np.cumsum(counts)[:-1]
+                chunk_vectors.extend(np.split(hidden[keep].cpu().numpy(), split_at))
+                chunk_offsets.extend(np.split(batch["offsets"][batch["keep"]], split_at))
+            vectors.extend(chunk_vectors[i] for i in inverse)
+            offsets.extend(chunk_offsets[i] for i in inverse)
+        return (vectors, offsets) if return_offsets else vectors
+
+    # ------------------------------------------------------------------ internals
+
+    def _prepare(self, texts: Sequence[str]) -> tuple[list[str], int]:
+        prefix = self.spec.prefix.lower() if self._lowercase else self.spec.prefix
+        if self._lowercase:
+            texts = [t.lower() for t in texts]
+        return ([prefix + t for t in texts] if prefix else list(texts)), len(prefix)
+
+    def _sorted_chunks(self, texts: list[str], *, with_tokens: bool) -> Iterator[tuple[int, np.ndarray, Iterator[dict[str, Any]]]]:
+        """Per chunk of SORT_CHUNK texts: (start, inverse permutation, padded batches in sorted order)."""
+        for start in range(0, len(texts), SORT_CHUNK):
+            inputs, prefix_len = self._prepare(texts[start : start + SORT_CHUNK])
+            enc = self.tokenizer(
+                inputs,
+                add_special_tokens=True,
+                truncation=True,
+                max_length=self.max_length,
+                padding=False,
+                return_attention_mask=False,
+                return_token_type_ids=self._token_types,
+                return_special_tokens_mask=with_tokens,
+                return_offsets_mapping=with_tokens,
+            )
+            ids = enc["input_ids"]
+            lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            order = np.argsort(-lengths, kind="stable")
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+            yield start, inverse, self._batches(enc, lengths, order, prefix_len, with_tokens)
+
+    def _batches(self, enc: Any, lengths: np.ndarray, order: np.ndarray, prefix_len: int, with_tokens: bool) -> Iterator[dict[str, Any]]:
+        step = self.spec.batch_size
+        for b in range(0, len(order), step):
+            idx = order[b : b + step]
+            lens = lengths[idx]
+            width = int(lens.max()) if len(lens) else 0
+            valid = np.arange(width)[None, :] < lens[:, None]
+            batch: dict[str, Any] = {
+                "input_ids": _pad([enc["input_ids"][i] for i in idx], valid, self._pad_id),
+                "attention_mask": valid.astype(np.int64),
+            }
+            if self._token_types:
+                batch["token_type_ids"] = _pad([enc["token_type_ids"][i] for i in idx], valid, 0)
+            if with_tokens:
+                special = _pad([enc["special_tokens_mask"][i] for i in idx], valid, 1).astype(bool)
+                spans = np.zeros((len(idx), width, 2), dtype=np.int64)
+                if width:
+                    spans[valid] = np.concatenate([np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2) for i in idx])
+                # Drop special tokens, padding, and tokens that start inside the prefix.
+                batch["keep"] = valid & ~special & (spans[..., 0] >= prefix_len)
+                batch["offsets"] = spans - prefix_len
+            yield batch
+
+    def _forward(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(last hidden state float32 [b, t, h], attention mask [b, t], pooler output or None)."""
+        import torch
+
+        names = ("input_ids", "attention_mask", "token_type_ids")
+        inputs = {k: torch_from(batch[k], self.device) for k in names if k in batch}
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
+        with torch.inference_mode(), autocast:
+            out = self.model(**inputs)
+        hidden = getattr(out, "last_hidden_state", None)
+        if hidden is None:
+            hidden = out[0]
+        pooled = getattr(out, "pooler_output", None)
+        return hidden.float(), inputs["attention_mask"], (pooled.float() if pooled is not None else None)
+
+    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor, pooled: torch.Tensor | None) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            if self.pooling == "mean":
+                weights = mask.unsqueeze(-1).to(hidden.dtype)
+                vectors = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+            elif self.pooling == "cls" and pooled is not None:
+                vectors = pooled
+            else:  # cls_before_pooler, or cls on a model without a pooler; batches are right-padded
+                vectors = hidden[:, 0]
+            for step in self._head:
+                vectors = step(vectors)
+            vectors = torch.nn.functional.normalize(vectors.float(), p=2, dim=-1)
+        return vectors.cpu().numpy()
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def torch_from(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    import torch
+
+    return torch.from_numpy(array).to(device, non_blocking=True)
+
+
+def _pad(rows: list[list[int]], valid: np.ndarray, fill: int) -> np.ndarray:
+    out = np.full(valid.shape, fill, dtype=np.int64)
+    if valid.size:
+        out[valid] = np.fromiter((v for row in rows for v in row), dtype=np.int64, count=int(valid.sum()))
+    return out
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, not a single string")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, not str")
+    return texts
+
+
+def _with_progress(batches: Iterator[dict[str, Any]], progress: Callable[[int], None] | None) -> Iterator[dict[str, Any]]:
+    for batch in batches:
+        yield batch
+        if progress is not None:
+            progress(len(batch["input_ids"]))
+
+
+def _hidden_size(model: Any) -> int:
+    config = getattr(model, "config", None)
+    for name in ("hidden_size", "d_model", "dim", "n_embd"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise EncoderLoadError(f"cannot tell the hidden size of {type(model).__name__}: its config has no hidden_size")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a model lives: a local directory, or a hub id read through the hub cache."""
+
+    path: str
+    local: bool
+
+    @classmethod
+    def resolve(cls, model: str) -> _Source:
+        expanded = os.path.expanduser(model)
+        if os.path.exists(expanded):
+            if not os.path.isdir(expanded):
+                raise EncoderLoadError(f"encoder model path {model!r} is a file, not a model directory")
+            return cls(os.path.abspath(expanded), True)
+        looks_local = os.path.isabs(expanded) or model.startswith((".", "~")) or model.count("/") > 1 or "\\" in model
+        if looks_local:
+            raise FileNotFoundError(f"encoder model directory does not exist: {model!r}")
+        return cls(model, False)
+
+    def describe(self, sub: str = "") -> str:
+        where = str(Path(self.path, sub)) if (sub and self.local) else (f"{self.path}/{sub}" if sub else self.path)
+        return f"{'directory' if self.local else 'hub model'} {where!r}"
+
+    def file(self, relative: str) -> str | None:
+        """Local path of a file of the model, or None when it has none."""
+        if self.local:
+            path = os.path.join(self.path, relative)
+            return path if os.path.isfile(path) else None
+        from transformers.utils import cached_file
+
+        try:
+            return cached_file(
+                self.path,
+                relative,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
+                _raise_exceptions_for_gated_repo=False,
+            )
+        except OSError:
+            return None
+
+    def has(self, relative: str) -> bool:
+        return self.file(relative) is not None
+
+    def read_json(self, relative: str) -> dict[str, Any]:
+        path = self.file(relative)
+        if path is None:
+            raise EncoderLoadError(f"{self.describe()} lacks {relative}")
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, json.JSONDecodeError) as err:
+            raise EncoderLoadError(f"cannot read {relative} of {self.describe()}: {err}") from err
+
+
+def _module_kind(entry: dict[str, Any]) -> str:
+    return str(entry.get("type", "")).rsplit(".", 1)[-1]
+
+
+def _read_sentence_transformers(source: _Source, read_pooling: bool) -> tuple[str, str | None, bool, list[tuple[str, str]]]:
+    """From modules.json: (transformer subpath, pooling mode or None, lowercase, [(kind, subpath)] after pooling).
+
+    The Pooling module's config is only read when `read_pooling` (the spec sets no pooling).
+    """
+    modules = source.read_json("modules.json")
+    if not isinstance(modules, list) or not modules:
+        raise EncoderLoadError(f"modules.json of {source.describe()} lists no modules")
+    modules = sorted(modules, key=lambda m: m.get("idx", 0))
+    if _module_kind(modules[0]) != "Transformer":
+        raise EncoderLoadError(
+            f"the first module of sentence-transformers {source.describe()} is {modules[0].get('type')!r}, not a Transformer"
+        )
+    transformer_path = str(modules[0].get("path", "")).strip("/")
+    lowercase = False
+    bert_config = source.file(_join(transformer_path, "sentence_bert_config.json"))
+    if bert_config is not None:
+        with open(bert_config, encoding="utf-8") as f:
+            lowercase = bool(json.load(f).get("do_lower_case", False))
+
+    pooling: str | None = None
+    seen_pooling = False
+    head: list[tuple[str, str]] = []
+    for entry in modules[1:]:
+        kind, path = _module_kind(entry), str(entry.get("path", "")).strip("/")
+        if kind == "Pooling":
+            if seen_pooling:
+                raise EncoderLoadError(f"sentence-transformers {source.describe()} has two Pooling modules")
+            seen_pooling = True
+            if read_pooling:
+                pooling = _st_pooling_mode(source, _join(path, "config.json"))
+        elif kind in ("Dense", "Normalize"):
+            if not seen_pooling:
+                raise EncoderLoadError(f"sentence-transformers {source.describe()}: {kind} module before any Pooling module")
+            head.append((kind, path))
+        elif kind == "Dropout":
+            continue  # identity at inference
+        else:
+            raise EncoderLoadError(
+                f"sentence-transformers {source.describe()} has a {entry.get('type')!r} module; "
+                "supported: Transformer, Pooling, Dense, Normalize, Dropout"
+            )
+    return transformer_path, pooling, lowercase, head
+
+
+def _st_pooling_mode(source: _Source, config_path: str) -> str:
+    config = source.read_json(config_path)
+    if "pooling_mode" in config:
+        mode = config["pooling_mode"]
+        modes = [mode] if isinstance(mode, str) else list(mode)
+    else:  # pre-v5 layout: one boolean per mode
+        legacy = {
+            "pooling_mode_cls_token": "cls",
+            "pooling_mode_max_tokens": "max",
+            "pooling_mode_mean_tokens": "mean",
+            "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+            "pooling_mode_weightedmean_tokens": "weightedmean",
+            "pooling_mode_lasttoken": "lasttoken",
+        }
+        modes = [mode for key, mode in legacy.items() if config.get(key)] or ["mean"]
+    if len(modes) != 1 or modes[0] not in _ST_POOLING:
+        raise EncoderLoadError(
+            f"{config_path} of sentence-transformers {source.describe()} sets pooling {modes}; only one of "
+            f"{sorted(_ST_POOLING)} is supported. Set EncoderSpec.pooling to override."
+        )
+    return _ST_POOLING[modes[0]]
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+def _load_tokenizer(source: _Source, sub: str, model_dir: str, kwargs: dict[str, Any], where: str) -> Any:
+    import transformers
+
+    if source.local and not any(os.path.isfile(os.path.join(model_dir, name)) for name in _TOKENIZER_FILES):
+        raise EncoderLoadError(
+            f"{where} has no tokenizer files (one of {', '.join(_TOKENIZER_FILES)}); a fast tokenizer is required"
+        )
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, use_fast=True, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        raise EncoderLoadError(f"cannot load a fast tokenizer from {where}: {err}") from err
+    if not getattr(tokenizer, "is_fast", False):
+        raise EncoderLoadError(
+            f"{where} has no fast tokenizer (got {type(tokenizer).__name__}); a fast tokenizer is required "
+            "(save one with tokenizer.json, e.g. PreTrainedTokenizerFast.save_pretrained)"
+        )
+    return tokenizer
+
+
+def _load_model(model_dir: str, kwargs: dict[str, Any], where: str) -> Any:
+    import torch
+    import transformers
+
+    try:
+        return transformers.AutoModel.from_pretrained(model_dir, dtype=torch.float32, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        raise EncoderLoadError(f"cannot load a model from {where}: {err}") from err
+
+
+def _build_head(source: _Source, specs: list[tuple[str, str]], device: torch.device) -> tuple[list[Callable], int | None]:
+    """Callables for sentence-transformers Dense/Normalize modules, and the output dim if a Dense sets it."""
+    import torch
+
+    head: list[Callable] = []
+    dim: int | None = None
+    for kind, path in specs:
+        if kind == "Normalize":
+            head.append(lambda v: torch.nn.functional.normalize(v, p=2, dim=-1))
+            continue
+        config = source.read_json(_join(path, "config.json"))
+        if config.get("use_residual") or config.get("module_input_name", "sentence_embedding") != "sentence_embedding":
+            raise EncoderLoadError(f"Dense module {path!r} of {source.describe()}: residual/custom-input Dense is not supported")
+        activation = str(config.get("activation_function") or "torch.nn.modules.activation.Tanh").rsplit(".", 1)[-1]
+        activations = {"Tanh": torch.tanh, "Identity": lambda x: x}
+        if activation not in activations:
+            raise EncoderLoadError(f"Dense module {path!r} of {source.describe()}: activation {activation!r} is not supported")
+        linear = torch.nn.Linear(int(config["in_features"]), int(config["out_features"]), bias=bool(config.get("bias", True)))
+        linear.load_state_dict(_load_dense_weights(source, path))
+        linear.to(device).eval()
+        act = activations[activation]
+        head.append(lambda v, linear=linear, act=act: act(linear(v)))
+        dim = int(config["out_features"])
+    return head, dim
+
+
+def _load_dense_weights(source: _Source, path: str) -> dict[str, Any]:
+    import torch
+
+    safetensors_file = source.file(_join(path, "model.safetensors"))
+    if safetensors_file is not None:
+        from safetensors.torch import load_file
+
+        state = load_file(safetensors_file)
+    else:
+        bin_file = source.file(_join(path, "pytorch_model.bin"))
+        if bin_file is None:
+            raise EncoderLoadError(f"Dense module {path!r} of {source.describe()} has no model.safetensors or pytorch_model.bin")
+        state = torch.load(bin_file, map_location="cpu", weights_only=True)
+    return {k.removeprefix("linear."): v for k, v in state.items()}

@@ -1,0 +1,696 @@
+"""The human-readable report of the evaluate stage: Markdown, one self-contained HTML page, PNG figures.
+
+`build_report` turns the metrics table (`tasks.evaluate.schema.METRICS_SCHEMA`) into:
+
+* a header with the title and the model card (model, base, pooling, artifact key, ...);
+* one section per benchmark: a per-language (or per-pair) table whose columns are the
+  metrics, then the group averages (``src_lang = "group:<name>"``) in a table of their own.
+  Accuracy, precision, recall and F1 (and retrieval scores such as nDCG/MRR/MAP) are shown
+  in %, correlations (Spearman, Pearson) x100, all with one decimal; other metrics (a
+  threshold, ...) with three decimals;
+* with a baseline table, a signed "Δ vs {baseline_name}" column after each metric, joined on
+  (benchmark, dataset, src_lang, tgt_lang, metric), in the metric's display units
+  (percentage points for percentages), "—" where the baseline has no such row;
+* figures with captions: cosine histograms of translation pairs against shuffled pairs
+  (`similarity_histogram`) and a 2-D PCA map of word embeddings (`embedding_map`).
+
+The Markdown links figures by file name (save `EvaluationReport.figures` next to it); the
+HTML embeds them as base64 PNGs and loads nothing from outside. Every string that comes
+from data is escaped (`html.escape` in HTML, backslash escapes in Markdown).
+
+Plots use matplotlib's object API on the Agg canvas (`Figure` + `FigureCanvasAgg`, as
+matplotlib recommends for servers): no pyplot, no global backend switch, nothing left open.
+The style is matplotlib's default with the bundled DejaVu Sans font, set per figure, so the
+PNG bytes depend only on the inputs (and the matplotlib version), not on the machine's rc
+files or installed fonts.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import matplotlib
+import matplotlib.style
+import numpy as np
+import pyarrow as pa
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+__all__ = [
+    "EMBEDDING_MAP_FILE",
+    "SIMILARITY_HISTOGRAM_FILE",
+    "EvaluationReport",
+    "PairSimilarities",
+    "WordMap",
+    "build_report",
+    "embedding_map",
+    "similarity_histogram",
+]
+
+SIMILARITY_HISTOGRAM_FILE = "similarity_histogram.png"
+EMBEDDING_MAP_FILE = "embedding_map.png"
+
+DPI = 100
+HIST_PANEL_INCHES = (3.5, 2.75)  # per language pair; exact in binary so pixel sizes are exact
+HIST_LEGEND_INCHES = 0.3  # band above the panels for the shared legend
+HIST_MAX_COLS = 4
+HIST_BINS = 40
+_HIST_SERIES = (("matched (translations)", "#1f77b4"), ("shuffled (derangement)", "#ff7f0e"))
+MAP_INCHES = (8.0, 6.5)
+MAP_MAX_WORD_LABELS = 120  # beyond this many points, words are not written next to points
+MAP_MAX_CONCEPT_LABELS = 60
+# build_report shows at most this many histogram panels / map concepts (a seeded sample).
+REPORT_MAX_PAIRS = 36
+REPORT_MAX_CONCEPTS = 40
+
+MISSING = "—"
+_KEY_COLUMNS = ("benchmark", "dataset", "src_lang", "tgt_lang", "metric")
+_REQUIRED_COLUMNS = (*_KEY_COLUMNS, "value", "n")
+_GROUP_PREFIX = "group:"
+# Metric name tokens (split on _ @ - . and space) that make a metric a percentage / a x100 correlation.
+_PERCENT_TOKENS = frozenset({"accuracy", "acc", "precision", "recall", "f1", "ndcg", "mrr", "map"})
+_CORRELATION_TOKENS = frozenset({"spearman", "pearson"})
+# Column order for well-known metrics; others follow in order of first appearance.
+_METRIC_ORDER = (
+    "accuracy_src_tgt",
+    "accuracy_tgt_src",
+    "accuracy_mean",
+    "precision",
+    "recall",
+    "f1",
+    "threshold",
+    "spearman",
+    "pearson",
+)
+# matplotlib's default style (style.context drops backend/interactive keys) plus the bundled font,
+# so the output does not depend on the machine's matplotlibrc or installed fonts.
+_STYLE: list[Any] = ["default", {"font.family": ["DejaVu Sans"], "font.size": 8.0}]
+_SAVEFIG_METADATA = {"Software": None}
+
+
+@dataclass
+class PairSimilarities:
+    """Cosine similarities of one language pair: translation pairs vs a seeded derangement of the targets."""
+
+    src_lang: str
+    tgt_lang: str
+    matched: np.ndarray  # cos(x_i, y_i) for translation pairs
+    shuffled: np.ndarray  # cos(x_i, y_perm(i)) for a seeded derangement
+
+
+@dataclass
+class WordMap:
+    """Word embeddings for the 2-D map: one row per word, `concept` shared by translations of one another."""
+
+    words: list[str]
+    langs: list[str]
+    concept: list[str]  # shared id of translations, e.g. the English word
+    vectors: np.ndarray  # [n, dim]
+
+
+@dataclass
+class EvaluationReport:
+    """The rendered report: Markdown (figures by file name), self-contained HTML, and the PNGs."""
+
+    markdown: str
+    html: str  # one self-contained page: inline CSS, plots as base64 PNG <img>, no external URLs/scripts
+    figures: dict[str, bytes] = field(default_factory=dict)  # file name -> PNG bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers
+
+
+def _metric_scale(metric: str) -> float:
+    """100 for percentages and correlations, 1 for anything else (thresholds, counts, ...)."""
+    tokens = set(re.split(r"[_@\-.\s]+", metric.lower()))
+    return 100.0 if tokens & (_PERCENT_TOKENS | _CORRELATION_TOKENS) else 1.0
+
+
+def _is_number(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _format_value(value: float | None, metric: str) -> str:
+    if not _is_number(value):
+        return MISSING if value is None else "n/a"
+    scale = _metric_scale(metric)
+    if scale != 1.0:
+        return f"{value * scale:.1f}"
+    return f"{value:.3f}"
+
+
+def _format_delta(delta: float, metric: str) -> str:
+    if not math.isfinite(delta):
+        return "n/a"
+    scale = _metric_scale(metric)
+    digits = 1 if scale != 1.0 else 3
+    rounded = round(delta * scale, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{rounded:+.{digits}f}"
+
+
+def _format_n(ns: list[int]) -> str:
+    lo, hi = min(ns), max(ns)
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+@dataclass
+class _Cell:
+    text: str
+    kind: Literal["text", "num", "pos", "neg", "zero", "missing"] = "text"
+
+
+@dataclass
+class _Table:
+    header: list[str]
+    rows: list[list[_Cell]]
+    numeric: list[bool]  # per column: right-align
+
+
+def _rows_of(table: pa.Table, what: str) -> list[dict[str, Any]]:
+    missing = [c for c in _REQUIRED_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{what} table lacks columns {missing}; expected the METRICS_SCHEMA columns")
+    rows = table.select(list(_REQUIRED_COLUMNS)).to_pylist()
+    seen: set[tuple[Any, ...]] = set()
+    for row in rows:
+        key = tuple(row[c] for c in _KEY_COLUMNS)
+        if key in seen:
+            raise ValueError(f"{what} table has more than one row for {dict(zip(_KEY_COLUMNS, key))}")
+        seen.add(key)
+    return rows
+
+
+def _ordered_metrics(metrics: list[str]) -> list[str]:
+    first_seen = list(dict.fromkeys(metrics))
+    known = [m for m in _METRIC_ORDER if m in first_seen]
+    return known + [m for m in first_seen if m not in _METRIC_ORDER]
+
+
+def _pair_label(src: str, tgt: str | None) -> str:
+    return src if tgt is None else f"{src} → {tgt}"
+
+
+def _metrics_table(
+    rows: list[dict[str, Any]],
+    *,
+    groups: bool,
+    show_dataset: bool,
+    baseline: dict[tuple[Any, ...], float] | None,
+    baseline_name: str,
+) -> _Table:
+    """Rows = (dataset,) language or pair; columns = metrics (+ a delta after each), then n."""
+    metrics = _ordered_metrics([r["metric"] for r in rows])
+    by_row: dict[tuple[str, str, str | None], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_row.setdefault((r["dataset"], r["src_lang"], r["tgt_lang"]), {})[r["metric"]] = r
+
+    header = (["Dataset"] if show_dataset else []) + ["Group" if groups else "Language / pair"]
+    numeric = [False] * len(header)
+    for metric in metrics:
+        header.append(metric)
+        numeric.append(True)
+        if baseline is not None:
+            header.append(f"Δ vs {baseline_name} ({metric})")
+            numeric.append(True)
+    header.append("n")
+    numeric.append(True)
+
+    out: list[list[_Cell]] = []
+    for (dataset, src, tgt), cells in sorted(by_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
+        label = _pair_label(src.removeprefix(_GROUP_PREFIX) if groups else src, tgt)
+        line = ([_Cell(dataset)] if show_dataset else []) + [_Cell(label)]
+        for metric in metrics:
+            r = cells.get(metric)
+            value = None if r is None else r["value"]
+            line.append(_Cell(_format_value(value, metric), "num" if r is not None else "missing"))
+            if baseline is not None:
+                base = baseline.get((r["benchmark"], dataset, src, tgt, metric)) if r is not None else None
+                if base is None or r is None:
+                    line.append(_Cell(MISSING, "missing"))
+                else:
+                    text = _format_delta(value - base, metric)
+                    kind = "zero" if text.lstrip("+-").strip("0.") == "" else ("pos" if text.startswith("+") else "neg")
+                    line.append(_Cell(text, kind))
+        line.append(_Cell(_format_n([r["n"] for r in cells.values()]), "num"))
+        out.append(line)
+    return _Table(header, out, numeric)
+
+
+def _units_note(metrics: set[str]) -> str:
+    parts = []
+    if any(_metric_scale(m) != 1.0 and not set(re.split(r"[_@\-.\s]+", m.lower())) & _CORRELATION_TOKENS for m in metrics):
+        parts.append("accuracy, precision, recall and F1 in %")
+    if any(set(re.split(r"[_@\-.\s]+", m.lower())) & _CORRELATION_TOKENS for m in metrics):
+        parts.append("correlations ×100")
+    if any(_metric_scale(m) == 1.0 for m in metrics):
+        parts.append("other metrics as computed")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def _new_figure(width_in: float, height_in: float, layout: str | None = "constrained") -> Figure:
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png_bytes(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, metadata=_SAVEFIG_METADATA)
+    fig.clear()
+    return buffer.getvalue()
+
+
+def _finite(values: np.ndarray, what: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {array.shape}")
+    return array[np.isfinite(array)]
+
+
+def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
+    """PNG: one panel per language pair, histograms of matched vs shuffled cosines on a shared x range [-1, 1].
+
+    Panels are HIST_PANEL_INCHES at DPI each, HIST_MAX_COLS to a row, under a HIST_LEGEND_INCHES band; densities, so pairs of
+    any size compare; dashed lines mark the means, which the panel's corner also gives.
+    """
+    if not pairs:
+        raise ValueError("similarity_histogram needs at least one language pair")
+    ncols = min(HIST_MAX_COLS, len(pairs))
+    nrows = math.ceil(len(pairs) / ncols)
+    bins = np.linspace(-1.0, 1.0, HIST_BINS + 1)
+    # A fixed layout in inches (constrained layout takes seconds for dozens of panels).
+    panel_w, panel_h = HIST_PANEL_INCHES
+    left, right, top, bottom = 0.55, 0.1, 0.3, 0.5  # per panel: tick labels + ylabel, title, xlabel
+    width, height = ncols * panel_w, nrows * panel_h + HIST_LEGEND_INCHES
+    with matplotlib.style.context(_STYLE):
+        fig = _new_figure(width, height, layout=None)
+        axes = fig.subplots(
+            nrows,
+            ncols,
+            sharex=True,
+            squeeze=False,
+            gridspec_kw={
+                "left": left / width,
+                "right": 1 - right / width,
+                "bottom": bottom / height,
+                "top": 1 - (top + HIST_LEGEND_INCHES) / height,
+                "wspace": (left + right) / (panel_w - left - right),
+                "hspace": (top + bottom) / (panel_h - top - bottom),
+            },
+        )
+        for index, ax in enumerate(axes.flat):
+            if index >= len(pairs):
+                ax.set_axis_off()
+                continue
+            pair = pairs[index]
+            series = [
+                (label, _finite(values, label.split()[0]), colour)
+                for (label, colour), values in zip(_HIST_SERIES, (pair.matched, pair.shuffled))
+            ]
+            means = []
+            for label, values, colour in series:
+                clipped = np.clip(values, -1.0, 1.0)  # float error can put a cosine a hair past 1
+                if clipped.size:
+                    counts, _ = np.histogram(clipped, bins=bins)
+                    density = counts / (clipped.size * np.diff(bins))
+                    ax.stairs(density, bins, fill=True, color=colour, alpha=0.45, linewidth=0)
+                    ax.stairs(density, bins, color=colour, linewidth=1.0)
+                    mean = float(clipped.mean())
+                    ax.axvline(mean, color=colour, linestyle="--", linewidth=1.0)
+                    means.append(f"{mean:.2f}")
+                else:
+                    means.append("n/a")
+            ax.set_xlim(-1.0, 1.0)
+            ax.set_ylim(0.0, ax.get_ylim()[1] * 1.3)  # headroom for the text in the corner
+            ax.set_xticks([-1.0, -0.5, 0.0, 0.5, 1.0])
+            ax.yaxis.set_major_locator(MaxNLocator(4))
+            ax.set_title(_pair_label(pair.src_lang, pair.tgt_lang), fontsize=9, y=1.0, pad=4)  # fixed y: no auto-placement
+            ax.text(
+                0.02,
+                0.97,
+                f"mean {means[0]} vs {means[1]}\nn = {series[0][1].size:,} / {series[1][1].size:,}",
+                transform=ax.transAxes,
+                ha="left",
+                va="top",
+                fontsize=7,
+            )
+            ax.tick_params(labelsize=7)
+            if index // ncols == nrows - 1 or index + ncols >= len(pairs):
+                ax.set_xlabel("cosine similarity")
+                ax.xaxis.set_tick_params(labelbottom=True)
+            if index % ncols == 0:
+                ax.set_ylabel("density")
+        handles = [Patch(facecolor=c, edgecolor=c, alpha=0.6, label=label) for label, c in _HIST_SERIES]
+        fig.legend(
+            handles=handles,
+            loc="center",
+            bbox_to_anchor=(0.5, 1 - HIST_LEGEND_INCHES / 2 / height),
+            ncols=2,
+            fontsize=8,
+            frameon=False,
+        )
+        with warnings.catch_warnings():  # scripts DejaVu Sans lacks render as boxes; no warning per glyph
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return _png_bytes(fig)
+
+
+def _pca_2d(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """L2-normalise rows, centre, project on the first two principal axes (SVD); returns (coords, variance ratio)."""
+    x = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    x = x - x.mean(axis=0, keepdims=True)
+    coords = np.zeros((x.shape[0], 2))
+    ratio = np.zeros(2)
+    if x.shape[0] < 2 or not np.any(x):
+        return coords, ratio
+    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    k = min(2, vt.shape[0])
+    components = vt[:k]
+    # An axis's sign is arbitrary: make each one's largest loading positive so the map is stable.
+    signs = np.sign(components[np.arange(k), np.argmax(np.abs(components), axis=1)])
+    components = components * np.where(signs == 0, 1.0, signs)[:, None]
+    coords[:, :k] = x @ components.T
+    variance = s**2
+    ratio[:k] = variance[:k] / variance.sum()
+    return coords, ratio
+
+
+def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
+    """PNG: 2-D PCA of the (L2-normalised) word vectors, coloured by language, each concept's translations joined.
+
+    Lines join every word to its concept's centroid, which is labelled with the concept;
+    words are written next to their points while there are at most MAP_MAX_WORD_LABELS.
+    """
+    if method != "pca":
+        raise ValueError(f"unknown projection method {method!r}; only 'pca' is supported")
+    vectors = np.asarray(word_map.vectors)
+    n = len(word_map.words)
+    if vectors.ndim != 2 or vectors.shape[0] != n or len(word_map.langs) != n or len(word_map.concept) != n:
+        raise ValueError(
+            f"WordMap needs words, langs, concept and vectors rows of one length and 2-D vectors; got "
+            f"{n} words, {len(word_map.langs)} langs, {len(word_map.concept)} concepts, vectors {vectors.shape}"
+        )
+    if n == 0:
+        raise ValueError("embedding_map needs at least one word")
+    coords, ratio = _pca_2d(vectors)
+    langs = sorted(set(word_map.langs))
+    palette = matplotlib.colormaps["tab10" if len(langs) <= 10 else "tab20"]
+    colour_of = {lang: palette(i % palette.N) for i, lang in enumerate(langs)}
+    concepts = list(dict.fromkeys(word_map.concept))
+    members = {c: [i for i, ci in enumerate(word_map.concept) if ci == c] for c in concepts}
+
+    with matplotlib.style.context(_STYLE):
+        fig = _new_figure(*MAP_INCHES)
+        ax = fig.add_subplot()
+        for concept in concepts:
+            idx = members[concept]
+            centre = coords[idx].mean(axis=0)
+            if len(idx) > 1:
+                for i in idx:
+                    ax.plot([centre[0], coords[i, 0]], [centre[1], coords[i, 1]], color="0.6", linewidth=0.7, zorder=1)
+            if len(concepts) <= MAP_MAX_CONCEPT_LABELS:
+                ax.annotate(
+                    concept,
+                    centre,
+                    fontsize=9,
+                    fontweight="bold",
+                    ha="center",
+                    va="center",
+                    zorder=2,  # under the points and the words
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.5", "alpha": 0.7},
+                )
+        for lang in langs:
+            idx = [i for i, li in enumerate(word_map.langs) if li == lang]
+            ax.scatter(
+                coords[idx, 0],
+                coords[idx, 1],
+                s=36,
+                color=colour_of[lang],
+                label=lang,
+                zorder=3,
+                edgecolors="white",
+                linewidths=0.5,
+            )
+        if n <= MAP_MAX_WORD_LABELS:
+            for i, word in enumerate(word_map.words):
+                ax.annotate(
+                    word,
+                    coords[i],
+                    xytext=(4, 3),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=colour_of[word_map.langs[i]],
+                    zorder=5,
+                )
+        ax.set_xlabel(f"PC1 ({ratio[0]:.0%} of variance)")
+        ax.set_ylabel(f"PC2 ({ratio[1]:.0%} of variance)")
+        ax.set_title(f"{n} words, {len(concepts)} concepts, {len(langs)} languages (PCA)", fontsize=10)
+        ax.margins(0.08)
+        ax.legend(title="language", loc="best", fontsize=8, title_fontsize=8, ncols=1 if len(langs) <= 12 else 2)
+        ax.grid(True, linewidth=0.3, alpha=0.5)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return _png_bytes(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
+
+
+def _md(text: object) -> str:
+    """Text from data, safe inside a Markdown table cell or heading."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", str(text))
+    return " ".join(escaped.splitlines())
+
+
+def _md_code_free(text: str) -> str:
+    """Like _md but leaves underscores alone (language codes read better as kaz_Cyrl than kaz\\_Cyrl)."""
+    return _md(text).replace("\\_", "_")
+
+
+def _md_table(table: _Table) -> str:
+    lines = [
+        "| " + " | ".join(_md_code_free(h) for h in table.header) + " |",
+        "|" + "|".join("---:" if num else "---" for num in table.numeric) + "|",
+    ]
+    for row in table.rows:
+        lines.append("| " + " | ".join(_md_code_free(cell.text) for cell in row) + " |")
+    return "\n".join(lines)
+
+
+def _h(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _html_table(table: _Table) -> str:
+    head = "".join(f'<th class="{"num" if num else "txt"}">{_h(h)}</th>' for h, num in zip(table.header, table.numeric))
+    body = []
+    for row in table.rows:
+        cells = "".join(
+            f'<td class="{cell.kind if num else "txt"}">{_h(cell.text)}</td>' for cell, num in zip(row, table.numeric)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 2rem auto;
+       max-width: 72rem; padding: 0 1rem; color: #1b1b1b; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin-bottom: .3rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1.05rem; margin-top: 1.4rem; }
+table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .9rem; }
+th, td { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; }
+th { background: #f4f4f4; text-align: left; position: sticky; top: 0; }
+th.num, td.num, td.pos, td.neg, td.zero, td.missing { text-align: right; font-variant-numeric: tabular-nums; }
+td.pos { color: #17692b; } td.neg { color: #b3261e; } td.missing { color: #999; }
+table.card th { background: none; font-weight: 600; }
+.note { color: #555; font-size: .85rem; }
+figure { margin: 1.2rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #444; font-size: .9rem; max-width: 60rem; }
+"""
+
+
+@dataclass
+class _Figure:
+    file: str
+    alt: str
+    caption: str
+    png: bytes
+
+
+def _sample(n: int, limit: int, seed: int) -> list[int]:
+    """Indices of all n items, or a seeded sample of `limit` of them in their original order."""
+    if n <= limit:
+        return list(range(n))
+    return sorted(np.random.default_rng(seed).choice(n, size=limit, replace=False).tolist())
+
+
+def _figures(similarities: Sequence[PairSimilarities], word_map: WordMap | None, seed: int) -> list[_Figure]:
+    figures = []
+    if similarities:
+        shown = [similarities[i] for i in _sample(len(similarities), REPORT_MAX_PAIRS, seed)]
+        subset = (
+            f" Showing {len(shown)} of {len(similarities)} language pairs (seeded sample, seed {seed})."
+            if len(shown) < len(similarities)
+            else ""
+        )
+        figures.append(
+            _Figure(
+                SIMILARITY_HISTOGRAM_FILE,
+                "Cosine similarity of translation pairs vs shuffled pairs",
+                "Cosine similarity of each sentence with its translation (matched, blue) and with the translation "
+                "of another sentence under a seeded derangement (shuffled, orange), one panel per language pair; "
+                "dashed lines mark the means. What to look for: matched pairs should sit well to the right of the "
+                "shuffled ones with little overlap; where the two overlap, the encoder does not tell translations "
+                "from unrelated sentences for that pair." + subset,
+                similarity_histogram(shown),
+            )
+        )
+    if word_map is not None and len(word_map.words) > 0:
+        concepts = list(dict.fromkeys(word_map.concept))
+        keep = {concepts[i] for i in _sample(len(concepts), REPORT_MAX_CONCEPTS, seed)}
+        shown_map = word_map
+        subset = ""
+        if len(keep) < len(concepts):
+            idx = [i for i, c in enumerate(word_map.concept) if c in keep]
+            shown_map = WordMap(
+                words=[word_map.words[i] for i in idx],
+                langs=[word_map.langs[i] for i in idx],
+                concept=[word_map.concept[i] for i in idx],
+                vectors=np.asarray(word_map.vectors)[idx],
+            )
+            subset = f" Showing {len(keep)} of {len(concepts)} concepts (seeded sample, seed {seed})."
+        figures.append(
+            _Figure(
+                EMBEDDING_MAP_FILE,
+                "2-D PCA map of word embeddings by language",
+                "Word embeddings (L2-normalised) projected on their first two principal components, coloured by "
+                "language; grey lines join the translations of one concept to their centre, labelled with the "
+                "concept. What to look for: translations of one concept should cluster together; points that "
+                "group by language instead mean the space is not language-agnostic." + subset,
+                embedding_map(shown_map),
+            )
+        )
+    return figures
+
+
+def build_report(
+    metrics: pa.Table,
+    *,
+    title: str,
+    model_card: dict[str, str],
+    baseline: pa.Table | None = None,
+    baseline_name: str | None = None,
+    similarities: Sequence[PairSimilarities] = (),
+    word_map: WordMap | None = None,
+    seed: int = 0,
+) -> EvaluationReport:
+    """Render the evaluate stage's metrics (and optional baseline and figure inputs) as Markdown + HTML + PNGs.
+
+    `seed` picks the sample shown when there are more than REPORT_MAX_PAIRS language pairs or
+    REPORT_MAX_CONCEPTS concepts to plot.
+    """
+    rows = _rows_of(metrics, "metrics")
+    base_name = baseline_name or "baseline"
+    base_values: dict[tuple[Any, ...], float] | None = None
+    unmatched_baseline = 0
+    if baseline is not None:
+        base_rows = _rows_of(baseline, "baseline")
+        base_values = {tuple(r[c] for c in _KEY_COLUMNS): r["value"] for r in base_rows}
+        ours = {tuple(r[c] for c in _KEY_COLUMNS) for r in rows}
+        unmatched_baseline = sum(1 for key in base_values if key not in ours)
+
+    md: list[str] = [f"# {_md(title)}", ""]
+    ht: list[str] = [f"<h1>{_h(title)}</h1>"]
+
+    card = [(str(k), str(v)) for k, v in model_card.items()]
+    if card:
+        md += ["| | |", "|---|---|"] + [f"| **{_md(k)}** | {_md(v)} |" for k, v in card] + [""]
+        ht.append(
+            '<table class="card"><tbody>'
+            + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>" for k, v in card)
+            + "</tbody></table>"
+        )
+
+    benchmarks = list(dict.fromkeys(r["benchmark"] for r in rows))
+    summary = f"{len(rows)} metric values over {len(benchmarks)} benchmark{'s' if len(benchmarks) != 1 else ''}"
+    if baseline is not None:
+        summary += f"; Δ columns compare with {base_name}"
+        if unmatched_baseline:
+            summary += f" ({unmatched_baseline} {base_name} rows have no counterpart here and are not shown)"
+    summary += "."
+    md += [_md(summary), ""]
+    ht.append(f'<p class="note">{_h(summary)}</p>')
+    if not rows:
+        md += ["No metrics were computed.", ""]
+        ht.append("<p>No metrics were computed.</p>")
+
+    for benchmark in benchmarks:
+        bench_rows = [r for r in rows if r["benchmark"] == benchmark]
+        datasets = list(dict.fromkeys(r["dataset"] for r in bench_rows))
+        show_dataset = len(datasets) > 1
+        md += [f"## {_md_code_free(benchmark)}", ""]
+        ht.append(f"<h2>{_h(benchmark)}</h2>")
+        if not show_dataset:
+            md += [f"Dataset: {_md_code_free(datasets[0])}", ""]
+            ht.append(f"<p>Dataset: <code>{_h(datasets[0])}</code></p>")
+        for heading, groups in (("Per language", False), ("Group averages", True)):
+            part = [r for r in bench_rows if r["src_lang"].startswith(_GROUP_PREFIX) == groups]
+            if not part:
+                continue
+            table = _metrics_table(part, groups=groups, show_dataset=show_dataset, baseline=base_values, baseline_name=base_name)
+            md += [f"### {heading}", "", _md_table(table), ""]
+            ht += [f"<h3>{_h(heading)}</h3>", _html_table(table)]
+        note = _units_note({r["metric"] for r in bench_rows})
+        if note:
+            note = note[0].upper() + note[1:] + "."
+            if baseline is not None:
+                note += " Δ columns are in the same units (percentage points for percentages)."
+            md += [f"*{_md(note)}*", ""]
+            ht.append(f'<p class="note">{_h(note)}</p>')
+
+    figures = _figures(similarities, word_map, seed)
+    if figures:
+        md += ["## Figures", ""]
+        ht.append("<h2>Figures</h2>")
+        for fig in figures:
+            md += [f"![{_md(fig.alt)}]({fig.file})", "", f"*{_md(fig.caption)}*", ""]
+            data = base64.b64encode(fig.png).decode("ascii")
+            ht.append(
+                f'<figure><img src="data:image/png;base64,{data}" alt="{_h(fig.alt)}">'
+                f"<figcaption>{_h(fig.caption)}</figcaption></figure>"
+            )
+
+    page = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
+    )
+    return EvaluationReport(
+        markdown="\n".join(md).rstrip("\n") + "\n",
+        html=page,
+        figures={fig.file: fig.png for fig in figures},
+    )
