@@ -99,10 +99,8 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
     out.print(_plan_table(steps))
 
 
-@app.command()
-def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None) -> None:  # noqa: B006
-    """Build every stale stage (or only some, with --only/--from), as a Prefect flow run."""
-    cfg = _load(config, root)
+def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
+    """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     store, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
     if not any(step.action == "compute" for step in steps):
@@ -110,7 +108,7 @@ def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, for
             if step.action == "cached":
                 store.set_ref(cfg.name, step.stage, step.key, note="up to date")
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
-        return
+        return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
     from prefect.task_runners import ThreadPoolTaskRunner
@@ -131,6 +129,39 @@ def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, for
         m = store.manifest(stage, key)
         table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}", store.uri(stage, key))
     out.print(table)
+    return store, keys
+
+
+@app.command()
+def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None) -> None:  # noqa: B006
+    """Build every stale stage (or only some, with --only/--from), as a Prefect flow run."""
+    cfg = _load(config, root)
+    store, keys = _execute(cfg, config, only, from_stage, force, root)
+    if "evaluate" in keys:
+        _print_evaluation(store, keys["evaluate"])
+
+
+@app.command()
+def evaluate(config: ConfigArg, force: Annotated[bool, typer.Option("--force", help="re-evaluate even if cached")] = False, root: RootOpt = None) -> None:
+    """Evaluate the pipeline's model (building what it needs) and print the scores and the report's location."""
+    cfg = _load(config, root)
+    if "evaluate" not in cfg.stages:
+        raise fail(f"{config}: no [evaluate] section", 2)
+    store, keys = _execute(cfg, config, "evaluate", None, ["evaluate"] if force else [], root)
+    _print_evaluation(store, keys["evaluate"])
+
+
+def _print_evaluation(store: Any, key: str) -> None:
+    import polars as pl
+
+    metrics = pl.from_arrow(store.read_table("evaluate", key))
+    main = metrics.filter(pl.col("metric").is_in(["accuracy_mean", "f1", "spearman"]))
+    with pl.Config(tbl_rows=60, fmt_str_lengths=40, tbl_hide_dataframe_shape=True):
+        out.print(str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")), markup=False, highlight=False)
+    manifest = store.manifest("evaluate", key)
+    report = next((f.path for f in manifest.attached_files if f.path.endswith("report.html")), None)
+    if report:
+        out.print(f"report: {store.uri('evaluate', key)}/{report}", highlight=False)
 
 
 # --------------------------------------------------------------------- artifacts

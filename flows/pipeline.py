@@ -94,6 +94,10 @@ def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], in
     manifest = commit_stage(store, stage, key, stage.config_model.model_validate(config), input_keys, fingerprints, records, wall_time_s)
     uri = store.uri(stage_name, key)
     create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
+    for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
+        if entry.path.endswith("report.md"):
+            with store.fs.open(f"{store.artifact_dir(stage_name, key)}/{entry.path}", "rb") as f:
+                create_markdown_artifact(f.read().decode("utf-8"), key=f"{stage_name.replace('_', '-')}-report", description=f"{stage_name} report {key[:12]}")
     create_table_artifact(
         [{"reason": r, "rows": n} for r, n in manifest.dropped.items()] or [{"reason": "(none)", "rows": 0}],
         key=f"{stage_name.replace('_', '-')}-drops",

@@ -10,11 +10,15 @@ import importlib
 import os
 from typing import Any
 
+from tasks.base_model import BASE_MODEL_STAGE
 from tasks.corpus import CORPUS_STAGE
+from tasks.evaluate import EVALUATE_STAGE
 from tasks.stage import Stage
 
 PIPELINE_STAGES: tuple[Stage[Any], ...] = (
     CORPUS_STAGE,
+    BASE_MODEL_STAGE,
+    EVALUATE_STAGE,
 )
 
 STAGES_ENV = "XLEMBED_STAGES"

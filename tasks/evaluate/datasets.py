@@ -446,7 +446,9 @@ def held_out_rows(total_lines: int, fraction: float = 0.2) -> range:
     return range(total_lines - keep, total_lines)
 
 
-def read_multiway_rows(path: str | Path, langs: Sequence[str], rows: range | slice, *, pattern: str = "{code}.dev") -> MultiwayRows:
+def read_multiway_rows(
+    path: str | Path, langs: Sequence[str], rows: range | slice, *, pattern: str = "{code}.dev"
+) -> MultiwayRows:
     """Rows ``rows`` of the line-aligned file ``pattern.format(code=lang)`` of each of ``langs``.
 
     ``langs`` are the codes as they appear in the file names (FLORES-200: ``kaz_Cyrl.dev``);

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
+from tasks.evaluate.datasets import BuccSplit
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.retrieval import as_unit_float32
 
@@ -343,17 +344,17 @@ def mining_rows(
 
 
 def bucc_rows(
-    tune_split,
+    tune_split: BuccSplit,
     tune_src: np.ndarray,
     tune_tgt: np.ndarray,
-    test_split,
+    test_split: BuccSplit,
     test_src: np.ndarray,
     test_tgt: np.ndarray,
     *,
     k: int = DEFAULT_K,
     search: IvfSearch | None = None,
 ) -> list[dict]:
-    """Rows for two :class:`tasks.evaluate.datasets.BuccSplit` (tuning, test) and their embeddings.
+    """Rows for two BUCC splits (tuning, test) as read by :func:`tasks.evaluate.datasets.read_bucc`, and their embeddings.
 
     ``*_src`` embeds ``split.src`` row by row, ``*_tgt`` embeds ``split.tgt``.
     """

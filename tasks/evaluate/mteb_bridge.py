@@ -114,9 +114,12 @@ def run_mteb(
             env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
         )  # fmt: skip
         if process.returncode != 0:
-            tail = "\n".join((process.stdout + process.stderr).strip().splitlines()[-25:])
+            lines = (process.stdout + "\n" + process.stderr).strip().splitlines() or ["(no output)"]
             hint = " (offline: is every dataset cached under cache_dir?)" if offline else ""
-            raise MtebRunError(f"MTEB run failed with exit code {process.returncode}{hint}:\n{tail}")
+            tail = "\n".join(lines[-25:])
+            raise MtebRunError(
+                f"MTEB run failed with exit code {process.returncode}{hint}: {lines[-1]}\n--- worker output, last lines ---\n{tail}"
+            )
         results = json.loads(out_path.read_text())
     rows: list[dict] = []
     for result in results:

@@ -28,6 +28,7 @@ files or installed fonts.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import math
@@ -286,8 +287,23 @@ def _finite(values: np.ndarray, what: str) -> np.ndarray:
     return array[np.isfinite(array)]
 
 
+def _histogram_floor(pairs: Sequence[PairSimilarities]) -> float:
+    """Left end of the shared x range: -1, or higher when every cosine is higher.
+
+    Many encoders (E5 among them) put all cosines in [0.7, 1]; on [-1, 1] both
+    histograms would be two slivers at the right edge. Rounded down to 0.1 so that
+    panels and reports compare.
+    """
+    values = [np.asarray(v, dtype=np.float64) for p in pairs for v in (p.matched, p.shuffled)]
+    finite = np.concatenate([v[np.isfinite(v)] for v in values]) if values else np.zeros(0)
+    if finite.size == 0:
+        return -1.0
+    return float(max(-1.0, min(0.9, math.floor((finite.min() - 0.05) * 10) / 10)))
+
+
 def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
-    """PNG: one panel per language pair, histograms of matched vs shuffled cosines on a shared x range [-1, 1].
+    """PNG: one panel per language pair, histograms of matched vs shuffled cosines on a shared x range
+    from the lowest cosine (rounded down to 0.1, at least -1) to 1.
 
     Panels are HIST_PANEL_INCHES at DPI each, HIST_MAX_COLS to a row, under a HIST_LEGEND_INCHES band; densities, so pairs of
     any size compare; dashed lines mark the means, which the panel's corner also gives.
@@ -296,7 +312,8 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
         raise ValueError("similarity_histogram needs at least one language pair")
     ncols = min(HIST_MAX_COLS, len(pairs))
     nrows = math.ceil(len(pairs) / ncols)
-    bins = np.linspace(-1.0, 1.0, HIST_BINS + 1)
+    low = _histogram_floor(pairs)
+    bins = np.linspace(low, 1.0, HIST_BINS + 1)
     # A fixed layout in inches (constrained layout takes seconds for dozens of panels).
     panel_w, panel_h = HIST_PANEL_INCHES
     left, right, top, bottom = 0.55, 0.1, 0.3, 0.5  # per panel: tick labels + ylabel, title, xlabel
@@ -339,9 +356,9 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
                     means.append(f"{mean:.2f}")
                 else:
                     means.append("n/a")
-            ax.set_xlim(-1.0, 1.0)
+            ax.set_xlim(low, 1.0)
             ax.set_ylim(0.0, ax.get_ylim()[1] * 1.3)  # headroom for the text in the corner
-            ax.set_xticks([-1.0, -0.5, 0.0, 0.5, 1.0])
+            ax.xaxis.set_major_locator(MaxNLocator(5))
             ax.yaxis.set_major_locator(MaxNLocator(4))
             ax.set_title(_pair_label(pair.src_lang, pair.tgt_lang), fontsize=9, y=1.0, pad=4)  # fixed y: no auto-placement
             ax.text(
@@ -393,6 +410,20 @@ def _pca_2d(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     variance = s**2
     ratio[:k] = variance[:k] / variance.sum()
     return coords, ratio
+
+
+@functools.lru_cache(maxsize=1)
+def _font() -> Any:
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    return FT2Font(font_manager.findfont("DejaVu Sans", fallback_to_default=True))
+
+
+def _renderable(text: str) -> bool:
+    """Whether the bundled font has a glyph for every character (else matplotlib draws boxes)."""
+    font = _font()
+    return all(ch.isspace() or font.get_char_index(ord(ch)) != 0 for ch in text)
 
 
 def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
@@ -453,6 +484,8 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
             )
         if n <= MAP_MAX_WORD_LABELS:
             for i, word in enumerate(word_map.words):
+                if not _renderable(word):  # no font here for the script: the point's colour still names the language
+                    continue
                 ax.annotate(
                     word,
                     coords[i],

@@ -72,7 +72,9 @@ def test_tatoeba_line_count_mismatch_names_both_files(tmp_path):
     assert "tatoeba.tel-eng.tel has 3 lines" in message and "tatoeba.tel-eng.eng has 2 lines" in message
 
 
-@pytest.mark.parametrize(("xx", "eng", "where"), [("a\n \nc\n", "A\nB\nC\n", "tatoeba.kaz-eng.kaz:2"), ("a\nb\n", "A\n\n", "tatoeba.kaz-eng.eng:2")])
+@pytest.mark.parametrize(
+    ("xx", "eng", "where"), [("a\n \nc\n", "A\nB\nC\n", "tatoeba.kaz-eng.kaz:2"), ("a\nb\n", "A\n\n", "tatoeba.kaz-eng.eng:2")]
+)
 def test_tatoeba_empty_line_is_an_error(tmp_path, xx, eng, where):
     tatoeba(tmp_path, "kaz", xx, eng)
     with pytest.raises(BenchmarkDataError, match="empty line") as error:
@@ -185,7 +187,9 @@ def test_sts2017_count_mismatch_names_both_files(tmp_path):
     write(tmp_path / "STS.gs.track1.ar-ar.txt", "1\n")
     with pytest.raises(BenchmarkDataError) as error:
         read_sts2017(tmp_path / "STS.input.track1.ar-ar.txt")
-    assert "STS.input.track1.ar-ar.txt has 2 lines" in str(error.value) and "STS.gs.track1.ar-ar.txt has 1 lines" in str(error.value)
+    assert "STS.input.track1.ar-ar.txt has 2 lines" in str(error.value) and "STS.gs.track1.ar-ar.txt has 1 lines" in str(
+        error.value
+    )
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,10 @@ def test_paper_groups():
 
 def test_dap_28_from_test_sizes():
     small = {"jv": 205, "kk": 575, "ka": 746, "ml": 687, "sw": 390, "ta": 307, "te": 234, "th": 548}  # illustrative sizes
-    sizes = {lang: small.get(lang, 1000) for lang in "af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr nl pt ru sw ta te th tl tr ur vi zh".split()}
+    sizes = {
+        lang: small.get(lang, 1000)
+        for lang in "af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr nl pt ru sw ta te th tl tr ur vi zh".split()
+    }
     group = dap_28_from_test_sizes(sizes)
     assert group.name == "dap-28" and len(group.langs) == 28 and "kaz_Cyrl" not in group.langs
     with pytest.raises(ValueError, match="not 28"):
@@ -164,7 +167,14 @@ def test_group_average_rows():
 def test_mteb_task_result_rows():
     scores = {
         "test": [
-            {"hf_subset": "kaz-eng", "languages": ["kaz-Cyrl", "eng-Latn"], "main_score": 0.61, "f1": 0.61, "accuracy": 0.7, "precision": None},
+            {
+                "hf_subset": "kaz-eng",
+                "languages": ["kaz-Cyrl", "eng-Latn"],
+                "main_score": 0.61,
+                "f1": 0.61,
+                "accuracy": 0.7,
+                "precision": None,
+            },
             {"hf_subset": "en", "languages": ["eng-Latn"], "main_score": 0.5, "flag": True, "details": {"a": 1}},
             {"hf_subset": "default", "languages": ["deu-Latn", "eng-Latn", "fra-Latn"], "main_score": 0.4},
         ]
@@ -181,7 +191,10 @@ def test_mteb_task_result_rows():
         mteb_bridge.task_result_rows("Tatoeba", unknown)
     with pytest.warns(UserWarning, match="1 subsets without a FLORES-200 language skipped: test/ber-eng"):
         assert mteb_bridge.task_result_rows("Tatoeba", unknown, on_unknown_language="skip") == []
-    assert mteb_bridge.task_result_rows("X", {"test": [{"hf_subset": "s", "languages": ["eng-Latn"], "main_score": 1}]})[0]["n"] == -1
+    assert (
+        mteb_bridge.task_result_rows("X", {"test": [{"hf_subset": "s", "languages": ["eng-Latn"], "main_score": 1}]})[0]["n"]
+        == -1
+    )
 
 
 def test_run_mteb_without_mteb_says_how_to_install(tmp_path, monkeypatch):

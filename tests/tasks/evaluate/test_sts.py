@@ -60,7 +60,9 @@ def test_sts_rows_use_cosine_of_paired_embeddings():
     gold = rng.uniform(0, 5, 50)
     cosine = np.array([float(np.dot(u, v)) for u, v in zip(emb1, emb2)])
     np.testing.assert_allclose(paired_cosine(emb1.astype(np.float32), emb2.astype(np.float32)), cosine, atol=1e-6)
-    rows = sts_rows(emb1.astype(np.float32), emb2.astype(np.float32), gold, dataset="STS.input.track2.ar-en", src_lang="ar", tgt_lang="en")
+    rows = sts_rows(
+        emb1.astype(np.float32), emb2.astype(np.float32), gold, dataset="STS.input.track2.ar-en", src_lang="ar", tgt_lang="en"
+    )
     assert rows == [
         {
             "benchmark": "sts",
