@@ -1,0 +1,179 @@
+"""The evaluate stage end to end on the offline base model, checked against an independent computation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from storage import ArtifactStore
+from tasks.base_model import BASE_MODEL_STAGE
+from tasks.base_model.config import BaseModelConfig
+from tasks.corpus import CORPUS_STAGE
+from tasks.corpus.config import CorpusConfig
+from tasks.evaluate import EVALUATE_STAGE
+from tasks.evaluate.config import EvaluateConfig
+from tasks.evaluate.datasets import BenchmarkDataError
+from tasks.stage import run_stage
+
+FLORES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "flores200-dev"
+
+SENTENCES = {
+    "eng": [
+        "The cat sleeps on the sofa.",
+        "I drink coffee every morning.",
+        "The train leaves at seven o'clock.",
+        "My sister is a doctor.",
+        "It is raining in the city today.",
+        "We are reading a book about history.",
+        "The children play football in the park.",
+        "This mountain is very high.",
+    ],
+    "kaz": [
+        "Мысық диванда ұйықтап жатыр.",
+        "Мен күн сайын таңертең кофе ішемін.",
+        "Пойыз сағат жетіде жүреді.",
+        "Менің әпкем дәрігер.",
+        "Бүгін қалада жаңбыр жауып тұр.",
+        "Біз тарих туралы кітап оқып жатырмыз.",
+        "Балалар саябақта футбол ойнайды.",
+        "Бұл тау өте биік.",
+    ],
+    "fra": [
+        "Le chat dort sur le canapé.",
+        "Je bois du café chaque matin.",
+        "Le train part à sept heures.",
+        "Ma sœur est médecin.",
+        "Il pleut en ville aujourd'hui.",
+        "Nous lisons un livre sur l'histoire.",
+        "Les enfants jouent au football dans le parc.",
+        "Cette montagne est très haute.",
+    ],
+}
+# single words: the corpus-dev benchmark draws its word-embedding map from one-word groups
+WORDS = {"eng": ["water", "mountain", "book", "city"], "kaz": ["су", "тау", "кітап", "қала"], "fra": ["eau", "montagne", "livre", "ville"]}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A store holding the converted offline base model and a small corpus, plus benchmark folders."""
+    tmp = tmp_path_factory.mktemp("evaluate")
+    store = ArtifactStore(tmp / "artifacts")
+    texts = tmp / "texts"
+    texts.mkdir()
+    for code, lines in SENTENCES.items():
+        (texts / f"train.{code}").write_text("\n".join(lines + WORDS[code]) + "\n", encoding="utf-8")
+    corpus_config = CorpusConfig.model_validate(
+        {"sources": [{"name": "inline", "kind": "text", "files": {c: str(texts / f"train.{c}") for c in SENTENCES}}], "dev_fraction": 0.99}
+    )
+    corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
+    model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(), {})
+    tatoeba = tmp / "tatoeba"
+    tatoeba.mkdir()
+    for code in ("kaz", "fra"):
+        (tatoeba / f"tatoeba.{code}-eng.{code}").write_text("\n".join(SENTENCES[code]) + "\n", encoding="utf-8")
+        (tatoeba / f"tatoeba.{code}-eng.eng").write_text("\n".join(SENTENCES["eng"]) + "\n", encoding="utf-8")
+    multiway = tmp / "multiway"
+    multiway.mkdir()
+    for code, flores in (("eng", "eng_Latn"), ("kaz", "kaz_Cyrl"), ("fra", "fra_Latn")):
+        (multiway / f"{flores}.dev").write_text("\n".join(SENTENCES[code]) + "\n", encoding="utf-8")
+    sts = tmp / "sts.tsv"
+    sts.write_text(
+        "".join(f"{a}\t{b}\t{score}\n" for a, b, score in zip(SENTENCES["eng"], SENTENCES["eng"][1:] + SENTENCES["eng"][:1], range(8), strict=True)),
+        encoding="utf-8",
+    )
+    inputs = {"corpus": corpus_ref.key, "base_model": model_ref.key}
+    return {"store": store, "inputs": inputs, "tatoeba": tatoeba, "multiway": multiway, "sts": sts, "tmp": tmp}
+
+
+def independent_accuracy(model_dir: Path, src: list[str], tgt: list[str]) -> tuple[float, float]:
+    """sentence-transformers encodes, numpy scores: no code shared with the stage."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    a = model.encode(src, normalize_embeddings=True)
+    b = model.encode(tgt, normalize_embeddings=True)
+    similarity = a @ b.T
+    target = np.arange(len(src))
+    return float(np.mean(similarity.argmax(1) == target)), float(np.mean(similarity.argmax(0) == target))
+
+
+def evaluate(built: dict, benchmarks: list[dict], **settings) -> tuple[pl.DataFrame, object]:
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, **settings})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, built["inputs"])
+    return pl.from_arrow(built["store"].read_table("evaluate", ref.key)), manifest
+
+
+def value(metrics: pl.DataFrame, **where) -> float:
+    rows = metrics.filter(pl.all_horizontal([pl.col(k) == v for k, v in where.items()]))
+    assert rows.height == 1, (where, rows)
+    return rows["value"][0]
+
+
+def test_tatoeba_multiway_corpus_dev_and_sts_match_independent_computation(built: dict) -> None:
+    metrics, manifest = evaluate(
+        built,
+        [
+            {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
+            {"kind": "multiway", "path": str(built["multiway"]), "langs": ["eng_Latn", "kaz_Cyrl", "fra_Latn"], "row_start": 2},
+            {"kind": "corpus_dev"},
+            {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]},
+        ],
+        groups=["wacse-4"],
+    )
+    model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
+    for code, flores in (("kaz", "kaz_Cyrl"), ("fra", "fra_Latn")):
+        forward, backward = independent_accuracy(model_dir, SENTENCES[code], SENTENCES["eng"])
+        assert value(metrics, benchmark="tatoeba", src_lang=flores, metric="accuracy_src_tgt") == pytest.approx(forward)
+        assert value(metrics, benchmark="tatoeba", src_lang=flores, metric="accuracy_tgt_src") == pytest.approx(backward)
+        held_out = independent_accuracy(model_dir, SENTENCES[code][2:], SENTENCES["eng"][2:])
+        assert value(metrics, dataset="flores200-dev", src_lang=flores, metric="accuracy_src_tgt") == pytest.approx(held_out[0])
+        assert value(metrics, dataset="flores200-dev", src_lang=flores, metric="accuracy_mean") == pytest.approx(sum(held_out) / 2)
+    # a real multilingual model finds these easy translations
+    assert value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_mean") >= 0.75
+    # the group average covers the one WACSE-4 language present (kk)
+    assert value(metrics, benchmark="tatoeba", src_lang="group:wacse-4", metric="accuracy_mean") == pytest.approx(
+        value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_mean")
+    )
+    dev = metrics.filter(pl.col("dataset") == "corpus-dev")
+    assert set(dev["src_lang"]) >= {"kaz_Cyrl", "fra_Latn"}
+    assert metrics.filter(pl.col("benchmark") == "sts")["metric"].to_list() == ["spearman"]
+    # the report is attached, self-contained and carries both figures
+    files = {f.path for f in manifest.attached_files}
+    assert {"files/report/report.html", "files/report/report.md", "files/report/similarity_histogram.png", "files/report/embedding_map.png"} <= files
+    html = (Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/report/report.html").read_text(encoding="utf-8")
+    assert html.count('src="data:image/png;base64,') == 2 and "kaz_Cyrl" in html
+    assert manifest.metrics["headline"]["tatoeba/tatoeba"]["metric"] == "accuracy_mean"
+
+
+def test_baseline_comparison_adds_delta_columns(built: dict) -> None:
+    _, first = evaluate(built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}])
+    _, second = evaluate(
+        built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}], baseline=first.key[:12], encoder={"pooling": "cls"}
+    )
+    report = (Path(built["store"].artifact_dir("evaluate", second.key)) / "files/report/report.md").read_text(encoding="utf-8")
+    assert f"Δ vs evaluate {first.key[:12]}" in report
+
+
+def test_bad_benchmark_data_fails_naming_the_file(built: dict, tmp_path: Path) -> None:
+    (tmp_path / "tatoeba.kaz-eng.kaz").write_text("а\nб\n", encoding="utf-8")
+    (tmp_path / "tatoeba.kaz-eng.eng").write_text("a\n", encoding="utf-8")
+    with pytest.raises(BenchmarkDataError, match=r"tatoeba\.kaz-eng\.kaz"):
+        evaluate(built, [{"kind": "tatoeba", "path": str(tmp_path), "langs": ["kaz"]}])
+
+
+@pytest.mark.skipif(not FLORES.is_dir(), reason="../shared/data/flores200-dev not present (a new user's clone has no ../shared)")
+def test_flores_dev_rows_match_independent_computation(built: dict) -> None:
+    metrics, _ = evaluate(
+        built, [{"kind": "multiway", "path": str(FLORES), "langs": ["eng_Latn", "kaz_Cyrl", "tel_Telu"], "row_start": 937}]
+    )
+    model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
+    english = (FLORES / "eng_Latn.dev").read_text(encoding="utf-8").splitlines()[937:]
+    for lang in ("kaz_Cyrl", "tel_Telu"):
+        other = (FLORES / f"{lang}.dev").read_text(encoding="utf-8").splitlines()[937:]
+        forward, backward = independent_accuracy(model_dir, other, english)
+        assert value(metrics, src_lang=lang, metric="accuracy_src_tgt") == pytest.approx(forward)
+        assert value(metrics, src_lang=lang, metric="accuracy_tgt_src") == pytest.approx(backward)
+        assert value(metrics, src_lang=lang, metric="accuracy_mean") > 0.8  # e5-small on FLORES is strong
