@@ -58,14 +58,28 @@ def unit(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def make_split(n: int, dim: int, gold_fraction: float, noise: float, seed: int):
-    """(x, y, gold_src, gold_tgt): y holds noisy copies of gold_fraction * n rows of x plus distractors."""
+def make_split(n: int, dim: int, gold_fraction: float, noise: float, seed: int, topics: int = 0, spread: float = 1.0):
+    """(x, y, gold_src, gold_tgt): y holds noisy copies of gold_fraction * n rows of x plus distractors.
+
+    topics=0: x and the distractors are uniform random unit vectors. topics>0: they are drawn
+    around that many random unit "topic" centres (centre + spread * Gaussian of norm ~1), a
+    crude model of the cluster structure of real sentence embeddings.
+    """
     rng = np.random.default_rng(seed)
-    x = unit(rng.standard_normal((n, dim), dtype=np.float32))
+    centres = unit(rng.standard_normal((topics, dim), dtype=np.float32)) if topics else None
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    if centres is not None:
+        x *= np.float32(spread / np.sqrt(dim))
+        x += centres[rng.integers(topics, size=n)]
+    unit(x)
     n_gold = int(n * gold_fraction)
     gold_src = np.sort(rng.choice(n, n_gold, replace=False))
     y = rng.standard_normal((n, dim), dtype=np.float32)
     y[:n_gold] = x[gold_src] + (noise / np.sqrt(dim)) * y[:n_gold]
+    if centres is not None:
+        distractors = y[n_gold:]
+        distractors *= np.float32(spread / np.sqrt(dim))
+        distractors += centres[rng.integers(topics, size=n - n_gold)]
     unit(y)
     order = rng.permutation(n)  # y row order[j] -> position j
     position = np.empty(n, dtype=np.int64)
@@ -279,7 +293,7 @@ def scale(args) -> None:
 
     print(f"scale: one split of {args.n:,} x {args.n:,}, dim {args.dim}, faiss threads {faiss.omp_get_max_threads()}")
     start = time.perf_counter()
-    x, y, gold_src, gold_tgt = make_split(args.n, args.dim, args.gold_fraction, args.noise, args.seed)
+    x, y, gold_src, gold_tgt = make_split(args.n, args.dim, args.gold_fraction, args.noise, args.seed, args.topics)
     print(
         f"data generated in {time.perf_counter() - start:.0f} s; x + y = {(x.nbytes + y.nbytes) / 2**30:.2f} GiB; peak RSS {peak_rss_gib():.2f} GiB"
     )
@@ -334,6 +348,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ref-n", type=int, default=4000, help="size of the end-to-end reference run")
     parser.add_argument("--ref-knn-rows", type=int, default=1024, help="query rows timed for the reference k-NN")
+    parser.add_argument("--topics", type=int, default=0, help="--scale only: draw x and distractors around this many centres")
     parser.add_argument("--nlist", type=int, default=2048)
     parser.add_argument("--nprobe", type=int, default=16)
     parser.add_argument("--train-size", type=int, default=100_000)
