@@ -21,17 +21,21 @@ Default mode (n = 100k):
   block results per query batch, and each F.cosine_similarity call frees a 25 MB temporary
   that glibc's heap then cannot reuse, so one batch against 100k rows grew to ~20 GB RSS and
   was OOM-killed (on GPU, torch's caching allocator reuses the buffer; serving it by mmap
-  instead adds page faults that would slow the reference ~5x and flatter us). Every other
+  instead adds page faults that slowed it several-fold here and would flatter us). Every other
   reference phase is run in full at n, on our k-NN output. The whole reference pipeline (its
   own k-NN included) also runs end to end at --ref-n, to check that its F1 equals ours.
 
---scale (n = 1M): one split mined with an IVF index (exact search is estimated from a timed
-  query sample and is far over budget on two cores); prints time per phase, peak RSS, the
-  k-NN recall of IVF against exact search on a query sample, and F1 with the threshold fitted
-  on that same split (optimistic: no held-out split at this size).
+--scale (n = 1M): one split mined with an IVF index (IndexIVFFlat, spherical k-means; exact
+  search is estimated from a timed query sample and is far over budget on two cores); prints
+  time per phase, peak RSS, the k-NN recall@4 of IVF against exact search on a query sample,
+  and F1 with the threshold fitted on that same split (optimistic: no held-out split at this
+  size). On uniform random vectors (the default data) neighbours have no cluster structure,
+  the worst case for IVF: recall is low. --topics draws x and the distractors around topic
+  centres (a crude stand-in for the clustered geometry of real sentence embeddings), where
+  the same index finds nearly all exact neighbours; use a smaller --noise there (e.g. 1.5).
 
     python benchmarks/margin_mining.py [--n 100000] [--ref-n 4000] [--ref-knn-rows 1024]
-    python benchmarks/margin_mining.py --scale [--n 1000000] [--nlist 2048] [--nprobe 16]
+    python benchmarks/margin_mining.py --scale [--n 1000000] [--nlist 2048] [--nprobe 8] [--topics 2000 --noise 1.5]
 """
 
 from __future__ import annotations
@@ -350,7 +354,7 @@ def main() -> None:
     parser.add_argument("--ref-knn-rows", type=int, default=1024, help="query rows timed for the reference k-NN")
     parser.add_argument("--topics", type=int, default=0, help="--scale only: draw x and distractors around this many centres")
     parser.add_argument("--nlist", type=int, default=2048)
-    parser.add_argument("--nprobe", type=int, default=16)
+    parser.add_argument("--nprobe", type=int, default=8)
     parser.add_argument("--train-size", type=int, default=100_000)
     parser.add_argument("--recall-sample", type=int, default=1000)
     parser.add_argument("--exact-sample", type=int, default=5000)

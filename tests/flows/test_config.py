@@ -33,7 +33,7 @@ def test_valid_config_maps_nothing_until_run(tmp_path: Path) -> None:
 
 def test_demo_profile_is_valid() -> None:
     config = load_config(Path(__file__).resolve().parents[2] / "configs" / "demo.toml")
-    assert config.stages == ["corpus"]
+    assert config.stages == ["corpus", "base_model", "evaluate"]
 
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
