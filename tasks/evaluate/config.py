@@ -77,6 +77,9 @@ class MtebBenchmark(StageConfig):
 
     kind: Literal["mteb"]
     tasks: list[str] = Field(min_length=1)
+    cache_dir: str = Field(
+        default="~/.cache/huggingface", json_schema_extra=NOT_KEYED, description="the Hugging Face cache that holds the MTEB datasets"
+    )
 
 
 Benchmark = Annotated[

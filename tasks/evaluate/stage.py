@@ -180,7 +180,7 @@ class _Evaluation:
     def mteb(self, bench: MtebBenchmark) -> None:
         from tasks.evaluate.mteb_bridge import run_mteb
 
-        self.rows += run_mteb(self.model_dir, list(bench.tasks), self.context.workdir / "mteb")
+        self.rows += run_mteb(self.model_dir, list(bench.tasks), Path(bench.cache_dir).expanduser())
 
     # ---------------------------------------------------------------- output
     def metrics_table(self) -> pa.Table:
