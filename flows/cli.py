@@ -77,7 +77,7 @@ def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, forc
     try:
         store = ArtifactStore(config.settings.root)
         return store, make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
-    except (ValueError, StoreError) as exc:
+    except (ValueError, StoreError, FileNotFoundError) as exc:
         raise fail(str(exc), 2) from None
 
 
