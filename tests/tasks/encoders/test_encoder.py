@@ -273,3 +273,25 @@ def test_import_does_not_pull_in_torch():
 
     code = "import sys, tasks.encoders; assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[3])
+
+
+def test_missing_pooler_weights_are_not_used_as_cls(tmp_path) -> None:
+    """A checkpoint saved without a pooler must not pool through a random one."""
+    import numpy as np
+    import torch
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5, "b": 6, "c": 7}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32), add_pooling_layer=False)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from tasks.encoders import Encoder, EncoderSpec
+
+    cls = Encoder.load(EncoderSpec(model=str(tmp_path), pooling="cls")).encode(["a b c"])
+    first = Encoder.load(EncoderSpec(model=str(tmp_path), pooling="cls_before_pooler")).encode(["a b c"])
+    np.testing.assert_allclose(cls, first, atol=1e-6)
