@@ -247,6 +247,67 @@ def artifacts_show(
                 out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
 
 
+@artifacts_app.command("head")
+def artifacts_head(
+    stage: str,
+    key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    rows: Annotated[int, typer.Option("--rows", "-n", help="rows to print")] = 10,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Print the first rows of a Parquet artifact (streamed: nothing else is read)."""
+    import polars as pl
+
+    store = _store(root)
+    full = _resolve(store, stage, key, pipeline)
+    batch = next(iter(store.iter_batches(stage, full, batch_size=max(rows, 1))), None)
+    if batch is None:
+        raise fail(f"{stage}/{full[:12]} has no table rows (an artifact of attached files only?)")
+    with pl.Config(tbl_rows=rows, fmt_str_lengths=80, tbl_width_chars=200):
+        out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool) -> None:
+    from storage.transfer import copy_artifact, copy_refs
+
+    source, destination = _store(source_root), _store(destination_root)
+    if key and stage:
+        targets = [(stage, _resolve(source, stage, key, None))]
+    else:
+        targets = [(m.stage, m.key) for m in source.list_manifests(stage)]
+    copied = 0
+    for name, full in targets:
+        result = copy_artifact(source, destination, name, full)
+        copied += result.copied
+        out.print(f"{'copied ' if result.copied else 'present'} {name}/{full[:12]}  {result.files} files, {_size(result.bytes)}", highlight=False)
+    written = copy_refs(source, destination) if refs else 0
+    out.print(f"{copied} of {len(targets)} artifacts copied (checksums verified), {written} refs written to {destination.root_uri}", highlight=False)
+
+
+@artifacts_app.command("pull")
+def artifacts_pull(
+    remote: Annotated[str, typer.Argument(help="the root to copy from, e.g. s3://bucket/prefix")],
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
+    key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
+    refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Copy artifacts (and their refs) from REMOTE into the local root, verifying checksums."""
+    _transfer(remote, root, stage, key, refs)
+
+
+@artifacts_app.command("push")
+def artifacts_push(
+    remote: Annotated[str, typer.Argument(help="the root to copy to, e.g. s3://bucket/prefix")],
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
+    key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
+    refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Copy artifacts (and their refs) from the local root to REMOTE, verifying checksums."""
+    _transfer(root, remote, stage, key, refs)
+
+
 @artifacts_app.command("diff")
 def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "artifacts") -> None:
     """Differences between two versions of a stage: config, code, inputs, rows and drops."""

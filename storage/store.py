@@ -259,6 +259,16 @@ class ArtifactStore:
         self.fs.pipe_file(path, data)
         return True
 
+    def put_local_file(self, local: str, dest: str) -> None:
+        """Place a copy of a local file at `dest` whole (temp + rename locally, one upload on S3)."""
+        if self.is_local:
+            Path(dest).parent.mkdir(parents=True, exist_ok=True)
+            tmp = f"{Path(dest).parent}/.{Path(dest).name}.tmp-{uuid.uuid4().hex}"
+            shutil.copyfile(local, tmp)
+            os.replace(tmp, dest)
+        else:
+            self.fs.put_file(local, dest)
+
     def _put_local_file(self, local: str, dest: str) -> None:
         if self.is_local:
             Path(dest).parent.mkdir(parents=True, exist_ok=True)
@@ -419,14 +429,7 @@ class ArtifactStore:
             FileEntry(path=rel, bytes=0, sha256="0" * 64)  # validates the name: relative, no '..'
             local = os.fspath(local)
             digest, size = sha256_file(local), os.path.getsize(local)
-            dest = f"{base}/{rel}"
-            if self.is_local:
-                Path(dest).parent.mkdir(parents=True, exist_ok=True)
-                tmp = f"{Path(dest).parent}/.{Path(dest).name}.tmp-{uuid.uuid4().hex}"
-                shutil.copyfile(local, tmp)
-                os.replace(tmp, dest)
-            else:
-                self.fs.put_file(local, dest)
+            self.put_local_file(local, f"{base}/{rel}")
             entries.append(FileEntry(path=rel, rows=None, bytes=size, sha256=digest))
         return entries
 
@@ -529,6 +532,13 @@ class ArtifactStore:
         history = [RefEntry(key=key, at=utc_now(), note=note)] + (current.history if current else [])
         ref = Ref(pipeline=pipeline, stage=stage, key=key, history=history[:REF_HISTORY_LIMIT])
         self._write_bytes(self._ref_path(pipeline, stage), ref.model_dump_json(indent=2).encode("utf-8"))
+        return ref
+
+    def write_ref(self, ref: Ref) -> Ref:
+        """Store a ref as given (history included): for copying refs between stores."""
+        if not self.is_committed(ref.stage, ref.key):
+            raise ArtifactNotFound(f"cannot write ref {ref.pipeline}/{ref.stage}: {ref.stage}/{ref.key} is not committed here")
+        self._write_bytes(self._ref_path(ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
         return ref
 
     def list_refs(self) -> list[Ref]:
