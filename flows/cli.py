@@ -111,11 +111,10 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
-    from prefect.task_runners import ThreadPoolTaskRunner
-
     from flows.pipeline import pipeline_flow
+    from flows.runners import make_task_runner
 
-    flow = pipeline_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=cfg.settings.max_workers))
+    flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
     try:
         keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback

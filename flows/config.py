@@ -11,7 +11,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -32,6 +32,12 @@ class PipelineSettings(BaseModel):
     root: str = Field(default="artifacts", description="artifact root: a local folder or s3://bucket/prefix")
     stages: list[str] | None = Field(default=None, description="stages to run; default: every stage with a section")
     max_workers: int = Field(default=2, ge=1, description="shards built at once by the flow's task runner")
+    task_runner: Literal["threads", "dask"] = Field(
+        default="threads", description="where shards run: threads here, or a Dask cluster (prefect-dask)"
+    )
+    dask_address: str | None = Field(
+        default=None, description="scheduler of an existing Dask cluster; unset: a local cluster of max_workers processes"
+    )
 
     @field_validator("name")
     @classmethod

@@ -134,3 +134,19 @@ def test_two_concurrent_runs_commit_one_artifact_per_key(toy_pipeline: dict, tmp
     assert {stage: len(k) for stage, k in keys.items()} == {"corpus": 1, "lengths": 1, "histogram": 1}
     store = ArtifactStore(toy_pipeline["root"])
     assert all(store.verify(m.stage, m.key) == [] for m in store.list_manifests())
+
+
+def test_dask_cluster_run_equals_thread_run(toy_pipeline: dict, tmp_path: Path) -> None:
+    """Shards fanned out to a local Dask cluster of 2 worker processes give byte-identical artifacts."""
+    write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], shards=4)
+    dask_root = tmp_path / "dask-artifacts"
+    dask_config = write_config(tmp_path / "dask.toml", dask_root, toy_pipeline["text"], shards=4)
+    dask_config.write_text(dask_config.read_text().replace("max_workers = 2", 'max_workers = 2\ntask_runner = "dask"'))
+    logs = []
+    for config in (toy_pipeline["config"], dask_config):
+        result = subprocess.run(cli("run", str(config)), env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        logs.append(result.stdout + result.stderr)
+    assert "LocalCluster" not in logs[0] and "Creating a new Dask cluster" in logs[1]
+    assert file_digests(dask_root) == file_digests(toy_pipeline["root"])
+    assert sorted(file_digests(dask_root)) == ["corpus", "histogram", "lengths"]
