@@ -154,6 +154,12 @@ class InputArtifact:
         return self.store.attached_dir(self.stage, self.key)
 
 
+def file_fingerprint(path: Path) -> dict[str, int]:
+    """Size and mtime of a local file (as make does): cheap, and an edited input changes the key."""
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
 def source_fingerprints(stage: Stage[Any], config: StageConfig) -> dict[str, Any]:
     return stage.fingerprint_sources(config) if stage.fingerprint_sources else {}
 

@@ -39,7 +39,7 @@ from tasks.corpus.readers import (
 )
 from tasks.corpus.sampling import GroupSelector, add_hashes
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
 
 CODE_VERSION = "1"
 
@@ -174,17 +174,15 @@ def _fingerprint_path(path: str) -> dict[str, Any]:
 
         return {"url": public_url(path)}
     local = Path(path.removeprefix("file://"))
-    try:
-        stat = local.stat()
-    except FileNotFoundError:
-        raise SourceError(f"source file not found: {local}") from None
+    if not local.exists():
+        raise SourceError(f"source file not found: {local}")
     if local.is_dir():  # a Parquet dataset: its files, since a directory's mtime misses edits in place
         return {
             str(part.relative_to(local)): _fingerprint_path(str(part))
             for part in sorted(local.rglob("*.parquet"))
             if part.is_file()
         }
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return file_fingerprint(local)
 
 
 def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from tasks.evaluate.config import (
     TatoebaBenchmark,
 )
 from tasks.evaluate.schema import METRICS_SCHEMA
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
 
 CODE_VERSION = "1"
 REPORT_DIR = "report"
@@ -261,7 +261,7 @@ def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
         if not root.exists():
             raise FileNotFoundError(f"evaluate.benchmarks[{index}] ({bench.kind}): {root} does not exist")
         files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
-        prints[f"{index}:{bench.kind}"] = {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in files}
+        prints[f"{index}:{bench.kind}"] = {p.name: file_fingerprint(p) for p in files}
     return prints
 
 
