@@ -198,9 +198,10 @@ class _Evaluation:
             key = store.resolve("evaluate", self.config.baseline)
             baseline, baseline_name = store.read_table("evaluate", key), f"evaluate {key[:12]}"
         base = self.inputs["base_model"]
+        base_config = base.manifest().config
         card = {
             "base model artifact": f"base_model {base.key[:12]}",
-            "base model": str(base.manifest().config.get("model") or base.manifest().config.get("source")),
+            "base model": str(base_config.get("model") or base_config.get("source")),
             "pooling": str(self.encoder.pooling),
             "prefix": repr(self.config.encoder.prefix),
             "max length": str(self.encoder.max_length),
