@@ -128,6 +128,13 @@ def open_binary(path: str) -> BinaryIO:
     return fsspec.open(path, "rb", compression="infer").open()
 
 
+def require_equal_line_counts(counts: Sequence[tuple[str, int]]) -> None:
+    """Line-aligned files must have equal lengths; the error names every file and its count."""
+    if len({n for _, n in counts}) > 1:
+        described = ", ".join(f"{label}: {n} lines" for label, n in counts)
+        raise SourceError(f"line-aligned files have different line counts ({described})")
+
+
 def read_aligned_lines(
     named_streams: Sequence[tuple[str, str, BinaryIO]], batch_lines: int, *, locator_prefix: str = ""
 ) -> Iterator[GroupBatch]:
@@ -142,8 +149,7 @@ def read_aligned_lines(
         lengths = [0 if a is None else len(a) for a in arrays]
         if len(set(lengths)) > 1:
             totals = [line + n + sum(len(rest) for rest in it) for n, it in zip(lengths, iterators)]
-            described = ", ".join(f"{label}: {total} lines" for (label, _, _), total in zip(named_streams, totals))
-            raise SourceError(f"line-aligned files have different line counts ({described})")
+            require_equal_line_counts([(label, total) for (label, _, _), total in zip(named_streams, totals)])
         n = lengths[0]
         locator = pl.int_range(line + 1, line + n + 1, eager=True).cast(pl.String)
         if locator_prefix:
@@ -161,9 +167,7 @@ def check_aligned_line_counts(files: Sequence[tuple[str, str]]) -> None:
     for label, path in files:
         with open_binary(path) as stream:
             counts.append((label, count_lines(stream)))
-    if len({n for _, n in counts}) > 1:
-        described = ", ".join(f"{label}: {n} lines" for label, n in counts)
-        raise SourceError(f"line-aligned files have different line counts ({described})")
+    require_equal_line_counts(counts)
 
 
 def read_text_files(files: dict[str, str], batch_lines: int, *, locator_prefix: str = "") -> Iterator[GroupBatch]:
@@ -205,8 +209,7 @@ def read_moses_zip(zip_path: Path, langs: Sequence[str], batch_lines: int) -> It
         for lang in (l1, l2):
             with archive.open(members[lang]) as stream:
                 counts.append((f"{zip_path.name}:{members[lang]}", count_lines(stream)))
-        if counts[0][1] != counts[1][1]:
-            raise SourceError(f"line-aligned files have different line counts ({counts[0][0]}: {counts[0][1]} lines, {counts[1][0]}: {counts[1][1]} lines)")
+        require_equal_line_counts(counts)
         with archive.open(members[l1]) as s1, archive.open(members[l2]) as s2:
             yield from read_aligned_lines(
                 [(members[l1], l1, io.BufferedReader(s1)), (members[l2], l2, io.BufferedReader(s2))], batch_lines
