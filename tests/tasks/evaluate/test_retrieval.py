@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from tasks.corpus.languages import UnknownLanguageError
 from tasks.evaluate import mteb_bridge
@@ -60,11 +59,11 @@ def test_bitext_accuracy_matches_brute_force(n, dim, noise, seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(hnp.arrays(np.int8, st.tuples(st.integers(2, 16), st.integers(3, 6)), elements=st.integers(-3, 3)))
-def test_accuracy_in_unit_interval_and_one_for_identical_rows(values):
-    vectors = values.astype(np.float64)
-    assume((np.abs(vectors).sum(axis=1) > 0).all())
-    vectors = unit(vectors)
+@given(st.integers(2, 16), st.integers(3, 6), st.integers(0, 2**32 - 1))
+def test_accuracy_in_unit_interval_and_one_for_identical_rows(n, dim, seed):
+    # Gaussian rows have distinct directions almost surely, so `assume` rarely discards an
+    # example (small integer rows collided so often that Hypothesis's filter health check failed)
+    vectors = unit(np.random.default_rng(seed).standard_normal((n, dim)))
     cos = vectors.astype(np.float64) @ vectors.astype(np.float64).T
     np.fill_diagonal(cos, -1)
     assume(cos.max() < 0.9999)  # distinct directions
