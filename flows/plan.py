@@ -75,7 +75,7 @@ def _why_stale(store: ArtifactStore, pipeline: str, stage: Stage[Any], config: A
 def downstream_of(stages: Mapping[str, Stage[Any]], start: str) -> set[str]:
     found = {start}
     for name, stage in stages.items():  # dependency order, so one pass suffices
-        if any(i in found for i in stage.inputs):
+        if any(i in found for i in stage.input_names(stages)):
             found.add(name)
     return found
 
@@ -84,7 +84,7 @@ def upstream_of(stages: Mapping[str, Stage[Any]], targets: Iterable[str]) -> set
     found: set[str] = set()
     pending = list(targets)
     while pending:
-        for name in stages[pending.pop()].inputs:
+        for name in stages[pending.pop()].input_names(stages):
             if name not in found:
                 found.add(name)
                 pending.append(name)
@@ -122,7 +122,7 @@ def make_plan(
     plan = []
     for name, stage in configured.items():
         stage_config = config.stage_configs[name]
-        input_keys = {i: keys[i] for i in stage.inputs}
+        input_keys = {i: keys[i] for i in stage.input_names(keys)}
         prints = source_fingerprints(stage, stage_config)
         key = keys[name] = stage_key(stage, stage_config, input_keys, prints)
         committed = store.is_committed(name, key)

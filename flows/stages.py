@@ -35,8 +35,11 @@ def _configured_stages() -> tuple[Stage[Any], ...]:
 def stage_registry(stages: tuple[Stage[Any], ...] | None = None) -> dict[str, Stage[Any]]:
     """Name -> stage, checking that every stage comes after the stages it reads."""
     seen: dict[str, Stage[Any]] = {}
-    for stage in stages if stages is not None else _configured_stages():
+    ordered = stages if stages is not None else _configured_stages()
+    names = {stage.name for stage in ordered}
+    for stage in ordered:
         late = [name for name in stage.inputs if name not in seen]
+        late += [name for name in stage.optional_inputs if name in names and name not in seen]
         if late:
             raise ValueError(f"stage {stage.name!r} reads {late}, which must be listed before it")
         if stage.name in seen:

@@ -123,6 +123,9 @@ class Stage(Generic[ConfigT]):
     plan_shards: Callable[[ConfigT, Inputs], list[ShardSpec]]
     build_shard: Callable[[ConfigT, Inputs, ShardSpec, ShardContext], Iterable[pa.Table]]
     inputs: tuple[str, ...] = ()
+    # Stages read when the pipeline includes them (align reads `translate` when there is one,
+    # else the corpus as it is); their keys join this stage's key only when present.
+    optional_inputs: tuple[str, ...] = ()
     # Fingerprints of external sources (file sizes and mtimes, ETags, package versions), so
     # that a changed input file changes the key even though the config did not change.
     fingerprint_sources: Callable[[ConfigT], dict[str, Any]] | None = None
@@ -130,6 +133,11 @@ class Stage(Generic[ConfigT]):
 
     def __post_init__(self) -> None:
         check_name(self.name, "stage")
+
+    def input_names(self, available: Iterable[str]) -> tuple[str, ...]:
+        """The required inputs, then the optional ones among `available`."""
+        present = set(available)
+        return self.inputs + tuple(name for name in self.optional_inputs if name in present)
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,11 @@ def resolve_inputs(store: ArtifactStore, stage: Stage[Any], input_keys: Mapping[
     missing = [name for name in stage.inputs if name not in input_keys or not store.is_committed(name, input_keys[name])]
     if missing:
         raise RuntimeError(f"stage {stage.name!r} needs committed inputs {missing} that are not in {store.root_uri}")
-    return {name: InputArtifact(store, name, input_keys[name]) for name in stage.inputs}
+    optional = [name for name in stage.optional_inputs if name in input_keys]
+    gone = [name for name in optional if not store.is_committed(name, input_keys[name])]
+    if gone:
+        raise RuntimeError(f"stage {stage.name!r} needs committed inputs {gone} that are not in {store.root_uri}")
+    return {name: InputArtifact(store, name, input_keys[name]) for name in (*stage.inputs, *optional)}
 
 
 def run_shard(

@@ -122,3 +122,26 @@ def test_plan_writes_nothing(toy_pipeline: dict, toy_stages: dict) -> None:
     root = toy_pipeline["root"]
     assert not root.exists() or not any(p.is_file() for p in root.rglob("*"))
     assert os.listdir(toy_pipeline["tmp"]) != []
+
+
+def test_optional_input_joins_the_key_only_when_the_pipeline_has_that_stage(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage with an optional input (align reads `translate` when present) is keyed on it
+    only when the pipeline includes it, and is rebuilt when that input comes or goes."""
+    monkeypatch.setenv("XLEMBED_STAGES", "tests.flows.toy_stages:OPTIONAL_INPUT_STAGES")
+    from flows.stages import stage_registry
+
+    stages = stage_registry()
+    config = toy_pipeline["config"]
+    with_lengths = build(config, stages)
+    assert set(with_lengths["histogram"].input_keys) == {"corpus", "lengths"}
+
+    text = config.read_text(encoding="utf-8").replace('name = "toy"', 'name = "toy"\nstages = ["corpus", "histogram"]')
+    config.write_text(text, encoding="utf-8")
+    without = build(config, stages)
+    assert set(without["histogram"].input_keys) == {"corpus"}
+    assert without["histogram"].key != with_lengths["histogram"].key
+    assert without["histogram"].action == "compute"
+    store = ArtifactStore(str(toy_pipeline["root"]))
+    a = store.read_table("histogram", with_lengths["histogram"].key).sort_by("bucket")
+    b = store.read_table("histogram", without["histogram"].key).sort_by("bucket")
+    assert a.equals(b)  # the same lengths either way, so the same histogram

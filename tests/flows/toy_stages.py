@@ -55,7 +55,10 @@ def plan_histogram(config: HistogramConfig, inputs: Inputs) -> list[ShardSpec]:
 
 
 def build_histogram(config: HistogramConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
-    lengths = inputs["lengths"].read_table(["length"])["length"]
+    if "lengths" in inputs:
+        lengths = inputs["lengths"].read_table(["length"])["length"]
+    else:  # the optional-input variant without a lengths stage: measure the corpus itself
+        lengths = pc.cast(pc.utf8_length(inputs["corpus"].read_table(["text"])["text"]), pa.int64())
     context.read(len(lengths))
     buckets = pc.multiply(pc.divide(lengths, config.bucket), config.bucket)
     counts = buckets.value_counts()
@@ -66,3 +69,9 @@ LENGTHS_STAGE = Stage("lengths", "1", LengthsConfig, LENGTHS_SCHEMA, plan_length
 HISTOGRAM_STAGE = Stage("histogram", "1", HistogramConfig, HISTOGRAM_SCHEMA, plan_histogram, build_histogram, inputs=("lengths",))
 
 PIPELINE_STAGES = (CORPUS_STAGE, LENGTHS_STAGE, HISTOGRAM_STAGE)
+
+# `histogram` with `lengths` as an optional input, for the optional-input tests.
+OPTIONAL_HISTOGRAM_STAGE = Stage(
+    "histogram", "1", HistogramConfig, HISTOGRAM_SCHEMA, plan_histogram, build_histogram, inputs=("corpus",), optional_inputs=("lengths",)
+)
+OPTIONAL_INPUT_STAGES = (CORPUS_STAGE, LENGTHS_STAGE, OPTIONAL_HISTOGRAM_STAGE)
