@@ -96,6 +96,10 @@ class EvaluateConfig(StageConfig):
         description="language groups to average (see tasks/evaluate/groups.py)",
     )
     baseline: str | None = Field(default=None, description="key (or unique prefix) of an earlier evaluate artifact to compare with")
+    compare_with_base: bool = Field(
+        default=True,
+        description="when the pipeline trains a model, also score the untrained base model and show both side by side",
+    )
     title: str = "xlembed evaluation"
     word_map_concepts: int = Field(default=12, ge=0, le=50, description="concepts in the 2-D word-embedding map (0 = none)")
     seed: int = 0

@@ -1,8 +1,11 @@
 """The evaluate stage: score an encoder on retrieval, mining and STS benchmarks; write a report.
 
-Input artifacts: `base_model` (the encoder, as a transformers directory) and `corpus` (for
-the held-out `dev` split). Output: the metrics table (Parquet, `METRICS_SCHEMA`) and, as
-attached files, `report/report.md`, `report/report.html` and the figures.
+Input artifacts: `base_model` (the encoder, as a transformers directory), `corpus` (for
+the held-out `dev` split) and, when the pipeline trains one, `train` (the trained encoder:
+it is the model scored, and the base model is scored beside it for a before/after report).
+Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, as attached
+files, `report/report.md`, `report/report.html`, the figures and, with a trained model,
+`report/base_metrics.parquet`.
 """
 
 from __future__ import annotations
@@ -52,11 +55,11 @@ def pair_similarities(src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.nda
 class _Evaluation:
     """State of one evaluation run: the encoder, metric rows, figure inputs."""
 
-    def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext) -> None:
+    def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path) -> None:
         from tasks.encoders import Encoder, EncoderSpec
 
         self.config, self.inputs, self.context = config, inputs, context
-        self.model_dir = inputs["base_model"].local_dir()
+        self.model_dir = model_dir
         settings = config.encoder
         self.encoder = Encoder.load(
             EncoderSpec(
@@ -189,7 +192,7 @@ class _Evaluation:
         rows = group_average_rows(self.rows, [LANGUAGE_GROUPS[name] for name in self.config.groups])
         return rows_table(rows).cast(METRICS_SCHEMA)
 
-    def report(self, metrics: pa.Table) -> None:
+    def report(self, metrics: pa.Table, base_metrics: pa.Table | None = None) -> None:
         from tasks.evaluate.report import build_report
 
         baseline, baseline_name = None, None
@@ -197,9 +200,14 @@ class _Evaluation:
             store = self.inputs["base_model"].store
             key = store.resolve("evaluate", self.config.baseline)
             baseline, baseline_name = store.read_table("evaluate", key), f"evaluate {key[:12]}"
+        elif base_metrics is not None:
+            baseline, baseline_name = base_metrics, "untrained base"
         base = self.inputs["base_model"]
         base_config = base.manifest().config
-        card = {
+        card = {}
+        if "train" in self.inputs:
+            card["trained model artifact"] = f"train {self.inputs['train'].key[:12]}"
+        card |= {
             "base model artifact": f"base_model {base.key[:12]}",
             "base model": str(base_config.get("model") or base_config.get("source")),
             "pooling": str(self.encoder.pooling),
@@ -217,6 +225,10 @@ class _Evaluation:
         (folder / "report.html").write_text(report.html, encoding="utf-8")
         for name, png in report.figures.items():
             (folder / name).write_bytes(png)
+        if base_metrics is not None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(base_metrics, folder / "base_metrics.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
 
 
@@ -233,8 +245,15 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
     return out
 
 
-def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
-    evaluation = _Evaluation(config, inputs, context)
+def trained_model_dir(artifact_dir: Path) -> Path:
+    """The model folder of a train artifact: its root, or `model/` under it."""
+    for candidate in (artifact_dir, artifact_dir / "model"):
+        if (candidate / "config.json").is_file():
+            return candidate
+    raise FileNotFoundError(f"the train artifact at {artifact_dir} holds no model (no config.json at its root or in model/)")
+
+
+def _score(evaluation: _Evaluation, config: EvaluateConfig) -> pa.Table:
     runners = {
         "tatoeba": evaluation.tatoeba,
         "multiway": evaluation.multiway,
@@ -245,9 +264,23 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     }
     for bench in config.benchmarks:
         runners[bench.kind](bench)
-    metrics = evaluation.metrics_table()
-    evaluation.report(metrics)
+    return evaluation.metrics_table()
+
+
+def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
+    base_dir = inputs["base_model"].local_dir()
+    base_metrics = None
+    if "train" in inputs:
+        evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()))
+        if config.compare_with_base:
+            base_metrics = _score(_Evaluation(config, inputs, ShardContext(shard.shard_id, workdir=context.workdir), base_dir), config)
+    else:
+        evaluation = _Evaluation(config, inputs, context, base_dir)
+    metrics = _score(evaluation, config)
+    evaluation.report(metrics, base_metrics)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows}
+    if base_metrics is not None:
+        context.metrics["base_headline"] = headline_metrics(base_metrics)
     yield metrics
 
 
@@ -274,6 +307,7 @@ EVALUATE_STAGE: Stage[EvaluateConfig] = Stage(
     plan_shards=plan_evaluate_shards,
     build_shard=build_evaluate_shard,
     inputs=("corpus", "base_model"),
+    optional_inputs=("train",),
     fingerprint_sources=fingerprint_evaluate_sources,
     description="score the encoder on Tatoeba, BUCC, STS and held-out retrieval; write a report",
 )

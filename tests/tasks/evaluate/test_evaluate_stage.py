@@ -177,3 +177,35 @@ def test_flores_dev_rows_match_independent_computation(built: dict) -> None:
         assert value(metrics, src_lang=lang, metric="accuracy_src_tgt") == pytest.approx(forward)
         assert value(metrics, src_lang=lang, metric="accuracy_tgt_src") == pytest.approx(backward)
         assert value(metrics, src_lang=lang, metric="accuracy_mean") > 0.8  # e5-small on FLORES is strong
+
+
+def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path: Path) -> None:
+    """With a `train` input, evaluate scores the trained model, and the base model beside it."""
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 0
+
+    def attach_model(config, inputs, shard, context):  # stands in for the train stage: a model under model/
+        from tests.tasks.encoders.conftest import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    tatoeba = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}]
+    base_only, _ = evaluate(built, tatoeba)
+    config = EvaluateConfig.model_validate({"benchmarks": tatoeba, "encoder": {"pooling": "mean"}})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    assert manifest.input_keys["train"] == train_ref.key
+    folder = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report"
+    base_side = pl.read_parquet(folder / "base_metrics.parquet")
+    assert base_side.sort(["metric", "src_lang"]).equals(base_only.sort(["metric", "src_lang"]))
+    trained = pl.from_arrow(built["store"].read_table("evaluate", ref.key))
+    # a random tiny model does not find Kazakh translations the way the real base does
+    assert value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") < value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean")
+    assert "Δ vs untrained base" in (folder / "report.md").read_text(encoding="utf-8")
+    assert manifest.metrics["base_headline"]["tatoeba/tatoeba"]["mean"] == pytest.approx(
+        value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean"), abs=1e-4
+    )
