@@ -14,9 +14,12 @@ from tasks.base_model import BASE_MODEL_STAGE
 from tasks.corpus import CORPUS_STAGE
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.stage import Stage
+from tasks.translate import TRANSLATE_MODEL_STAGE, TRANSLATE_STAGE
 
 PIPELINE_STAGES: tuple[Stage[Any], ...] = (
     CORPUS_STAGE,
+    TRANSLATE_MODEL_STAGE,
+    TRANSLATE_STAGE,
     BASE_MODEL_STAGE,
     EVALUATE_STAGE,
 )

@@ -1,0 +1,176 @@
+"""The translate stage: one language's rows of a corpus -> a multi-way parallel corpus.
+
+Input: a corpus artifact (long format) and a translate_model artifact. The rows in
+`source_lang` are put in group-id order and cut into shards of `shard_rows`; each shard is
+cached on its own, so an interrupted run resumes at the first missing shard and the shards
+can run on many machines (the flow maps them over its task runner).
+
+Output: the corpus stage's long format. Per source row, its own row (kept unless the
+en-ablate draw leaves the source language out) and one row per target language that
+survived the quality filters, all sharing the row's `group_id` and `split`. Translated rows
+have source = ``nllb:{model name}``; the source row keeps the `source` it had.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.corpus.schema import CORPUS_SCHEMA
+from tasks.stage import InputArtifact, Inputs, ShardContext, ShardSpec, Stage
+from tasks.translate.config import TranslateConfig
+from tasks.translate.engine import NllbTokenizer, get_translator, translate_tokens
+from tasks.translate.filters import OK, REASONS, quality_reasons
+from tasks.translate.languages import nllb_code
+from tasks.translate.layout import multiway_layout
+from tasks.translate.model_stage import CT2_DIR, MODEL_INFO, TOKENIZER_DIR
+
+CODE_VERSION = "1"
+
+
+def model_info(model: InputArtifact) -> dict[str, Any]:
+    return json.loads((model.local_dir() / MODEL_INFO).read_text(encoding="utf-8"))
+
+
+def check_languages(config: TranslateConfig, info: dict[str, Any]) -> None:
+    """Every language must be a token of this model's vocabulary (raises naming the code)."""
+    known = set(info["languages"])
+    for code in (config.source_lang, *config.targets):
+        if nllb_code(code) not in known:
+            raise ValueError(f"language {code!r} is not in the vocabulary of translation model {info['name']!r}")
+
+
+def source_rows(config: TranslateConfig, corpus: InputArtifact) -> pa.Table:
+    """The corpus rows in the source language, in group-id order (the shards' stable order)."""
+    table = corpus.read_table(["group_id", "lang", "text", "split", "source"])
+    table = table.filter(pc.equal(table["lang"], config.source_lang))
+    table = table.sort_by([("group_id", "ascending")])
+    groups = table["group_id"]
+    if len(groups) > 1 and pc.count_distinct(groups).as_py() != len(groups):
+        raise ValueError(f"the corpus has groups with more than one {config.source_lang} row")
+    return table
+
+
+def plan_translate_shards(config: TranslateConfig, inputs: Inputs) -> list[ShardSpec]:
+    check_languages(config, model_info(inputs["translate_model"]))
+    rows = source_rows(config, inputs["corpus"]).num_rows
+    shards = []
+    for index, start in enumerate(range(0, rows, config.shard_rows)):
+        stop = min(rows, start + config.shard_rows)
+        shards.append(ShardSpec(f"part-{index:05d}", {"start": start, "stop": stop}, f"{config.source_lang} rows {start}-{stop - 1}"))
+    return shards
+
+
+def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
+    model = inputs["translate_model"]
+    info = model_info(model)
+    check_languages(config, info)
+    start, stop = int(shard.params["start"]), int(shard.params["stop"])
+    rows = source_rows(config, inputs["corpus"]).slice(start, stop - start)
+    context.read(rows.num_rows)
+    group_ids: list[str] = rows["group_id"].to_pylist()
+    texts: list[str] = rows["text"].to_pylist()
+
+    pool = list(config.targets)
+    layout = multiway_layout(group_ids, pool, config.k, config.include_source, config.seed)
+    row_of, lang_of = np.nonzero(layout.targets)  # requests, row-major: by row, then pool order
+
+    local = model.local_dir()
+    tokenizer = NllbTokenizer(local / TOKENIZER_DIR / "tokenizer.json")
+    source_tokens = tokenizer.encode(texts, nllb_code(config.source_lang), config.decoding.max_input_length)
+    target_tokens = [nllb_code(lang) for lang in pool]
+    translator = get_translator(
+        local / CT2_DIR, config.device, config.compute_type, config.device_index, config.inter_threads, config.intra_threads
+    )
+    started = time.perf_counter()
+    outputs = translate_tokens(
+        translator,
+        [source_tokens[r] for r in row_of],
+        [[target_tokens[t]] for t in lang_of],
+        config.decoding,
+        config.max_batch_tokens,
+    )
+    seconds = time.perf_counter() - started
+
+    output_ids = tokenizer.ids(outputs)
+    output_texts = tokenizer.decode(output_ids)
+    source_ids = tokenizer.ids([tokens[1:-1] for tokens in source_tokens])
+    target_langs = [pool[t] for t in lang_of]
+    reasons = quality_reasons(
+        [texts[r] for r in row_of], output_texts, [source_ids[r] for r in row_of], output_ids, target_langs, config.filters
+    )
+    for code, name in REASONS.items():
+        context.drop(name, int(np.count_nonzero(reasons == code)))
+
+    kept = reasons == OK
+    rows_per_group = layout.keep_source.astype(np.int64) + np.bincount(row_of[kept], minlength=len(group_ids))
+    complete = rows_per_group >= config.min_rows_per_group
+    context.drop("group_incomplete", int(rows_per_group[~complete].sum()))
+
+    # output order: by group (row), the source row first, then the targets in pool order
+    src_rows = np.nonzero(layout.keep_source & complete)[0]
+    translated = np.nonzero(kept & complete[row_of])[0]
+    out_row = np.concatenate([src_rows, row_of[translated]])
+    out_lang = np.concatenate([np.zeros(len(src_rows), dtype=np.int64), lang_of[translated] + 1])
+    out_text = np.concatenate([src_rows, len(texts) + translated])
+    order = np.lexsort((out_lang, out_row))
+    out_row, out_lang, out_text = out_row[order], out_lang[order], out_text[order]
+    model_source = f"nllb:{info['name']}"
+    group = rows["group_id"].take(out_row)
+    lang = pa.array([config.source_lang, *pool], pa.string()).take(out_lang)
+    source = pa.concat_arrays([rows["source"].combine_chunks(), pa.array([model_source], pa.string())]).take(
+        np.where(out_lang == 0, out_row, rows.num_rows)
+    )
+
+    rows_by_lang = Counter(lang.to_pylist())
+    context.metrics = {
+        "groups": int(np.count_nonzero(complete)),
+        "source_rows_not_drawn": int(np.count_nonzero(~layout.keep_source)),  # en-ablate: by design, not a loss
+        "translations_requested": len(outputs),
+        "translations_kept": len(translated),
+        "source_tokens": int(sum(len(source_tokens[r]) for r in row_of)),
+        "output_tokens": int(sum(len(o) for o in outputs)),
+        "translate_seconds": round(seconds, 3),
+        "rows_by_lang": dict(sorted(rows_by_lang.items())),
+        "model": info["name"],
+        "device": config.device,
+        "compute_type": config.compute_type,
+    }
+    yield pa.table(
+        {
+            "id": pc.binary_join_element_wise(group, lang, ":"),
+            "group_id": group,
+            "lang": lang,
+            "text": pa.array(texts + output_texts, pa.string()).take(out_text),
+            "split": rows["split"].take(out_row),
+            "source": source,
+        },
+        schema=CORPUS_SCHEMA,
+    )
+
+
+def fingerprint_translate(config: TranslateConfig) -> dict[str, Any]:
+    """CTranslate2's version: a new release can change the numerics, hence the translations."""
+    return {"ctranslate2": version("ctranslate2"), "tokenizers": version("tokenizers")}
+
+
+TRANSLATE_STAGE: Stage[TranslateConfig] = Stage(
+    name="translate",
+    code_version=CODE_VERSION,
+    config_model=TranslateConfig,
+    schema=CORPUS_SCHEMA,
+    plan_shards=plan_translate_shards,
+    build_shard=build_translate_shard,
+    inputs=("corpus", "translate_model"),
+    fingerprint_sources=fingerprint_translate,
+    description="translate one language's corpus rows into a multi-way parallel corpus with NLLB-200 (CTranslate2)",
+)
+
