@@ -91,9 +91,17 @@ def _plan_table(plan: list[Any]) -> Table:
     return table
 
 
+GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
+
+
 @app.command()
-def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None) -> None:  # noqa: B006
+def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None, grid: GridOpt = None) -> None:  # noqa: B006
     """Show, per stage, whether it is cached or will compute, and why. Computes nothing."""
+    if grid is not None:
+        if only or from_stage or force:
+            raise fail("--grid plans whole variants: it cannot be combined with --only, --from or --force", 2)
+        _sweep(config, grid, None, root, dry_run=True)
+        return
     cfg = _load(config, root)
     _, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
@@ -161,6 +169,93 @@ def _print_evaluation(store: Any, key: str) -> None:
     report = next((f.path for f in manifest.attached_files if f.path.endswith("report.html")), None)
     if report:
         out.print(f"report: {store.uri('evaluate', key)}/{report}", highlight=False)
+
+
+# --------------------------------------------------------------------- sweeps
+def _sweep_table(plan: Any) -> Table:
+    """A row per variant, a column per stage: cached / compute (and shared when variants share it)."""
+    users = plan.users()
+    stages = list(dict.fromkeys(s.stage for v in plan.variants for s in v.steps if s.action != "skip"))
+    table = Table(title=f"sweep {plan.grid.name}", title_justify="left")
+    for column in ("variant", *stages, "cached", "compute"):
+        table.add_column(column)
+    counts = plan.counts()["variants"]
+    for vplan in plan.variants:
+        cells = {}
+        for step in vplan.steps:
+            if step.action == "skip":
+                continue
+            shared = len(users[(step.stage, step.key)]) > 1
+            colour = "green" if step.action == "cached" else "yellow"
+            cells[step.stage] = f"[{colour}]{step.action}[/] {step.key[:8]}" + (" [dim](shared)[/]" if shared and step.action == "compute" else "")
+        n = counts[vplan.variant.name]
+        table.add_row(vplan.variant.name, *(cells.get(s, "") for s in stages), str(n["cached"]), str(n["compute"]))
+    return table
+
+
+def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool) -> None:
+    import tempfile
+
+    from flows.stages import stage_registry
+    from flows.sweep import load_grid, plan_sweep, run_variants, write_report
+    from storage import ArtifactStore, StoreError
+
+    cfg = _load(config, root)
+    try:
+        grid = load_grid(grid_path)
+        grid.check_baseline(baseline)
+        store = ArtifactStore(cfg.settings.root)
+        with tempfile.TemporaryDirectory(prefix="xlembed-sweep-") as workdir:
+            sweep_plan = plan_sweep(config, grid, store, stage_registry(), root=root, workdir=Path(workdir))
+            counts = sweep_plan.counts()
+            out.print(_sweep_table(sweep_plan))
+            out.print(
+                f"{len(sweep_plan.variants)} variants; {len(sweep_plan.distinct())} distinct stage runs: "
+                f"{counts['distinct_cached']} cached, {counts['distinct_compute']} to compute "
+                f"({counts['compute_without_sharing']} without sharing)",
+                highlight=False,
+            )
+            if dry_run:
+                return
+            if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
+                report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
+                out.print("[green]Every variant is up to date; nothing to compute.[/green]")
+                _print_sweep_report(report)
+                return
+    except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
+        raise fail(str(exc), 2) from None
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from flows.runners import make_task_runner
+    from flows.sweep import sweep_dir, sweep_flow
+
+    flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    try:
+        flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
+    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        raise fail(f"sweep failed: {type(exc).__name__}: {exc} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
+    out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
+
+
+def _print_sweep_report(report: Any) -> None:
+    from rich.markdown import Markdown
+
+    out.print(Markdown(report.markdown))
+    out.print(f"report: {report.uri.removesuffix('.md')}.html", highlight=False)
+
+
+@app.command()
+def sweep(
+    config: ConfigArg,
+    grid: Annotated[Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the variants and what would compute; compute nothing")] = False,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Run every variant of a grid over one pipeline config: shared artifacts are built once; one comparison report."""
+    _sweep(config, grid, baseline, root, dry_run=dry_run)
 
 
 # --------------------------------------------------------------------- artifacts
