@@ -61,6 +61,24 @@ class SchemaMismatch(StoreError):
     pass
 
 
+class CorruptArtifact(StoreError):
+    """A committed file that no longer matches its manifest: readers refuse it rather than use it."""
+
+
+class StoreWriteError(OSError, StoreError):
+    """A write that failed (disk full, file too large, ...), naming the file. An OSError, so that
+    callers that retry storage hiccups still do; a StoreError, so that the CLI prints one line."""
+
+
+def _write_error(exc: OSError, what: str) -> StoreWriteError:
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return StoreWriteError(exc.errno or 0, f"cannot write {what}: {reason}")
+
+
+# Local files already hashed against a manifest in this process: (path, size, mtime_ns, sha256).
+_VERIFIED_LOCAL: set[tuple[str, int, int, str]] = set()
+
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
@@ -227,11 +245,14 @@ class ArtifactStore:
         if self.is_local:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
             try:
+                try:
+                    with open(tmp, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                except OSError as exc:
+                    raise _write_error(exc, path) from exc
                 if exclusive:
                     try:
                         os.link(tmp, path)  # atomic create-if-absent
@@ -264,8 +285,13 @@ class ArtifactStore:
         if self.is_local:
             Path(dest).parent.mkdir(parents=True, exist_ok=True)
             tmp = f"{Path(dest).parent}/.{Path(dest).name}.tmp-{uuid.uuid4().hex}"
-            shutil.copyfile(local, tmp)
-            os.replace(tmp, dest)
+            try:
+                shutil.copyfile(local, tmp)
+                os.replace(tmp, dest)
+            except OSError as exc:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise _write_error(exc, dest) from exc
         else:
             self.fs.put_file(local, dest)
 
@@ -440,6 +466,8 @@ class ArtifactStore:
         manifest = self.manifest(stage, key)
         base = self.artifact_dir(stage, key)
         if self.is_local:
+            for entry in manifest.attached_files:
+                self._check_local(stage, key, entry, f"{base}/{entry.path}")
             return Path(base) / "files"
         target = Path(cache_dir or Path(tempfile.gettempdir()) / "xlembed-artifacts") / stage / key
         for entry in manifest.attached_files:
@@ -467,14 +495,66 @@ class ArtifactStore:
         return [f"{base}/{f.path}" for f in manifest.table_files]
 
     def read_table(self, stage: str, key: str, columns: list[str] | None = None) -> pa.Table:
-        tables = [pq.read_table(path, columns=columns, filesystem=self._pa_fs()) for path in self.files(stage, key)]
+        """The artifact's rows; every file is checked against the manifest before it is parsed."""
+        tables = []
+        for entry, path in self._table_entries(stage, key):
+            with self._verified_copy(stage, key, entry, path) as local:
+                tables.append(pq.read_table(local, columns=columns))
         return pa.concat_tables(tables) if tables else pa.table({})
 
     def iter_batches(self, stage: str, key: str, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
-        """Stream an artifact without loading it whole."""
-        for path in self.files(stage, key):
-            with self.fs.open(path, "rb") as f:
+        """Stream an artifact without loading it whole (one part file at a time, each checked first)."""
+        for entry, path in self._table_entries(stage, key):
+            with self._verified_copy(stage, key, entry, path) as local, open(local, "rb") as f:
                 yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
+
+    def _table_entries(self, stage: str, key: str) -> list[tuple[FileEntry, str]]:
+        manifest = self.manifest(stage, key)
+        base = self.artifact_dir(stage, key)
+        return [(f, f"{base}/{f.path}") for f in manifest.table_files]
+
+    def _check_local(self, stage: str, key: str, entry: FileEntry, path: str) -> None:
+        """Size and sha256 of a local file against its manifest entry (hashed once per process
+        while its size and mtime stay the same); CorruptArtifact if it differs or is missing."""
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            raise CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read (see `xlembed artifacts verify`)") from None
+        seen = (path, stat.st_size, stat.st_mtime_ns, entry.sha256)
+        if seen in _VERIFIED_LOCAL:
+            return
+        if stat.st_size != entry.bytes or sha256_file(path) != entry.sha256:
+            raise CorruptArtifact(
+                f"{stage}/{key}/{entry.path} does not match its manifest ({stat.st_size} bytes, manifest says {entry.bytes}; "
+                "or its sha256 differs): the artifact is corrupt and was not read (see `xlembed artifacts verify`)"
+            )
+        _VERIFIED_LOCAL.add(seen)
+
+    @contextlib.contextmanager
+    def _verified_copy(self, stage: str, key: str, entry: FileEntry, path: str) -> Iterator[str]:
+        """A local path to the file's bytes, checked against the manifest before anyone parses them
+        (remote files are downloaded once into a temporary file and checked there)."""
+        if self.is_local:
+            self._check_local(stage, key, entry, path)
+            yield path
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".read-", suffix=".parquet")
+        os.close(fd)
+        try:
+            try:
+                self.fs.get_file(path, tmp)
+            except FileNotFoundError:
+                raise CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read (see `xlembed artifacts verify`)") from None
+            size = os.path.getsize(tmp)
+            if size != entry.bytes or sha256_file(tmp) != entry.sha256:
+                raise CorruptArtifact(
+                    f"{stage}/{key}/{entry.path} does not match its manifest ({size} bytes, manifest says {entry.bytes}; "
+                    "or its sha256 differs): the artifact is corrupt and was not read (see `xlembed artifacts verify`)"
+                )
+            yield tmp
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
     def _pa_fs(self) -> Any:
         if self.is_local:
@@ -604,11 +684,17 @@ class _PartWriter:
         self.rows = 0
 
     def write(self, table: pa.Table) -> None:
-        self.writer.write_table(table)
+        try:
+            self.writer.write_table(table)
+        except OSError as exc:
+            raise _write_error(exc, f"{self.dest} (temporary file {self.tmp})") from exc
         self.rows += table.num_rows
 
     def close(self) -> FileEntry:
-        self.writer.close()
+        try:
+            self.writer.close()
+        except OSError as exc:
+            raise _write_error(exc, f"{self.dest} (temporary file {self.tmp})") from exc
         entry = FileEntry(path=self.rel, rows=self.rows, bytes=os.path.getsize(self.tmp), sha256=sha256_file(self.tmp))
         self.store._put_local_file(self.tmp, self.dest)
         return entry

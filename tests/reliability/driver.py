@@ -1,0 +1,116 @@
+"""A small pipeline driver for the fault tests: runs stages in order with `tasks.stage.run_stage`,
+in its own process, and can SIGKILL itself at a chosen storage event.
+
+    python -m tests.reliability.driver SPEC.json
+
+SPEC: {"root": ..., "stages": [...names in order...], "configs": {name: section},
+       "registry": "module:ATTR" (optional, else flows.stages),
+       "kill": {"stage": name, "event": N} (optional)}
+
+Events are the store's writes, counted per stage: a part file written to (its temporary
+file growing), a part file closed, an object about to be put in place, one put in place, and
+`fsync` of a temporary record (written whole but not yet renamed). At the chosen event the
+process sends itself SIGKILL: no `finally`, no atexit, exactly what a crash or an OOM kill leaves.
+The driver prints `STAGE <name> START`, `STAGE <name> DONE <key>` and at the end
+`EVENTS {json}` (events per stage), each flushed at once, for the parent to follow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+_state: dict[str, Any] = {"stage": None, "counts": {}, "kill": None}
+
+
+def event(kind: str) -> None:
+    stage = _state["stage"]
+    if stage is None:
+        return
+    counts = _state["counts"]
+    counts[stage] = counts.get(stage, 0) + 1
+    kill = _state["kill"]
+    if kill and kill["stage"] == stage and counts[stage] == kill["event"]:
+        print(f"KILL {stage} {counts[stage]} {kind}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install_hooks() -> None:
+    """Wrap the store's write paths so that each one is a numbered event."""
+    import storage.store as store_module
+
+    store = store_module.ArtifactStore
+    part = store_module._PartWriter
+
+    def around(owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            event(f"before-{label}")
+            result = original(*args, **kwargs)
+            event(f"after-{label}")
+            return result
+
+        setattr(owner, name, wrapped)
+
+    around(store, "_write_bytes", "write-record")
+    around(store, "put_local_file", "put-file")
+    around(store, "_put_local_file", "place-part")
+    around(part, "write", "part-write")
+    original_fsync = os.fsync
+
+    def fsync(fd: int) -> None:  # a record's temp file is complete but not yet renamed
+        original_fsync(fd)
+        event("fsync-temp")
+
+    os.fsync = fsync
+
+
+def registry(spec: dict[str, Any]) -> dict[str, Any]:
+    from flows.stages import stage_registry
+
+    if spec.get("registry"):
+        import importlib
+
+        module, _, attr = spec["registry"].partition(":")
+        return stage_registry(tuple(getattr(importlib.import_module(module), attr)))
+    return stage_registry()
+
+
+def run(spec: dict[str, Any]) -> dict[str, str]:
+    from storage import ArtifactStore
+    from tasks.stage import run_stage
+
+    stages = registry(spec)
+    store = ArtifactStore(spec["root"])
+    keys: dict[str, str] = {}
+    for name in spec["stages"]:
+        stage = stages[name]
+        config = stage.config_model.model_validate(spec["configs"].get(name, {}))
+        input_keys = {n: keys[n] for n in stage.input_names(keys)}
+        print(f"STAGE {name} START", flush=True)
+        _state["stage"] = name
+        ref, _ = run_stage(store, stage, config, input_keys)
+        _state["stage"] = None
+        keys[name] = ref.key
+        print(f"STAGE {name} DONE {ref.key}", flush=True)
+    return keys
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    _state["kill"] = spec.get("kill")
+    install_hooks()
+    print("READY", flush=True)
+    keys = run(spec)
+    print("EVENTS " + json.dumps(_state["counts"]), flush=True)
+    print("KEYS " + json.dumps(keys), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,82 @@
+"""What must hold in a store at any moment, whatever was killed when (local roots).
+
+`check_store` looks at everything a reader could see: every committed artifact is whole
+(verify, and its tables read), every visible data or attached file is a whole file (byte-equal
+to the same file of an uninterrupted reference run, and whole Parquet), every shard record
+lists files that are there with its checksums. It returns the shard records seen, so that a
+later check can prove none of them was rewritten (no completed shard recomputed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from storage import ArtifactStore, ShardRecord
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_temporary(path: Path) -> bool:
+    """Names the store gives files before they are whole: dot-temps and `*.tmp-<uuid>`."""
+    return path.name.startswith(".") or ".tmp-" in path.name
+
+
+@dataclass(frozen=True)
+class Marker:
+    mtime_ns: int
+    sha256: str
+
+
+def artifact_files(root: Path) -> dict[str, str]:
+    """Final files of every committed artifact: 'stage/key/path' -> sha256 (from the manifests)."""
+    store = ArtifactStore(root)
+    return {f"{m.stage}/{m.key}/{f.path}": f.sha256 for m in store.list_manifests() for f in m.files}
+
+
+def check_store(root: Path, reference: dict[str, str] | None = None) -> dict[str, Marker]:
+    """Assert the reader-visible invariants; return shard records: path -> (mtime, sha256)."""
+    store = ArtifactStore(root)
+    for manifest in store.list_manifests():
+        problems = store.verify(manifest.stage, manifest.key)
+        assert problems == [], f"committed {manifest.stage}/{manifest.key[:12]} is not whole: {problems}"
+        if manifest.table_files:
+            assert store.read_table(manifest.stage, manifest.key).num_rows == manifest.rows_out
+    markers: dict[str, Marker] = {}
+    if not root.exists():
+        return markers
+    for artifact in (p for p in root.glob("*/*") if p.is_dir() and p.parent.name != "refs"):
+        rel_artifact = f"{artifact.parent.name}/{artifact.name}"
+        for path in artifact.rglob("*"):
+            if not path.is_file() or is_temporary(path):
+                continue
+            rel = f"{rel_artifact}/{path.relative_to(artifact).as_posix()}"
+            if path.parent.name == "shards":
+                record = ShardRecord.model_validate_json(path.read_bytes())
+                for entry in record.files:
+                    listed = artifact / entry.path
+                    assert listed.is_file(), f"shard record {rel} lists {entry.path}, which is not there"
+                    assert listed.stat().st_size == entry.bytes and sha256(listed) == entry.sha256, f"{rel}: {entry.path} differs from its record"
+                markers[rel] = Marker(path.stat().st_mtime_ns, sha256(path))
+                continue
+            if path.name == "manifest.json":
+                continue
+            if reference is not None and rel in reference:
+                assert sha256(path) == reference[rel], f"visible file {rel} is not the whole file an uninterrupted run writes"
+            if path.suffix == ".parquet":
+                pq.read_table(path)  # a half-written Parquet file has no footer and fails here
+    return markers
+
+
+def assert_markers_unchanged(before: dict[str, Marker], root: Path) -> None:
+    """Shard records seen earlier are untouched: the resumed run did not recompute their shards."""
+    for rel, marker in before.items():
+        path = root / rel
+        assert path.is_file(), f"shard record {rel} disappeared"
+        now = Marker(path.stat().st_mtime_ns, sha256(path))
+        assert now == marker, f"completed shard {rel} was recomputed (record rewritten)"

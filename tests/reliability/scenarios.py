@@ -1,0 +1,147 @@
+"""The stages the fault tests kill, in one table.
+
+Each `StageScenario` names the stage under test, the stages to run (upstream first, so that
+the one under test has its inputs) and a function that writes small input data under a
+folder and returns the config sections. The kill tests, the S3 fault tests and the report
+iterate over `SCENARIOS`; a new stage joins every fault test by adding one entry here
+(e.g. `translate`, `align`, `train` once they exist: see `docs/reliability.md`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TOY_REGISTRY = "tests.flows.toy_stages:PIPELINE_STAGES"
+
+WORDS = {
+    "en": "the river city bright small people water under over light night house green market road".split(),
+    "kk": "өзен қала жарық кішкентай адамдар су астында үстінде түн үй жасыл базар жол".split(),
+    "fr": "la rivière ville claire petite gens eau sous sur lumière nuit maison verte marché route".split(),
+}
+
+
+def _sentence(lang: str, i: int) -> str:
+    words = WORDS[lang]
+    return " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 9)) + f" {i}"
+
+
+def write_parallel_text(folder: Path, name: str, lines: int, langs: tuple[str, ...] = ("en", "kk")) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for lang in langs:
+        path = folder / f"{name}.{lang}"
+        if not path.exists():  # written once: rewriting would change the source fingerprint (mtime) and the key
+            path.write_text("".join(_sentence(lang, i) + "\n" for i in range(lines)), encoding="utf-8")
+        files[lang] = str(path)
+    return files
+
+
+def corpus_section(data: Path, sources: int = 4, lines: int = 3000) -> dict[str, Any]:
+    """Several text sources, so the corpus artifact has several shards to resume between."""
+    specs = [
+        {"name": f"src{i}", "kind": "text", "files": write_parallel_text(data / "corpus", f"src{i}", lines + 97 * i)}
+        for i in range(sources)
+    ]
+    return {"seed": 11, "dev_fraction": 0.2, "read_batch_lines": 500, "sources": specs}
+
+
+_TINY_MODEL: dict[str, Path] = {}
+
+
+def tiny_model(cache: Path) -> Path:
+    """A small random BERT with its tokenizer (the encoder tests' builder), built once per folder."""
+    target = cache / "tiny-model"
+    if (target / "config.json").exists():
+        return target
+    from tests.tasks.encoders.conftest import build_tiny_model
+
+    build_tiny_model(target)
+    return target
+
+
+def tatoeba_folder(data: Path) -> Path:
+    folder = data / "tatoeba"
+    folder.mkdir(parents=True, exist_ok=True)
+    for code, lang in (("kaz", "kk"), ("fra", "fr")):
+        if (folder / f"tatoeba.{code}-eng.eng").exists():
+            continue
+        (folder / f"tatoeba.{code}-eng.{code}").write_text("".join(_sentence(lang, i) + "\n" for i in range(120)), encoding="utf-8")
+        (folder / f"tatoeba.{code}-eng.eng").write_text("".join(_sentence("en", i) + "\n" for i in range(120)), encoding="utf-8")
+    return folder
+
+
+def _corpus(data: Path, cache: Path) -> dict[str, Any]:
+    return {"corpus": corpus_section(data)}
+
+
+def _base_model(data: Path, cache: Path) -> dict[str, Any]:
+    return {"base_model": {"source": "local", "model": str(tiny_model(cache))}}
+
+
+def _evaluate(data: Path, cache: Path) -> dict[str, Any]:
+    return {
+        "corpus": corpus_section(data, sources=2, lines=400),
+        "base_model": {"source": "local", "model": str(tiny_model(cache))},
+        "evaluate": {
+            "title": "fault test",
+            "encoder": {"pooling": "mean", "batch_size": 32, "max_length": 32},
+            "word_map_concepts": 0,
+            "groups": ["wacse-4"],
+            "benchmarks": [
+                {"kind": "tatoeba", "path": str(tatoeba_folder(data)), "langs": ["kaz", "fra"]},
+                {"kind": "corpus_dev", "pivot": "eng_Latn", "max_groups": 60},
+            ],
+        },
+    }
+
+
+def _toy(data: Path, cache: Path) -> dict[str, Any]:
+    return {
+        "corpus": corpus_section(data, sources=2, lines=1500),
+        "lengths": {"shards": 6, "unit": "chars"},
+        "histogram": {"bucket": 10},
+    }
+
+
+@dataclass(frozen=True)
+class StageScenario:
+    """One stage under fault: which stages to run, with what data, and how many kills."""
+
+    stage: str  # the stage whose run is interrupted
+    stages: tuple[str, ...]  # run in this order; the ones before `stage` are built first and cached
+    configs: Callable[[Path, Path], dict[str, Any]]  # (data folder, shared cache folder) -> config sections
+    registry: str | None = None  # XLEMBED_STAGES-style "module:ATTR"; None = the real pipeline
+    quick_kills: int = 1  # kills in the default (CI) suite
+    long_kills: int = 5  # kills with --long-faults / XLEMBED_LONG_FAULTS=1
+    s3: bool = True  # also run it against the faulty S3 endpoint
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def spec(self, root: str, data: Path, cache: Path, *, upto: str | None = None) -> dict[str, Any]:
+        configs = self.configs(data, cache)
+        stages = list(self.stages)
+        if upto is not None:
+            stages = stages[: stages.index(upto) + 1]
+        return {"root": root, "stages": stages, "configs": configs, "registry": self.registry}
+
+
+SCENARIOS: tuple[StageScenario, ...] = (
+    StageScenario("corpus", ("corpus",), _corpus, notes="4 text sources = 4 shards"),
+    StageScenario("base_model", ("base_model",), _base_model, notes="local safetensors model: attached files only"),
+    StageScenario("evaluate", ("corpus", "base_model", "evaluate"), _evaluate, notes="tatoeba + corpus-dev with a tiny BERT"),
+    StageScenario("lengths", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, notes="toy stage, 6 shards"),
+    StageScenario("histogram", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, quick_kills=0, long_kills=3, s3=False),
+)
+
+
+def scenario(stage: str) -> StageScenario:
+    return next(s for s in SCENARIOS if s.stage == stage)
+
+
+def dump_spec(spec: dict[str, Any], path: Path) -> Path:
+    path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    return path
