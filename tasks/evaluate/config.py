@@ -82,8 +82,40 @@ class MtebBenchmark(StageConfig):
     )
 
 
+XNLI_LANGUAGES = ("en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur")
+
+
+class XnliBenchmark(StageConfig):
+    """XNLI cross-lingual transfer (WACSE Table 7, DAP Table 4): fine-tune the encoder and a linear
+    head on English NLI pairs, pick the learning rate on dev, report test accuracy per language.
+    Defaults are the papers' settings; see tasks/evaluate/xnli.py."""
+
+    kind: Literal["xnli"]
+    path: str | None = Field(default=None, description="folder with xnli.dev.tsv and xnli.test.tsv (or .jsonl); unset: the datasets library")
+    train_file: str | None = Field(
+        default=None, description="English NLI training pairs: MultiNLI .jsonl/.txt or XNLI-MT .tsv; unset: XNLI's English train split (datasets)"
+    )
+    langs: list[str] = Field(default_factory=lambda: list(XNLI_LANGUAGES), min_length=1, description="XNLI language codes, as in the files")
+    mode: Literal["cross_encoder", "bi_encoder"] = Field(
+        default="cross_encoder", description="cross_encoder: the pair concatenated, as the papers; bi_encoder: head on [u, v, |u-v|, u*v]"
+    )
+    learning_rates: list[float] = Field(default_factory=lambda: [1e-5, 3e-5, 5e-5, 7e-5], min_length=1)
+    batch_size: int = Field(default=256, ge=1)
+    max_length: int = Field(default=128, ge=8, le=8192)
+    epochs: int = Field(default=2, ge=1)
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    warmup_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
+    dropout: float = Field(default=0.1, ge=0.0, lt=1.0)
+    select_on: Literal["all_dev", "english_dev"] = Field(default="all_dev", description="dev accuracy that picks the learning rate: mean over langs, or English only")
+    max_train_pairs: int | None = Field(default=None, ge=1, description="a seeded sample of the training pairs (cpu-small runs)")
+    max_eval_pairs: int | None = Field(default=None, ge=1, description="first N pairs per language of dev and of test")
+    seed: int = 0
+    micro_batch_size: int | None = Field(default=None, ge=1, json_schema_extra=NOT_KEYED, description="split each batch for memory (gradients accumulate)")
+    eval_batch_size: int = Field(default=256, ge=1, json_schema_extra=NOT_KEYED)
+
+
 Benchmark = Annotated[
-    Union[TatoebaBenchmark, BuccBenchmark, StsBenchmark, MultiwayBenchmark, CorpusDevBenchmark, MtebBenchmark],
+    Union[TatoebaBenchmark, BuccBenchmark, StsBenchmark, MultiwayBenchmark, CorpusDevBenchmark, MtebBenchmark, XnliBenchmark],
     Field(discriminator="kind"),
 ]
 

@@ -27,6 +27,7 @@ from tasks.evaluate.config import (
     MultiwayBenchmark,
     StsBenchmark,
     TatoebaBenchmark,
+    XnliBenchmark,
 )
 from tasks.evaluate.schema import METRICS_SCHEMA
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
@@ -185,6 +186,11 @@ class _Evaluation:
 
         self.rows += run_mteb(self.model_dir, list(bench.tasks), Path(bench.cache_dir).expanduser())
 
+    def xnli(self, bench: XnliBenchmark) -> None:
+        from tasks.evaluate.xnli import xnli_rows
+
+        self.rows += xnli_rows(self.model_dir, bench, self.config.encoder, progress=self.context.progress, drop=self.context.drop)
+
     # ---------------------------------------------------------------- output
     def metrics_table(self) -> pa.Table:
         from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
@@ -261,6 +267,7 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> pa.Table:
         "bucc": evaluation.bucc,
         "sts": evaluation.sts,
         "mteb": evaluation.mteb,
+        "xnli": evaluation.xnli,
     }
     for bench in config.benchmarks:
         runners[bench.kind](bench)
@@ -288,6 +295,8 @@ def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
     """Sizes and mtimes of the benchmark files, so edited benchmark data re-evaluates."""
     prints: dict[str, Any] = {}
     for index, bench in enumerate(config.benchmarks):
+        if getattr(bench, "train_file", None):  # xnli: the training pairs live outside `path`
+            prints[f"{index}:{bench.kind}:train_file"] = file_fingerprint(Path(bench.train_file).expanduser())
         path = getattr(bench, "path", None)
         if path is None:
             continue
