@@ -10,6 +10,7 @@ import importlib
 import os
 from typing import Any
 
+from tasks.align import ALIGN_STAGE
 from tasks.base_model import BASE_MODEL_STAGE
 from tasks.corpus import CORPUS_STAGE
 from tasks.evaluate import EVALUATE_STAGE
@@ -21,6 +22,7 @@ PIPELINE_STAGES: tuple[Stage[Any], ...] = (
     TRANSLATE_MODEL_STAGE,
     TRANSLATE_STAGE,
     BASE_MODEL_STAGE,
+    ALIGN_STAGE,
     EVALUATE_STAGE,
 )
 

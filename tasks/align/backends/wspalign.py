@@ -1,0 +1,387 @@
+"""WSPAlign (Wu et al., 2023): word alignment as span prediction with a question-answering model.
+
+For word w_i of sentence A the question is A with w_i between ` ¶ ` markers and the context
+is sentence B (SQuAD-v2 style): the predicted span of B, or the null answer, gives w_i's
+aligned words with score P(start)·P(end). Both directions run, then `combine.py` merges them.
+
+The authors run the transformers question-answering pipeline one question at a time. Here:
+
+  * each sentence is tokenised once (`" ".join(words)`, offsets mapping tokens to words);
+    questions are assembled at token level by inserting the marker's tokens around the
+    word's subword span, which is exactly the tokenisation of the question string, since
+    words hold no whitespace and the tokenizers split on it first;
+  * every word of a pair, both directions, and many pairs share forward batches; rows are
+    sorted by length (all questions of one pair-direction have the same length) and cut
+    into batches of at most `batch_tokens` padded tokens;
+  * span decoding runs on the device for the whole batch: logits outside the context
+    (except the first, CLS, position) are masked to -10000 as the pipeline does, softmax,
+    null score = P(start=0)·P(end=0), then the best span of width <= max_answer_tokens from
+    a [rows, length, width] band of P(start)·P(end); a span wins over the null answer when
+    its score is >= the null score (the pipeline's stable sort keeps the span on a tie);
+  * bf16/fp16 autocast on CUDA; softmax and decoding in float32.
+
+`align_reference` is the one-question-at-a-time procedure (string questions, tokenizer pair
+encoding, one forward per question, the pipeline's numpy decoding) that tests and the
+benchmark compare against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.align.backends import Progress, word_of_tokens
+from tasks.align.combine import DirectionalLinks, Links, combine_directions
+from tasks.align.config import WspalignSettings
+
+log = logging.getLogger(__name__)
+
+MARKER = "¶"
+MASKED = -10_000.0  # the pipeline's value for logits outside the context
+
+
+class WspalignLoadError(ValueError):
+    """The configured WSPAlign model cannot be loaded; the message names it."""
+
+
+@dataclass(frozen=True)
+class PairTemplate:
+    """Special tokens around question and context: prefix Q middle C suffix (from the tokenizer)."""
+
+    prefix: np.ndarray
+    middle: np.ndarray
+    suffix: np.ndarray
+    prefix_types: np.ndarray
+    middle_types: np.ndarray
+    suffix_types: np.ndarray
+    question_type: int
+    context_type: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any) -> PairTemplate:
+        q = tokenizer("a", add_special_tokens=False)["input_ids"]
+        c = tokenizer("b", add_special_tokens=False)["input_ids"]
+        enc = tokenizer("a", "b", return_token_type_ids=True)
+        ids, types, seq = np.array(enc["input_ids"]), np.array(enc["token_type_ids"]), enc.sequence_ids(0)
+        q_pos = [i for i, s in enumerate(seq) if s == 0]
+        c_pos = [i for i, s in enumerate(seq) if s == 1]
+        if len(q_pos) != len(q) or len(c_pos) != len(c) or q_pos != list(range(q_pos[0], q_pos[-1] + 1)) or c_pos[0] <= q_pos[-1]:
+            raise WspalignLoadError("the tokenizer's pair encoding is not `prefix question middle context suffix`")
+        a, b, c0, d = q_pos[0], q_pos[-1] + 1, c_pos[0], c_pos[-1] + 1
+        return cls(ids[:a], ids[b:c0], ids[d:], types[:a], types[b:c0], types[d:], int(types[a]), int(types[c0]))
+
+    @property
+    def n_special(self) -> int:
+        return len(self.prefix) + len(self.middle) + len(self.suffix)
+
+
+@dataclass(frozen=True)
+class TokenizedSentences:
+    """Every sentence tokenised once, in one flat pool of token ids."""
+
+    ids: np.ndarray  # int64 [tokens]: all sentences' tokens, concatenated
+    word: np.ndarray  # int64 [tokens]: word index (within its sentence) of each token
+    offset: np.ndarray  # int64 [sentences]: first token of each sentence in the pool
+    length: np.ndarray  # int64 [sentences]: tokens per sentence
+    word_offset: np.ndarray  # int64 [sentences]: first word of each sentence in `first`/`end`
+    n_words: np.ndarray  # int64 [sentences]
+    first: np.ndarray  # int64 [words]: first token of each word, within its sentence
+    end: np.ndarray  # int64 [words]: one past the last token of each word (== first: no tokens)
+
+
+class WspAligner:
+    """Batched WSPAlign. Build with `WspAligner.load(settings)` or from a tokenizer and model."""
+
+    label = "wspalign"
+
+    def __init__(self, tokenizer: Any, model: Any, settings: WspalignSettings) -> None:
+        import torch
+
+        self.tokenizer, self.model, self.settings = tokenizer, model, settings
+        self.device = torch.device(settings.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model.to(self.device).eval()
+        self.template = PairTemplate.from_tokenizer(tokenizer)
+        self.marker = np.array(tokenizer(MARKER, add_special_tokens=False)["input_ids"], dtype=np.int64)
+        if not len(self.marker):
+            raise WspalignLoadError(f"the tokenizer turns the marker {MARKER!r} into no tokens")
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.cls_id = tokenizer.cls_token_id
+        self.token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+        precision = settings.precision
+        if precision == "auto":
+            precision = "bfloat16" if self.device.type == "cuda" else "float32"
+        self.autocast_dtype = None if precision == "float32" else getattr(torch, precision)
+
+    @classmethod
+    def load(cls, settings: WspalignSettings, model_dir: Path | None = None) -> WspAligner:
+        """Tokenizer and model named by `settings` (or `model_dir`): safetensors only, no remote code."""
+        import torch
+        import transformers
+
+        kwargs: dict[str, Any] = {"trust_remote_code": False}
+        if model_dir is None and settings.source == "tiny_random":
+            from tasks.align.tiny import tiny_wspalign_dir
+
+            model_dir = tiny_wspalign_dir(settings.seed)
+        if model_dir is None and settings.source == "local":
+            model_dir = Path(settings.model).expanduser()
+        if model_dir is not None:
+            if not model_dir.is_dir():
+                raise WspalignLoadError(f"WSPAlign model directory not found: {model_dir}")
+            if not any(model_dir.glob("*.safetensors")):
+                raise WspalignLoadError(f"{model_dir}: no .safetensors weights; pickled weights are not loaded")
+            name, kwargs["local_files_only"] = str(model_dir), True
+        else:
+            name, kwargs["revision"] = settings.model, settings.revision
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
+            model = transformers.AutoModelForQuestionAnswering.from_pretrained(name, use_safetensors=True, dtype=torch.float32, **kwargs)
+        except (OSError, ValueError, KeyError) as err:
+            raise WspalignLoadError(f"cannot load WSPAlign model {name!r}: {err}") from err
+        if not getattr(tokenizer, "is_fast", False):
+            raise WspalignLoadError(f"{name}: a fast tokenizer (tokenizer.json) is required")
+        return cls(tokenizer, model, settings)
+
+    # ------------------------------------------------------------------ batched
+
+    def tokenize(self, sentences: Sequence[list[str]]) -> TokenizedSentences:
+        texts = [" ".join(words) for words in sentences]
+        enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False) if texts else {"input_ids": [], "offset_mapping": []}
+        length = np.fromiter((len(ids) for ids in enc["input_ids"]), dtype=np.int64, count=len(texts))
+        n_words = np.fromiter((len(words) for words in sentences), dtype=np.int64, count=len(texts))
+        ids = np.fromiter((t for row in enc["input_ids"] for t in row), dtype=np.int64, count=int(length.sum()))
+        word_parts, first_parts, end_parts = [], [], []
+        for words, offsets in zip(sentences, enc["offset_mapping"]):
+            starts = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
+            token_word = word_of_tokens(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), starts)
+            word_parts.append(token_word)
+            first_parts.append(np.searchsorted(token_word, np.arange(len(words)), side="left"))
+            end_parts.append(np.searchsorted(token_word, np.arange(len(words)), side="right"))
+        cat = lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)  # noqa: E731
+        return TokenizedSentences(
+            ids=ids,
+            word=cat(word_parts),
+            offset=np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64) if len(length) else length,
+            length=length,
+            word_offset=np.concatenate([[0], np.cumsum(n_words)[:-1]]).astype(np.int64) if len(n_words) else n_words,
+            n_words=n_words,
+            first=cat(first_parts),
+            end=cat(end_parts),
+        )
+
+    def sequence_lengths(self, tok: TokenizedSentences, pairs: np.ndarray) -> np.ndarray:
+        """Tokens of each pair's question+context sequence (the same in both directions)."""
+        return tok.length[pairs[:, 0]] + tok.length[pairs[:, 1]] + 2 * len(self.marker) + self.template.n_special
+
+    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        tok = self.tokenize(sentences)
+        fits = self.sequence_lengths(tok, pairs) <= self.settings.max_seq_length
+        kept = np.nonzero(fits)[0]
+        fwd, bwd = self.directional_links(tok, pairs[kept], progress)
+        combined = combine_directions(len(kept), fwd, bwd, method=self.settings.combine, threshold=self.settings.threshold)
+        out: list[Links | None] = [None] * len(pairs)
+        for index, links in zip(kept, combined):
+            out[index] = links
+        return out
+
+    def directional_links(self, tok: TokenizedSentences, pairs: np.ndarray, progress: Progress = None) -> tuple[DirectionalLinks, DirectionalLinks]:
+        """A→B and B→A links of every pair, both oriented (src word, tgt word)."""
+        n_pairs = len(pairs)
+        rows = []
+        for direction, (q_col, c_col) in enumerate(((0, 1), (1, 0))):
+            q_sent, c_sent = pairs[:, q_col], pairs[:, c_col]
+            counts = tok.n_words[q_sent]
+            row_pair = np.repeat(np.arange(n_pairs), counts)
+            row_word = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            rows.append((np.full(len(row_pair), direction), row_pair, row_word, q_sent[row_pair], c_sent[row_pair]))
+        direction, row_pair, row_word, q_sent, c_sent = (np.concatenate(parts) for parts in zip(*rows))
+        length = tok.length[q_sent] + tok.length[c_sent] + 2 * len(self.marker) + self.template.n_special
+        order = np.argsort(length, kind="stable")
+        starts, ends, scores = (np.empty(len(order), dtype=np.int64), np.empty(len(order), dtype=np.int64), np.empty(len(order), dtype=np.float32))
+        found = np.zeros(len(order), dtype=bool)
+        for batch in self._batches(order, length):
+            word_in_q = row_word[batch]
+            first = tok.first[tok.word_offset[q_sent[batch]] + word_in_q]
+            end = tok.end[tok.word_offset[q_sent[batch]] + word_in_q]
+            span = self._decode_batch(tok, q_sent[batch], c_sent[batch], first, end)
+            found[batch], starts[batch], ends[batch], scores[batch] = span
+            if progress is not None:
+                progress(len(batch))
+        # token positions in the context -> words of the context sentence
+        hit = np.nonzero(found)[0]
+        c_off = tok.offset[c_sent[hit]]
+        w_start = tok.word[c_off + starts[hit]]
+        w_end = tok.word[c_off + ends[hit]]
+        width = w_end - w_start + 1
+        rep = np.repeat(np.arange(len(hit)), width)
+        j = w_start[rep] + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
+        i, p, d = row_word[hit][rep], row_pair[hit][rep], direction[hit][rep]
+        s, w = scores[hit][rep], width[rep]
+        out = []
+        for which in (0, 1):
+            sel = d == which
+            src, tgt = (i[sel], j[sel]) if which == 0 else (j[sel], i[sel])
+            out.append(DirectionalLinks(p[sel], src, tgt, s[sel], w[sel]))
+        return out[0], out[1]
+
+    def _batches(self, order: np.ndarray, length: np.ndarray) -> list[np.ndarray]:
+        """Cut length-sorted rows into batches of at most batch_tokens padded tokens."""
+        budget = self.settings.batch_tokens
+        sorted_len = length[order]
+        batches, start = [], 0
+        while start < len(order):
+            # rows are sorted ascending, so a batch's width is its last row's length
+            fit = np.nonzero(sorted_len[start:] * np.arange(1, len(order) - start + 1) <= budget)[0]
+            stop = start + (int(fit[-1]) + 1 if len(fit) else 1)
+            batches.append(order[start:stop])
+            start = stop
+        return batches
+
+    def _assemble(self, tok: TokenizedSentences, q_sent: np.ndarray, c_sent: np.ndarray, first: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
+        """Padded input ids (and token types) of questions at token level, plus the context region."""
+        t = self.template
+        m, n_prefix, n_middle = len(self.marker), len(t.prefix), len(t.middle)
+        a_off, a_len = tok.offset[q_sent][:, None], tok.length[q_sent][:, None]
+        b_off, b_len = tok.offset[c_sent][:, None], tok.length[c_sent][:, None]
+        s, e = first[:, None], end[:, None]
+        q_end = n_prefix + a_len + 2 * m
+        c_start = q_end + n_middle
+        c_end = c_start + b_len
+        total = c_end + len(t.suffix)
+        width = int(total.max())
+        pos = np.arange(width)[None, :]
+        # pool: sentence tokens, then prefix, middle, suffix, marker, pad
+        base = len(tok.ids)
+        pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, [self.pad_id]]).astype(np.int64)
+        pool_types = np.concatenate([np.zeros(base, dtype=np.int64), t.prefix_types, t.middle_types, t.suffix_types, np.zeros(m + 1, dtype=np.int64)])
+        p_middle, p_suffix, p_marker, p_pad = base + n_prefix, base + n_prefix + n_middle, base + t.n_special, base + t.n_special + m
+        q = pos - n_prefix
+        question = np.where(
+            q < s, a_off + q,
+            np.where(q < s + m, p_marker + q - s,
+            np.where(q < e + m, a_off + q - m,
+            np.where(q < e + 2 * m, p_marker + q - e - m, a_off + q - 2 * m))))  # fmt: skip
+        index = np.where(
+            pos < n_prefix, base + pos,
+            np.where(pos < q_end, question,
+            np.where(pos < c_start, p_middle + pos - q_end,
+            np.where(pos < c_end, b_off + pos - c_start,
+            np.where(pos < total, p_suffix + pos - c_end, p_pad)))))  # fmt: skip
+        in_question = (pos >= n_prefix) & (pos < q_end)
+        in_context = (pos >= c_start) & (pos < c_end)
+        batch = {"input_ids": pool[index], "attention_mask": (pos < total).astype(np.int64), "context": in_context, "context_start": c_start[:, 0]}
+        if self.token_types:
+            types = pool_types[index]
+            types[in_question] = t.question_type
+            types[in_context] = t.context_type
+            batch["token_type_ids"] = types
+        return batch
+
+    def _decode_batch(self, tok: TokenizedSentences, q_sent: np.ndarray, c_sent: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(span found, start token, end token within the context, score) per row."""
+        import torch
+
+        batch = self._assemble(tok, q_sent, c_sent, first, end)
+        names = ("input_ids", "attention_mask", "token_type_ids")
+        inputs = {k: torch.from_numpy(batch[k]).to(self.device) for k in names if k in batch}
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None else contextlib.nullcontext()
+        )
+        with torch.inference_mode(), autocast:
+            output = self.model(**inputs)
+        with torch.inference_mode():
+            ids = inputs["input_ids"]
+            allowed = torch.from_numpy(batch["context"]).to(self.device)
+            if self.cls_id is not None:
+                allowed |= ids == self.cls_id
+            start_p = _masked_softmax(output.start_logits.float(), allowed)
+            end_p = _masked_softmax(output.end_logits.float(), allowed)
+            null = start_p[:, 0] * end_p[:, 0]
+            start_p[:, 0] = 0.0
+            end_p[:, 0] = 0.0
+            w = self.settings.max_answer_tokens
+            band = start_p[:, :, None] * torch.nn.functional.pad(end_p, (0, w - 1)).unfold(1, w, 1)  # [rows, start, width]
+            best, flat = band.flatten(1).max(dim=1)
+            # torch.max returns the first maximal index on ties, as numpy's argmax does
+            start = flat // w
+            stop = start + flat % w
+            found = (best > 0) & (best >= null)
+        c_start = batch["context_start"]
+        return (
+            found.cpu().numpy(),
+            start.cpu().numpy() - c_start,
+            stop.cpu().numpy() - c_start,
+            best.cpu().numpy().astype(np.float32),
+        )
+
+    # ------------------------------------------------------------------ reference
+
+    def align_reference(self, src_words: list[str], tgt_words: list[str]) -> Links:
+        """One pair, one question per forward pass, decoded as the question-answering pipeline does."""
+        links = []
+        for direction, (q_words, c_words) in enumerate(((src_words, tgt_words), (tgt_words, src_words))):
+            i, j, score, width = self._reference_direction(q_words, c_words)
+            src, tgt = (i, j) if direction == 0 else (j, i)
+            links.append(DirectionalLinks(np.zeros(len(i), dtype=np.int64), src, tgt, score, width))
+        return combine_directions(1, links[0], links[1], method=self.settings.combine, threshold=self.settings.threshold)[0]
+
+    def _reference_direction(self, q_words: list[str], c_words: list[str]) -> tuple[np.ndarray, ...]:
+        import torch
+
+        context = " ".join(c_words)
+        word_ends = np.cumsum(np.array([len(w) for w in c_words], dtype=np.int64) + 1) - 1
+        out_i, out_j, out_s, out_w = [], [], [], []
+        for i, word in enumerate(q_words):
+            question = " ".join([*q_words[:i], MARKER, word, MARKER, *q_words[i + 1 :]])
+            enc = self.tokenizer(question, context, return_offsets_mapping=True, return_token_type_ids=self.token_types)
+            ids = np.array(enc["input_ids"])
+            inputs = {"input_ids": torch.tensor([enc["input_ids"]], device=self.device)}
+            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+            if self.token_types:
+                inputs["token_type_ids"] = torch.tensor([enc["token_type_ids"]], device=self.device)
+            with torch.inference_mode():
+                output = self.model(**inputs)
+            start = output.start_logits[0].float().cpu().numpy()
+            end = output.end_logits[0].float().cpu().numpy()
+            # the pipeline: p_mask = not context, CLS unmasked; masked logits -10000; softmax
+            allowed = np.array([s == 1 for s in enc.sequence_ids(0)])
+            if self.cls_id is not None:
+                allowed |= ids == self.cls_id
+            start = np.where(allowed, start, MASKED)
+            end = np.where(allowed, end, MASKED)
+            start = np.exp(start - start.max())
+            start = start / start.sum()
+            end = np.exp(end - end.max())
+            end = end / end.sum()
+            null = start[0] * end[0]
+            start[0] = end[0] = 0.0
+            candidates = np.tril(np.triu(np.outer(start, end)), self.settings.max_answer_tokens - 1)
+            s, e = np.unravel_index(int(np.argmax(candidates)), candidates.shape)
+            score = candidates[s, e]
+            if not (score > 0 and score >= null):
+                continue
+            offsets = enc["offset_mapping"]
+            ws = int(np.searchsorted(word_ends, offsets[s][0], side="right"))
+            we = int(np.searchsorted(word_ends, offsets[e][0], side="right"))
+            for j in range(ws, we + 1):
+                out_i.append(i)
+                out_j.append(j)
+                out_s.append(score)
+                out_w.append(we - ws + 1)
+        as_int = lambda x: np.array(x, dtype=np.int64)  # noqa: E731
+        return as_int(out_i), as_int(out_j), np.array(out_s, dtype=np.float32), as_int(out_w)
+
+
+def _masked_softmax(logits: Any, allowed: Any) -> Any:
+    import torch
+
+    masked = torch.where(allowed, logits, torch.full_like(logits, MASKED))
+    exp = torch.exp(masked - masked.max(dim=1, keepdim=True).values)
+    return exp / exp.sum(dim=1, keepdim=True)

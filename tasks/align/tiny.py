@@ -1,0 +1,94 @@
+"""A seeded tiny random WSPAlign-shaped model, built on the spot (no hub, no network).
+
+An XLM-R question-answering model (hidden 32, 2 layers) with random weights and a Unigram
+(SentencePiece-style, "▁" word prefix) tokenizer trained here on a few hundred synthetic
+sentences, saved as safetensors + tokenizer.json. Its alignments are meaningless; it runs
+every step of the WSPAlign backend exactly as a real checkpoint does. Used by the tests,
+the benchmark and the `smoke` config (`[align.wspalign] source = "tiny_random"`).
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import threading
+from pathlib import Path
+
+WORDS = {
+    "eng": "the river city bright small people water under over light night house green market road cat sleeps on sofa".split(),
+    "fra": "la rivière ville claire petite gens eau sous sur lumière nuit maison verte marché route chat dort canapé".split(),
+    "deu": "der Fluss Stadt hell klein Leute Wasser unter über Licht Nacht Haus grün Markt Straße Katze schläft Sofa".split(),
+    "kaz": "өзен қала жарық кішкентай адамдар су астында үстінде түн үй жасыл базар жол мысық ұйықтайды".split(),
+    "hin": "नदी शहर उज्ज्वल छोटा लोग पानी नीचे ऊपर रोशनी रात घर हरा बाजार सड़क बिल्ली".split(),
+    "zho": "河 城 市 明 亮 小 人 们 水 下 上 光 夜 房 子 绿 市 场 路 猫".split(),
+}
+_LOCK = threading.Lock()
+_BUILT: dict[int, Path] = {}
+
+
+def synthetic_sentences(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    langs = sorted(WORDS)
+    out = []
+    for i in range(n):
+        words = WORDS[rng.choice(langs)]
+        out.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?", f" {i % 97}.", ","]))
+    return out
+
+
+def build_tiny_wspalign(directory: Path, *, seed: int = 0) -> Path:
+    """Train the tokenizer and save it with a seeded random XLMRobertaForQuestionAnswering into `directory`."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaForQuestionAnswering
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", initial_alphabet=["¶"], shrinking_factor=0.75)
+    tok.train_from_iterator(synthetic_sentences(300, seed=seed) + ["¶"], trainer)
+    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        model_max_length=512,
+    )
+    torch.manual_seed(seed)
+    config = XLMRobertaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=520,
+        type_vocab_size=1,
+        initializer_range=0.5,  # peaked random logits, so that spans and null answers both occur
+        pad_token_id=tok.token_to_id("<pad>"),
+        bos_token_id=bos,
+        eos_token_id=eos,
+    )
+    model = XLMRobertaForQuestionAnswering(config)
+    model.eval()
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def tiny_wspalign_dir(seed: int = 0) -> Path:
+    """The tiny model of `seed`, built once per process into a temporary folder."""
+    with _LOCK:
+        if seed not in _BUILT or not (_BUILT[seed] / "config.json").exists():
+            _BUILT[seed] = build_tiny_wspalign(Path(tempfile.mkdtemp(prefix=f"xlembed-tiny-wspalign-{seed}-")), seed=seed)
+        return _BUILT[seed]
