@@ -1,0 +1,151 @@
+"""Typed config of the train stage (the `[train]` section of a pipeline TOML).
+
+Every objective has a `weight`; an objective trains when its weight is above 0, and the
+objectives' weighted losses are summed. Settings that change how the work is spread (GradCache
+chunk size, worker processes, device, threads, where in-progress checkpoints live) are
+NOT_KEYED: they change speed, not the trained weights (up to float rounding).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from tasks.corpus.config import LangCodes
+from tasks.stage import NOT_KEYED, StageConfig
+
+DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"
+
+
+class TranslationRankingConfig(StageConfig):
+    """In-batch translation ranking (DAP, WACSE, LaBSE): cosine / temperature, labels on the diagonal."""
+
+    weight: float = Field(default=1.0, ge=0.0)
+    temperature: float = Field(default=0.05, gt=0.0, description="0.05 = sentence-transformers' scale 20")
+    symmetric: bool = Field(default=False, description="both directions; False = non-pivot -> pivot only (DAP default)")
+    margin: float = Field(default=0.0, ge=0.0, description="additive margin on the positive's cosine (LaBSE); DAP uses 0")
+
+
+class MultiwaySupConConfig(StageConfig):
+    """Supervised contrastive loss over multi-way rows (Fazili & Goswami): every text is an anchor."""
+
+    weight: float = Field(default=0.0, ge=0.0)
+    temperature: float = Field(default=0.05, gt=0.0)
+    positive_boost: bool = Field(default=False, description="scale positive logits by exp(-z_i . z_p) (appendix)")
+    regularization: float = Field(default=0.0, ge=0.0, description="lambda of lambda * mean ||z - z_orig||^2")
+
+
+class AlignedWordPredictionConfig(StageConfig):
+    """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
+
+    weight: float = Field(default=0.0, ge=0.0)
+    mask_fraction: float = Field(default=0.15, gt=0.0, le=1.0, description="aligned words masked per sentence (at least one)")
+
+
+class WordTranslationRankingConfig(StageConfig):
+    """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
+
+    weight: float = Field(default=0.0, ge=0.0)
+    temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
+
+
+class RepresentationTranslationConfig(StageConfig):
+    """DAP RTL: a copy of the last K layers + vocabulary head rebuilds the pivot sentence from the other's tokens."""
+
+    weight: float = Field(default=0.0, ge=0.0)
+    layers: int = Field(default=2, ge=1, description="K: encoder layers copied into the RTL head")
+    pivot_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in pivot texts only")
+
+
+class DuEAMConfig(StageConfig):
+    """DuEAM: a frozen anchor's Word Mover's Distance teaches the learner's distances; plus cosine."""
+
+    weight: float = Field(default=0.0, ge=0.0)
+    cosine_weight: float = Field(default=0.003, ge=0.0, description="lambda of L_A - lambda * L_B (paper: 0.003)")
+    non_parallel_pairs: bool = Field(default=True, description="also train on mismatched in-batch pairs")
+    sinkhorn_epsilon: float = Field(default=0.05, gt=0.0)
+    sinkhorn_iterations: int = Field(default=50, ge=1)
+
+
+class ObjectivesConfig(StageConfig):
+    translation_ranking: TranslationRankingConfig = TranslationRankingConfig()
+    multiway_supcon: MultiwaySupConConfig = MultiwaySupConConfig()
+    aligned_word_prediction: AlignedWordPredictionConfig = AlignedWordPredictionConfig()
+    word_translation_ranking: WordTranslationRankingConfig = WordTranslationRankingConfig()
+    representation_translation: RepresentationTranslationConfig = RepresentationTranslationConfig()
+    dueam: DuEAMConfig = DuEAMConfig()
+
+    def active(self) -> dict[str, StageConfig]:
+        return {name: getattr(self, name) for name in type(self).model_fields if getattr(self, name).weight > 0}
+
+    @model_validator(mode="after")
+    def _some_objective(self) -> ObjectivesConfig:
+        if not self.active():
+            raise ValueError("every objective has weight 0: give at least one a positive weight")
+        return self
+
+
+class OptimizerConfig(StageConfig):
+    lr: float = Field(default=5e-5, gt=0.0)
+    weight_decay: float = Field(default=0.01, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(default=1e-8, gt=0.0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0.0, description="clip the global gradient norm; unset: no clipping")
+
+
+class ScheduleConfig(StageConfig):
+    kind: Literal["constant", "linear", "cosine"] = "linear"
+    warmup_steps: int = Field(default=0, ge=0)
+
+
+class DistributedConfig(StageConfig):
+    """Data-parallel training: the stage launches torchrun; the global batch stays `batch_size`."""
+
+    nproc_per_node: int = Field(default=1, ge=1, json_schema_extra=NOT_KEYED)
+    backend: Literal["auto", "gloo", "nccl"] = Field(default="auto", json_schema_extra=NOT_KEYED)
+    timeout_s: int = Field(default=1800, ge=10, json_schema_extra=NOT_KEYED)
+
+
+class TrainConfig(StageConfig):
+    objectives: ObjectivesConfig = ObjectivesConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    distributed: DistributedConfig = DistributedConfig()
+
+    steps: int = Field(default=1000, ge=1)
+    batch_size: int = Field(default=64, ge=2, description="multi-way rows per step (global, over all processes)")
+    views: int = Field(default=2, ge=2, description="texts per row: the pivot plus views-1 other languages (SupCon uses all)")
+    max_length: int = Field(default=32, ge=4, le=8192, description="tokens per text, special tokens included")
+    pivot: str = Field(default="eng_Latn", description="the language every pair has (English in the papers)")
+    langs: LangCodes | None = Field(default=None, description="non-pivot languages to train on; default: all in the data")
+    pooling: Literal["mean", "cls", "cls_before_pooler"] = "mean"
+    prefix: str = Field(default="", description="prepended to every text (e.g. 'query: ' for E5)")
+    language_embedding: bool = Field(default=False, description="learned language-ID vector added to token embeddings")
+    freeze_word_embeddings: bool = Field(default=False, description="keep the input embedding matrix fixed (fast on CPU)")
+    dropout: float | None = Field(default=None, ge=0.0, lt=1.0, description="override the model's dropout; unset: keep")
+    precision: Literal["fp32", "bf16"] = Field(default="fp32", description="bf16 autocast (GPU only)")
+    seed: int = 42
+    min_alignment_score: float = Field(default=0.0, ge=0.0, le=1.0, description="word pairs scored lower are ignored")
+
+    eval_every: int = Field(default=0, ge=0, description="dev retrieval every N steps (0: only at the end)")
+    eval_max_groups: int | None = Field(default=None, ge=2, description="dev rows per language used for selection")
+
+    grad_cache_chunk: int | None = Field(
+        default=None, ge=1, json_schema_extra=NOT_KEYED, description="rows per GradCache chunk; unset: one pass"
+    )
+    checkpoint_every: int = Field(default=100, ge=1, json_schema_extra=NOT_KEYED)
+    checkpoint_dir: str = Field(default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED)
+    device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda when available")
+    torch_threads: int | None = Field(default=None, ge=1, json_schema_extra=NOT_KEYED)
+    stop_after: int | None = Field(
+        default=None, ge=1, json_schema_extra=NOT_KEYED, description="testing: stop after this step as if killed"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.distributed.nproc_per_node > 1 and self.batch_size % self.distributed.nproc_per_node:
+            raise ValueError(f"batch_size {self.batch_size} must divide by distributed.nproc_per_node {self.distributed.nproc_per_node}")
+        if self.schedule.warmup_steps > self.steps:
+            raise ValueError(f"schedule.warmup_steps ({self.schedule.warmup_steps}) exceeds steps ({self.steps})")
+        return self

@@ -1,0 +1,119 @@
+"""Data parallelism: torchrun processes, embeddings all-gathered with gradient, summed gradients.
+
+The stage launches `python -m torch.distributed.run --nproc_per_node N -m tasks.train.distributed
+SPEC.json` when `distributed.nproc_per_node > 1` (gloo on CPU, nccl on GPU). Every process
+builds the same global batch of `batch_size` rows and takes its contiguous slice. Sentence
+vectors are all-gathered so that in-batch negatives span the global batch; the process's own
+slice is put back into the gathered tensor so that gradients flow through it. Every process
+computes the same sentence-level loss on the gathered batch and backpropagates through its own
+slice only; token-level losses are divided by global normalisers; summing the gradients over
+processes (all_reduce SUM, no DDP wrapper, so GradCache needs no `no_sync` tricks) gives
+exactly the gradient of the single-process loss on the same global batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def gather_with_grad(local: torch.Tensor) -> torch.Tensor:
+    """Concatenate every process's `local` along dim 0; gradients flow into this process's part."""
+    if not is_distributed():
+        return local
+    parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, local.detach().contiguous())
+    parts[dist.get_rank()] = local
+    return torch.cat(parts, dim=0)
+
+
+def gather_no_grad(local: torch.Tensor) -> torch.Tensor:
+    if not is_distributed():
+        return local
+    parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, local.contiguous())
+    return torch.cat(parts, dim=0)
+
+
+def sum_over_processes(value: torch.Tensor) -> torch.Tensor:
+    if is_distributed():
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value
+
+
+def sum_gradients(parameters: list[torch.nn.Parameter]) -> None:
+    """all_reduce SUM of every gradient, flattened into one buffer per dtype (one call, not one per tensor)."""
+    if not is_distributed():
+        return
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    offset = 0
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[offset : offset + n].view_as(g))
+        offset += n
+
+
+def launch(spec_path: Path, *, nproc: int, timeout_s: int | None = None) -> None:
+    """Run the distributed workers for a spec written by the stage; raise if any fails."""
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+        "-m", "tasks.train.distributed", str(spec_path),
+    ]  # fmt: skip
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        tail = (proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]).strip()
+        raise RuntimeError(f"distributed training failed (exit {proc.returncode}):\n{tail}")
+
+
+def _worker(spec_path: str) -> None:
+    from datetime import timedelta
+
+    import pyarrow.parquet as pq
+
+    from tasks.train.config import TrainConfig
+    from tasks.train.trainer import TrainInputs, Trainer
+
+    spec: dict[str, Any] = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    config = TrainConfig.model_validate(spec["config"])
+    backend = config.distributed.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=config.distributed.timeout_s))
+    try:
+        inputs = TrainInputs(
+            corpus=pq.read_table(spec["corpus"]),
+            alignments=pq.read_table(spec["alignments"]) if spec.get("alignments") else None,
+            base_dir=Path(spec["base_dir"]),
+        )
+        trainer = Trainer(config, inputs, rank=rank, world=world)
+        metrics = trainer.run(Path(spec["out_dir"]), Path(spec["checkpoint_dir"]))
+        if rank == 0:
+            Path(spec["out_dir"], "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

@@ -1,0 +1,121 @@
+"""The train artifact's files: a model directory, the training curves (Parquet + PNG), metrics.
+
+`model/` loads with `transformers.AutoModel` and with `sentence_transformers.SentenceTransformer`
+(Transformer -> Pooling with the training pooling -> Normalize), so the evaluate stage and any
+user read it like the base model. When training used language-ID embeddings they are saved
+beside it (`language_embedding.safetensors` + `languages.json`); transformers and
+sentence-transformers do not apply them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CURVES_SCHEMA = pa.schema(
+    [
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),  # "loss", "loss/<objective>", "lr", "dev_accuracy", ...
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+
+_ST_MODULES = [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+]
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max_length: int, langs: list[str], card: str) -> Path:
+    """Write `encoder` (a DualEncoder) as a transformers + sentence-transformers directory."""
+    from safetensors.torch import save_file
+
+    if pooling == "cls" and getattr(encoder.transformer, "pooler", None) is not None:
+        raise ValueError("pooling 'cls' through a trained pooler cannot be expressed in sentence-transformers; use cls_before_pooler")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    encoder.transformer.save_pretrained(str(out_dir), safe_serialization=True)
+    tokenizer.save_pretrained(str(out_dir))
+    for stray in out_dir.glob("*.bin"):
+        stray.unlink()
+    dim = encoder.hidden_size
+    _write_json(out_dir / "modules.json", _ST_MODULES)
+    _write_json(out_dir / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
+    _write_json(
+        out_dir / "1_Pooling" / "config.json",
+        {
+            "word_embedding_dimension": dim,
+            "pooling_mode_cls_token": pooling != "mean",
+            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": False,
+            "include_prompt": True,
+        },
+    )
+    (out_dir / "2_Normalize").mkdir(exist_ok=True)
+    _write_json(out_dir / "config_sentence_transformers.json", {"model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None})
+    if encoder.lang_embedding is not None:
+        save_file({"weight": encoder.lang_embedding.weight.detach().cpu().contiguous()}, str(out_dir / "language_embedding.safetensors"))
+        _write_json(out_dir / "languages.json", langs)
+    (out_dir / "README.md").write_text(card, encoding="utf-8")
+    return out_dir
+
+
+def curves_table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"step": int(r["step"]), "metric": str(r["metric"]), "value": float(r["value"])} for r in rows], schema=CURVES_SCHEMA
+    )
+
+
+def write_curves(rows: list[dict[str, Any]], parquet_path: Path, png_path: Path, *, title: str = "training curves") -> None:
+    table = curves_table(rows)
+    pq.write_table(table, str(parquet_path))
+    plot_curves(table, png_path, title=title)
+
+
+def plot_curves(table: pa.Table, png_path: Path, *, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import polars as pl
+
+    df = pl.from_arrow(table)
+    losses = sorted(m for m in df["metric"].unique().to_list() if m.startswith("loss"))
+    dev = df.filter(pl.col("metric") == "dev_accuracy")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for metric in losses:
+        part = df.filter(pl.col("metric") == metric).sort("step")
+        axes[0].plot(part["step"].to_list(), part["value"].to_list(), label=metric, linewidth=1)
+    axes[0].set_xlabel("step")
+    axes[0].set_ylabel("loss")
+    axes[0].set_yscale("log" if all(v > 0 for v in df.filter(pl.col("metric").is_in(losses))["value"].to_list()) else "linear")
+    axes[0].legend(fontsize=7)
+    axes[0].set_title("training losses")
+    if dev.height:
+        part = dev.sort("step")
+        axes[1].plot(part["step"].to_list(), part["value"].to_list(), marker="o")
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("dev retrieval accuracy (mean of both directions)")
+    axes[1].set_title("dev retrieval")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(str(png_path), dpi=110)
+    plt.close(fig)
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)

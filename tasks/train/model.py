@@ -1,0 +1,186 @@
+"""The dual encoder: one shared transformer, a pooling, optional language-ID embeddings, and the
+vocabulary heads the token-level objectives need.
+
+Both sides of a pair go through the same transformer (a "dual encoder" with shared weights).
+The sentence vector is the configured pooling of the last hidden states, L2-normalised:
+"mean" (attention-masked mean over every token, specials included: what E5 does),
+"cls_before_pooler" (the first token's state) or "cls" (the pooler output where the model has
+trained pooler weights, else the first token's state).
+
+`language_embedding=True` adds a learned vector per language to every token embedding (WACSE
+section 6.1); it starts at zero, so step 0 is exactly the base model.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+# Pretrained MLM head weights, by checkpoint family: our name -> the checkpoint's name.
+_MLM_KEYS = {
+    "bert": {"dense.weight": "cls.predictions.transform.dense.weight", "dense.bias": "cls.predictions.transform.dense.bias",
+             "norm.weight": "cls.predictions.transform.LayerNorm.weight", "norm.bias": "cls.predictions.transform.LayerNorm.bias",
+             "bias": "cls.predictions.bias"},
+    "xlmr": {"dense.weight": "lm_head.dense.weight", "dense.bias": "lm_head.dense.bias",
+             "norm.weight": "lm_head.layer_norm.weight", "norm.bias": "lm_head.layer_norm.bias", "bias": "lm_head.bias"},
+}  # fmt: skip
+
+
+def load_transformer(model_dir: Path, *, dropout: float | None = None) -> Any:
+    """AutoModel from a local directory, float32; a randomly initialised pooler (no weights in the
+    checkpoint, as for E5) is removed so that "cls" means the first token, not noise."""
+    import transformers
+
+    kwargs: dict[str, Any] = {}
+    if dropout is not None:
+        kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    model, info = transformers.AutoModel.from_pretrained(str(model_dir), dtype=torch.float32, output_loading_info=True, **kwargs)
+    if getattr(model, "pooler", None) is not None and any(k.startswith("pooler.") for k in info.get("missing_keys", ())):
+        model.pooler = None
+    return model
+
+
+class DualEncoder(nn.Module):
+    def __init__(self, transformer: Any, *, pooling: str = "mean", n_langs: int = 0) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.pooling = pooling
+        hidden = transformer.config.hidden_size
+        self.lang_embedding = nn.Embedding(n_langs, hidden) if n_langs else None
+        if self.lang_embedding is not None:
+            nn.init.zeros_(self.lang_embedding.weight)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.transformer.config.hidden_size)
+
+    def word_embeddings(self) -> nn.Embedding:
+        return self.transformer.get_input_embeddings()
+
+    def token_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(last hidden states [n, T, H], pooler output or None)."""
+        if self.lang_embedding is not None and lang_ids is not None:
+            embeds = self.word_embeddings()(input_ids) + self.lang_embedding(lang_ids)[:, None, :]
+            out = self.transformer(inputs_embeds=embeds, attention_mask=attention_mask)
+        else:
+            out = self.transformer(input_ids=input_ids, attention_mask=attention_mask)
+        return out.last_hidden_state, getattr(out, "pooler_output", None)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
+        if self.pooling == "mean":
+            w = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            vec = (hidden * w).sum(1) / w.sum(1).clamp(min=1e-9)
+        elif self.pooling == "cls" and pooled is not None:
+            vec = pooled
+        else:
+            vec = hidden[:, 0]
+        return nn.functional.normalize(vec.float(), p=2, dim=-1)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(L2-normalised sentence vectors [n, H], last hidden states [n, T, H])."""
+        hidden, pooled = self.token_states(input_ids, attention_mask, lang_ids)
+        return self.pool(hidden, attention_mask, pooled), hidden
+
+
+class VocabularyHead(nn.Module):
+    """Transform (dense + GELU + LayerNorm) then a decoder tied to the input embeddings, plus a bias.
+
+    Bases with pretrained MLM weights load them (`load_pretrained`); bases without (the offline
+    E5) keep the freshly initialised transform, and the decoder is the embedding matrix either way.
+    """
+
+    def __init__(self, encoder: DualEncoder, *, eps: float = 1e-12) -> None:
+        super().__init__()
+        hidden = encoder.hidden_size
+        self.dense = nn.Linear(hidden, hidden)
+        self.norm = nn.LayerNorm(hidden, eps=eps)
+        vocab = encoder.word_embeddings().weight.shape[0]
+        self.bias = nn.Parameter(torch.zeros(vocab))
+        self._encoder = [encoder]  # a plain list: the embedding is the encoder's parameter, not this module's
+        nn.init.normal_(self.dense.weight, std=getattr(encoder.transformer.config, "initializer_range", 0.02))
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, states: torch.Tensor, vocab: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.norm(nn.functional.gelu(self.dense(states)))
+        weight = self._encoder[0].word_embeddings().weight
+        bias = self.bias
+        if vocab is not None:
+            weight, bias = weight[vocab], bias[vocab]
+        return x @ weight.t() + bias
+
+    def load_pretrained(self, model_dir: Path) -> bool:
+        """Copy MLM head weights from the base checkpoint's safetensors when it has them."""
+        from safetensors import safe_open
+
+        for path in sorted(Path(model_dir).glob("*.safetensors")):
+            with safe_open(str(path), framework="pt") as f:
+                keys = set(f.keys())
+                for names in _MLM_KEYS.values():
+                    if all(v in keys for v in names.values()):
+                        state = {ours: f.get_tensor(theirs) for ours, theirs in names.items()}
+                        self.load_state_dict(state, strict=True)
+                        return True
+        return False
+
+
+def encoder_layers(transformer: Any) -> nn.ModuleList:
+    for path in ("encoder.layer", "encoder.layers", "layers", "transformer.layer"):
+        obj = transformer
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if isinstance(obj, nn.ModuleList):
+            return obj
+    raise TypeError(f"cannot find the transformer layers of {type(transformer).__name__} (RTL copies the last K)")
+
+
+class RepresentationTranslationHead(nn.Module):
+    """DAP's RTL head: copies of the encoder's last K layers (not tied) and a vocabulary head.
+
+    Input: the non-pivot sentence's token states (first token excluded, padding masked) followed
+    by one [MASK] embedding per pivot token (word + position + token type, one LayerNorm: the
+    embedding module applied once, unlike the reference code which applies the position
+    embedding and LayerNorm twice). Output: logits at the [MASK] positions.
+    """
+
+    def __init__(self, encoder: DualEncoder, layers: int, mask_id: int) -> None:
+        super().__init__()
+        source = encoder_layers(encoder.transformer)
+        if layers > len(source):
+            raise ValueError(f"RTL head wants {layers} layers; the encoder has {len(source)}")
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for layer in source[-layers:])
+        self.head = VocabularyHead(encoder, eps=getattr(encoder.transformer.config, "layer_norm_eps", 1e-12))
+        self.mask_id = mask_id
+        self._encoder = [encoder]
+
+    def forward(self, src_states: torch.Tensor, src_mask: torch.Tensor, tgt_mask: torch.Tensor, vocab: torch.Tensor | None = None) -> torch.Tensor:
+        from transformers.masking_utils import create_bidirectional_mask
+
+        transformer = self._encoder[0].transformer
+        n, t_tgt = tgt_mask.shape
+        mask_ids = torch.full((n, t_tgt), self.mask_id, dtype=torch.long, device=tgt_mask.device)
+        queries = transformer.embeddings(input_ids=mask_ids)
+        hidden = torch.cat([src_states[:, 1:], queries.to(src_states.dtype)], dim=1)
+        mask2d = torch.cat([src_mask[:, 1:], tgt_mask], dim=1)
+        attn = create_bidirectional_mask(config=transformer.config, inputs_embeds=hidden, attention_mask=mask2d)
+        for layer in self.layers:
+            out = layer(hidden, attention_mask=attn)
+            hidden = out[0] if isinstance(out, tuple) else out
+        return self.head(hidden[:, -t_tgt:], vocab)
+
+
+def frozen_copy(encoder: DualEncoder) -> DualEncoder:
+    """The starting model, frozen: the SupCon regulariser's z_orig and DuEAM's anchor."""
+    anchor = copy.deepcopy(encoder)
+    anchor.eval()
+    for p in anchor.parameters():
+        p.requires_grad_(False)
+    return anchor

@@ -1,0 +1,37 @@
+"""Translation ranking (TR): in-batch softmax over cosine similarities of translation pairs.
+
+Each non-pivot text must rank its own pivot translation above every other pivot text of the
+batch (Guo et al. 2018; LaBSE; DAP; WACSE). Cosine similarity divided by a temperature (0.05 =
+sentence-transformers' MultipleNegativesRankingLoss scale 20), optional additive margin on the
+positive (LaBSE), one direction (non-pivot -> pivot, DAP's default) or both.
+
+Inputs: rows whose view 1 (non-pivot) translates view 0 (pivot).
+
+    loss = TranslationRankingLoss(temperature=0.05, symmetric=True)
+    value = loss(embeddings, valid, {})   # embeddings [B, views, dim], L2-normalised
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tasks.train.objectives.base import SentenceObjective
+
+
+class TranslationRankingLoss(SentenceObjective):
+    def __init__(self, temperature: float = 0.05, symmetric: bool = False, margin: float = 0.0) -> None:
+        super().__init__()
+        self.temperature, self.symmetric, self.margin = temperature, symmetric, margin
+
+    def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
+        src, tgt = embeddings[:, 1].float(), embeddings[:, 0].float()
+        sims = src @ tgt.t()
+        if self.margin:
+            sims = sims - self.margin * torch.eye(len(sims), device=sims.device, dtype=sims.dtype)
+        logits = sims / self.temperature
+        labels = torch.arange(len(logits), device=logits.device)
+        loss = nn.functional.cross_entropy(logits, labels)
+        if self.symmetric:
+            loss = (loss + nn.functional.cross_entropy(logits.t(), labels)) / 2
+        return loss

@@ -1,0 +1,135 @@
+"""The train stage: corpus (+ translate, + align) and a base model in, a trained encoder out.
+
+Output: no table (schema None); the artifact's attached files are
+  model/            transformers + sentence-transformers directory (safetensors, pooling config)
+  curves.parquet    training curves, long format (step, metric, value): losses per objective,
+                    learning rate, gradient norm, dev retrieval accuracy
+  curves.png        the same as a plot
+  metrics.json      the chosen checkpoint's dev metrics and run statistics (also the manifest's metrics)
+
+Training text comes from the `translate` artifact when the pipeline has one (NLLB multi-way
+rows, corpus layout), else from the corpus; the dev split of the corpus selects the checkpoint.
+Word alignments come from the `align` artifact when present (AWP/WTR need them; without them
+those objectives contribute nothing and pairs still train on TR).
+
+In-progress checkpoints live outside the shard's scratch folder, in
+`{checkpoint_dir}/{run id}` where the run id hashes the stage's code version, keyed config and
+input keys (the artifact key minus source fingerprints, which this stage has none of): a run
+that dies resumes from there when started again with the same config; the folder is removed
+once the artifact is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from storage.keys import canonical_json
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, keyed_config
+from tasks.train.config import TrainConfig
+
+CODE_VERSION = "1"
+
+
+def plan_train_shards(config: TrainConfig, inputs: Inputs) -> list[ShardSpec]:
+    return [ShardSpec("model", {}, f"train {config.steps} steps on {', '.join(config.objectives.active())}")]
+
+
+def run_id(config: TrainConfig, inputs: Inputs) -> str:
+    """Names the durable checkpoint folder: same config and inputs, same folder (so a rerun resumes)."""
+    payload = {"stage": "train", "code_version": CODE_VERSION, "config": keyed_config(config),
+               "inputs": {name: art.key for name, art in sorted(inputs.items())}}  # fmt: skip
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:24]
+
+
+def checkpoint_dir_for(config: TrainConfig, inputs: Inputs) -> Path:
+    return Path(config.checkpoint_dir).expanduser() / run_id(config, inputs)
+
+
+def training_table(inputs: Inputs) -> pa.Table:
+    """The corpus's train rows, or the translate artifact's rows (corpus layout) when present."""
+    corpus = inputs["corpus"].read_table(["group_id", "lang", "text", "split"])
+    if "translate" not in inputs:
+        return corpus
+    translated = inputs["translate"]
+    names = {c.name for c in translated.manifest().columns}
+    if not {"group_id", "lang", "text"} <= names:
+        raise ValueError(f"the translate artifact has columns {sorted(names)}; the train stage needs group_id, lang, text")
+    table = translated.read_table(sorted({"group_id", "lang", "text", "split"} & names))
+    if "split" not in table.column_names:
+        table = table.append_column("split", pa.array(["train"] * table.num_rows))
+    # dev rows always come from the corpus (held out from translation and training)
+    dev = corpus.filter(pc.equal(corpus["split"], "dev"))
+    train = table.filter(pc.equal(table["split"], "train")).select(["group_id", "lang", "text", "split"])
+    return pa.concat_tables([train, dev.select(["group_id", "lang", "text", "split"])])
+
+
+def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
+    from tasks.train.trainer import TrainInputs, Trainer
+
+    corpus = training_table(inputs)
+    alignments = inputs["align"].read_table() if "align" in inputs else None
+    base_dir = inputs["base_model"].local_dir()
+    context.read(corpus.num_rows)
+    out_dir = context.workdir / "out"
+    checkpoints = checkpoint_dir_for(config, inputs)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    if config.distributed.nproc_per_node > 1:
+        from tasks.train.distributed import launch
+
+        spec_dir = context.workdir / "spec"
+        spec_dir.mkdir()
+        pq.write_table(corpus, spec_dir / "corpus.parquet")
+        if alignments is not None:
+            pq.write_table(alignments, spec_dir / "alignments.parquet")
+        spec = {
+            "config": config.model_dump(mode="json"),
+            "corpus": str(spec_dir / "corpus.parquet"),
+            "alignments": str(spec_dir / "alignments.parquet") if alignments is not None else None,
+            "base_dir": str(base_dir),
+            "out_dir": str(out_dir),
+            "checkpoint_dir": str(checkpoints),
+        }
+        (spec_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        launch(spec_dir / "spec.json", nproc=config.distributed.nproc_per_node)
+        metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+    else:
+        trainer = Trainer(config, TrainInputs(corpus, alignments, base_dir))
+        metrics = trainer.run(out_dir, checkpoints)
+    for reason, count in metrics.get("dropped", {}).items():
+        context.drop(reason, count)
+    context.metrics = {k: v for k, v in metrics.items() if k not in ("dropped", "languages")}
+    context.attach_dir(out_dir)
+    return []
+
+
+def cleanup_checkpoints(config: TrainConfig, inputs: Inputs) -> None:
+    shutil.rmtree(checkpoint_dir_for(config, inputs), ignore_errors=True)
+
+
+def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
+    result = build_train_shard(config, inputs, shard, context)
+    # The attached files are copied by the store after this returns; the checkpoints are no
+    # longer needed for resume once the model is exported (a failed upload reruns training).
+    cleanup_checkpoints(config, inputs)
+    return result
+
+
+TRAIN_STAGE: Stage[TrainConfig] = Stage(
+    name="train",
+    code_version=CODE_VERSION,
+    config_model=TrainConfig,
+    schema=None,
+    plan_shards=plan_train_shards,
+    build_shard=_build_and_cleanup,
+    inputs=("corpus", "base_model"),
+    optional_inputs=("translate", "align"),
+    description="train a cross-lingual sentence encoder (TR, SupCon, AWP, WTR, RTL, DuEAM)",
+)

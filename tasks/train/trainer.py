@@ -1,0 +1,489 @@
+"""The trainer: one loop for every objective, plain or gradient-cached, one process or many.
+
+A step:
+1. rebuild the step's global batch from the step number (tasks.train.data.BatchPlan), take
+   this process's rows, reseed torch from (seed, step, rank) — dropout draws depend on the step
+   only, so resume is exact without replaying anything;
+2. objectives' no-grad extras (frozen-model vectors, WMD), gathered over processes;
+3. plain: forward all rows, sentence losses on the gathered vectors, token losses, backward.
+   GradCache (`grad_cache_chunk` < rows): forward chunks without grad, keeping each chunk's RNG
+   state; sentence losses on the full batch of cached vectors, backward to those vectors only;
+   then each chunk again with grad (same RNG state, so the same dropout masks), backward of
+   vector . cached gradient + the chunk's token losses. Peak memory is one chunk's activations,
+   the negatives are the whole batch;
+4. sum gradients over processes, check the loss is finite (else stop, keeping the last good
+   checkpoint), clip, AdamW, LR schedule.
+Every `eval_every` steps rank 0 measures dev retrieval (tasks.evaluate.retrieval) and keeps
+the best weights; every `checkpoint_every` steps it writes a checkpoint (tasks.train.checkpoint).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch import nn
+
+from tasks.train import checkpoint as ckpt
+from tasks.train.config import TrainConfig
+from tasks.train.data import BatchPlan, StepBatch, TrainingData, build_training_data, multiway_rows, texts_to_arrays, tokenize
+from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradients, sum_over_processes
+from tasks.train.model import DualEncoder, RepresentationTranslationHead, VocabularyHead, frozen_copy, load_transformer
+from tasks.train.objectives import (
+    AlignedWordPredictionLoss,
+    Chunk,
+    DuEAMLoss,
+    MultiwaySupConLoss,
+    RepresentationTranslationLoss,
+    SentenceObjective,
+    Side,
+    TokenObjective,
+    TrainContext,
+    TranslationRankingLoss,
+    WordTranslationRankingLoss,
+)
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class TrainingStopped(RuntimeError):
+    """`stop_after` was reached (tests and benchmarks simulate a killed run with it)."""
+
+
+@dataclass
+class TrainInputs:
+    corpus: pa.Table  # corpus long format (or the translate stage's output)
+    alignments: pa.Table | None  # WORD_ALIGNMENT_SCHEMA rows, or None
+    base_dir: Path  # the base model directory
+
+
+# ------------------------------------------------------------------------ encoding helpers
+
+
+def _to(ctx: TrainContext, array: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array)).to(ctx.device)
+
+
+def encode_views(ctx: TrainContext, model: DualEncoder, batch: StepBatch) -> torch.Tensor:
+    """Sentence vectors [b, V, H] of every view (zeros where a row has no view)."""
+    emb, _, _ = _forward_views(ctx, model, batch)
+    return emb
+
+
+def _forward_views(ctx: TrainContext, model: DualEncoder, batch: StepBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    valid = batch.text_ids >= 0
+    vm = valid.T  # view-major order: all view-0 texts, then view 1, ...
+    flat_ids = batch.text_ids.T[vm]
+    flat_langs = batch.lang_ids.T[vm]
+    arrays = texts_to_arrays(ctx.data, flat_ids)
+    tensors = {k: _to(ctx, v) for k, v in arrays.items()}
+    langs = _to(ctx, flat_langs)
+    with ctx.autocast():
+        emb, hidden = model(tensors["input_ids"], tensors["attention_mask"], langs)
+    out = emb.new_zeros(vm.shape[0], vm.shape[1], emb.shape[-1])
+    out[_to(ctx, vm)] = emb
+    tensors["hidden"] = hidden
+    return out.transpose(0, 1), tensors, langs
+
+
+def anchor_tokens(ctx: TrainContext, text_ids: np.ndarray, lang_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The frozen model's L2-normalised token vectors [n, T, H] and a mask of real, non-special tokens."""
+    arrays = texts_to_arrays(ctx.data, text_ids)
+    ids, att = _to(ctx, arrays["input_ids"]), _to(ctx, arrays["attention_mask"])
+    with ctx.autocast():
+        hidden, _ = ctx.frozen.token_states(ids, att, _to(ctx, lang_ids))
+    mask = att.bool().clone()
+    lengths = att.sum(1)
+    mask[:, 0] = False  # first special token
+    mask[torch.arange(len(ids), device=ids.device), (lengths - 1).clamp(min=0)] = False  # last special token
+    mask |= att.bool() & ~mask.any(1, keepdim=True)  # a text of specials only keeps them
+    return nn.functional.normalize(hidden.float(), dim=-1), mask
+
+
+def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData, base_dir: Path) -> dict[str, tuple[float, nn.Module]]:
+    objectives: dict[str, tuple[float, nn.Module]] = {}
+    eps = getattr(model.transformer.config, "layer_norm_eps", 1e-12)
+    for name, cfg in config.objectives.active().items():
+        if name == "translation_ranking":
+            obj: nn.Module = TranslationRankingLoss(cfg.temperature, cfg.symmetric, cfg.margin)
+        elif name == "multiway_supcon":
+            obj = MultiwaySupConLoss(cfg.temperature, cfg.positive_boost, cfg.regularization)
+        elif name == "aligned_word_prediction":
+            if data.mask_id is None:
+                raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
+            head = VocabularyHead(model, eps=eps)
+            if not head.load_pretrained(base_dir):
+                log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
+            obj = AlignedWordPredictionLoss(head)
+        elif name == "word_translation_ranking":
+            obj = WordTranslationRankingLoss(cfg.temperature)
+        elif name == "representation_translation":
+            if data.mask_id is None:
+                raise ValueError("representation_translation needs a tokenizer with a mask token")
+            head = RepresentationTranslationHead(model, cfg.layers, data.mask_id)
+            head.head.load_pretrained(base_dir)
+            vocab = None
+            if cfg.pivot_vocab_only:
+                pivot_texts = np.unique(data.groups[:, 0])
+                vocab = np.unique(data.token_ids[pivot_texts][np.arange(data.token_ids.shape[1])[None, :] < data.lengths[pivot_texts][:, None]])
+            obj = RepresentationTranslationLoss(head, vocab, model.word_embeddings().weight.shape[0])
+        elif name == "dueam":
+            obj = DuEAMLoss(cfg.cosine_weight, cfg.non_parallel_pairs, cfg.sinkhorn_epsilon, cfg.sinkhorn_iterations)
+        else:  # pragma: no cover - the config lists exactly these
+            raise ValueError(f"unknown objective {name!r}")
+        objectives[name] = (cfg.weight, obj)
+    return objectives
+
+
+def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
+    warmup, total, kind = config.schedule.warmup_steps, config.steps, config.schedule.kind
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if kind == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if kind == "linear":
+            return max(0.0, 1.0 - progress)
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+# --------------------------------------------------------------------------------- trainer
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, inputs: TrainInputs, *, rank: int = 0, world: int = 1, device: str | None = None) -> None:
+        from transformers import AutoTokenizer
+
+        self.config, self.inputs, self.rank, self.world = config, inputs, rank, world
+        if config.torch_threads:
+            torch.set_num_threads(config.torch_threads)
+        device = device or config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cuda" and world > 1:
+            device = f"cuda:{torch.cuda.current_device()}"
+        self.device = torch.device(device)
+        use_bf16 = config.precision == "bf16" and self.device.type == "cuda"
+        self.autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(inputs.base_dir), use_fast=True)
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError(f"{inputs.base_dir}: a fast tokenizer is required (word-to-subword maps use its offsets)")
+        self.data = build_training_data(
+            self.tokenizer,
+            inputs.corpus,
+            pivot=config.pivot,
+            langs=config.langs and _flores(config.langs),
+            max_length=config.max_length,
+            prefix=config.prefix,
+            alignments=inputs.alignments,
+            min_alignment_score=config.min_alignment_score,
+        )
+        awp = config.objectives.aligned_word_prediction
+        self.plan = BatchPlan(self.data, batch_size=config.batch_size, views=config.views, seed=config.seed, mask_fraction=awp.mask_fraction)
+        self.local_rows = config.batch_size // world
+
+        torch.manual_seed(config.seed)
+        transformer = load_transformer(inputs.base_dir, dropout=config.dropout)
+        self.model = DualEncoder(transformer, pooling=config.pooling, n_langs=len(self.data.langs) if config.language_embedding else 0).to(self.device)
+        if config.freeze_word_embeddings:
+            self.model.word_embeddings().weight.requires_grad_(False)
+        needs_frozen = config.objectives.dueam.weight > 0 or (
+            config.objectives.multiway_supcon.weight > 0 and config.objectives.multiway_supcon.regularization > 0
+        )
+        self.frozen = frozen_copy(self.model) if needs_frozen else None
+        self.objectives = build_objectives(config, self.model, self.data, inputs.base_dir)
+        self.module = nn.ModuleDict({"encoder": self.model, "objectives": nn.ModuleDict({k: m for k, (_, m) in self.objectives.items()})}).to(self.device)
+        self.module.train()
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        decay, no_decay = [], []
+        for name, p in self.module.named_parameters():
+            if p.requires_grad:
+                (no_decay if name.endswith("bias") or "norm" in name.lower() or p.ndim == 1 else decay).append(p)
+        opt = config.optimizer
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": opt.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=opt.lr, betas=opt.betas, eps=opt.eps,
+        )  # fmt: skip
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(config))
+        self.ctx = TrainContext(self.data, self.model, self.frozen, self.device, self.autocast)
+        self.dev = self._dev_set()
+        self.checkpoint_dir: Path | None = None
+
+    # ---------------------------------------------------------------------------- dev set
+
+    def _dev_set(self) -> dict[str, Any] | None:
+        try:
+            groups, langs, rows = multiway_rows(self.inputs.corpus, pivot=self.config.pivot, langs=self.data.langs[1:], split="dev")
+        except ValueError:
+            return None
+        if self.config.eval_max_groups:
+            groups, rows = groups[: self.config.eval_max_groups], rows[: self.config.eval_max_groups]
+        texts = sorted({t for row in rows for t in row if t is not None})
+        index = {t: i for i, t in enumerate(texts)}
+        table = np.array([[index[t] if t is not None else -1 for t in row] for row in rows], dtype=np.int64).reshape(len(rows), len(langs))
+        ids, lengths, _ = tokenize(self.tokenizer, texts, max_length=self.config.max_length, prefix=self.config.prefix)
+        lang_of = np.zeros(len(texts), dtype=np.int64)
+        for c in range(len(langs)):
+            have = table[:, c] >= 0
+            lang_of[table[have, c]] = self.data.langs.index(langs[c])
+        return {"langs": langs, "table": table, "ids": ids, "lengths": lengths, "lang_of": lang_of}
+
+    @torch.no_grad()
+    def evaluate_dev(self, batch_size: int = 128) -> dict[str, float] | None:
+        """Mean of both retrieval directions between the pivot and every language, on dev rows."""
+        from tasks.evaluate.retrieval import bitext_accuracy
+
+        if self.dev is None:
+            return None
+        dev = self.dev
+        was_training = self.model.training
+        self.model.eval()
+        order = np.argsort(-dev["lengths"], kind="stable")
+        vectors = np.zeros((len(order), self.model.hidden_size), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            width = int(dev["lengths"][idx].max())
+            ids = torch.from_numpy(dev["ids"][idx, :width]).to(self.device)
+            att = torch.from_numpy((np.arange(width)[None, :] < dev["lengths"][idx][:, None]).astype(np.int64)).to(self.device)
+            langs = torch.from_numpy(dev["lang_of"][idx]).to(self.device)
+            with self.autocast():
+                emb, _ = self.model(ids, att, langs)
+            vectors[idx] = emb.float().cpu().numpy()
+        self.model.train(was_training)
+        scores: dict[str, float] = {}
+        table = dev["table"]
+        for c, lang in enumerate(dev["langs"][1:], start=1):
+            both = (table[:, 0] >= 0) & (table[:, c] >= 0)
+            if both.sum() < 2:
+                continue
+            fwd, bwd = bitext_accuracy(vectors[table[both, c]], vectors[table[both, 0]])
+            scores[lang] = (fwd + bwd) / 2
+        if not scores:
+            return None
+        scores["mean"] = float(np.mean([v for k, v in scores.items()]))
+        return scores
+
+    # ------------------------------------------------------------------------------- step
+
+    def _chunk(self, part: StepBatch, tensors: dict[str, torch.Tensor], langs: torch.Tensor, norm: float) -> Chunk:
+        b = part.size
+
+        def side(sl: slice) -> Side:
+            return Side(tensors["hidden"][sl], tensors["attention_mask"][sl], tensors["input_ids"][sl], tensors["word_ids"][sl], langs[sl])
+
+        return Chunk(part, side(slice(b, 2 * b)), side(slice(0, b)), self.config.batch_size, norm)
+
+    def _token_losses(self, part: StepBatch, tensors: dict[str, torch.Tensor], langs: torch.Tensor, norms: dict[str, float]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        total = tensors["hidden"].new_zeros((), dtype=torch.float32)
+        parts: dict[str, torch.Tensor] = {}
+        for name, (weight, obj) in self.objectives.items():
+            if isinstance(obj, TokenObjective):
+                value = obj(self.ctx, self._chunk(part, tensors, langs, norms[name]))
+                parts[name] = value.detach()
+                total = total + weight * value
+        return total, parts
+
+    def _sentence_losses(self, emb_local: torch.Tensor, valid: torch.Tensor, extras: dict[str, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        emb = gather_with_grad(emb_local)
+        total = emb.new_zeros((), dtype=torch.float32)
+        parts: dict[str, torch.Tensor] = {}
+        for name, (weight, obj) in self.objectives.items():
+            if isinstance(obj, SentenceObjective):
+                value = obj(emb, valid, extras.get(name, {}))
+                parts[name] = value.detach()
+                total = total + weight * value
+        return total, parts
+
+    def train_step(self, step: int) -> dict[str, float]:
+        config = self.config
+        torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + self.rank)
+        full = self.plan.batch(step)
+        local = full.rows(self.rank * self.local_rows, (self.rank + 1) * self.local_rows)
+        valid = torch.from_numpy(full.text_ids >= 0).to(self.device)
+        extras: dict[str, dict[str, torch.Tensor]] = {}
+        for name, (_, obj) in self.objectives.items():
+            if isinstance(obj, SentenceObjective):
+                extras[name] = {k: gather_no_grad(v) for k, v in obj.prepare(self.ctx, local).items()}
+        norms = {name: obj.normaliser(self.data, full) for name, (_, obj) in self.objectives.items() if isinstance(obj, TokenObjective)}
+
+        chunk = config.grad_cache_chunk or self.local_rows
+        if chunk >= self.local_rows:
+            emb, tensors, langs = _forward_views(self.ctx, self.model, local)
+            sentence, s_parts = self._sentence_losses(emb, valid, extras)
+            token, t_parts = self._token_losses(local, tensors, langs, norms)
+            (sentence + token).backward()
+        else:
+            bounds = [(s, min(s + chunk, self.local_rows)) for s in range(0, self.local_rows, chunk)]
+            states, cached = [], []
+            with torch.no_grad():
+                for s, e in bounds:
+                    states.append(_rng_states(self.device))
+                    cached.append(_forward_views(self.ctx, self.model, local.rows(s, e))[0])
+            end_state = _rng_states(self.device)
+            emb_local = torch.cat(cached).detach().requires_grad_(True)
+            sentence, s_parts = self._sentence_losses(emb_local, valid, extras)
+            if sentence.requires_grad:
+                sentence.backward()
+            grad = emb_local.grad if emb_local.grad is not None else torch.zeros_like(emb_local)
+            token = sentence.new_zeros(())
+            t_parts = {}
+            for (s, e), state in zip(bounds, states):
+                _set_rng_states(self.device, state)
+                part = local.rows(s, e)
+                emb, tensors, langs = _forward_views(self.ctx, self.model, part)
+                t_total, t_chunk = self._token_losses(part, tensors, langs, norms)
+                ((emb * grad[s:e]).sum() + t_total).backward()
+                token = token + t_total.detach()
+                for k, v in t_chunk.items():
+                    t_parts[k] = t_parts.get(k, 0.0) + v
+            _set_rng_states(self.device, end_state)
+
+        sum_gradients(self.params)
+        token_global = sum_over_processes(token.detach().reshape(1))[0]
+        t_parts = {k: sum_over_processes(torch.as_tensor(v, device=self.device).reshape(1))[0] for k, v in t_parts.items()}
+        loss = float(sentence.detach() + token_global)
+        if not math.isfinite(loss):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(
+                f"loss is {loss} at step {step + 1} (parts: { {k: float(v) for k, v in {**s_parts, **t_parts}.items()} }); "
+                f"training stopped; the last good checkpoint is kept in {self.checkpoint_dir}"
+            )
+        grad_norm = None
+        if config.optimizer.max_grad_norm:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, config.optimizer.max_grad_norm))
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        out = {"loss": loss, "lr": lr, **{f"loss/{k}": float(v) for k, v in {**s_parts, **t_parts}.items()}}
+        if grad_norm is not None:
+            out["grad_norm"] = grad_norm
+        return out
+
+    # -------------------------------------------------------------------------------- run
+
+    def run(self, out_dir: Path, checkpoint_dir: Path) -> dict[str, Any]:
+        """Train (resuming from `checkpoint_dir` when it holds a checkpoint), export into `out_dir`."""
+        from tasks.train.export import export_model, write_curves
+
+        config = self.config
+        self.checkpoint_dir = checkpoint_dir
+        state: dict[str, Any] = {"curves": [], "best_score": None, "best_step": None, "best_scores": None, "train_seconds": 0.0}
+        start = 0
+        latest = ckpt.latest_checkpoint(checkpoint_dir)
+        if latest is not None:
+            state = ckpt.load_checkpoint(latest, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler)
+            start = int(state["step"])
+            log.info("resuming from %s (step %d)", latest, start)
+        is_main = self.rank == 0
+        if start == 0 and is_main and config.eval_every:
+            scores = self.evaluate_dev()
+            if scores is not None:
+                state["curves"] += [{"step": 0, "metric": "dev_accuracy", "value": scores["mean"]}]
+                state["base_scores"] = scores
+        started = time.perf_counter()
+        seconds_before = float(state.get("train_seconds", 0.0))
+        for step in range(start, config.steps):
+            values = self.train_step(step)
+            done = step + 1
+            state["curves"] += [{"step": done, "metric": k, "value": v} for k, v in values.items()]
+            last = done == config.steps
+            if is_main and ((config.eval_every and done % config.eval_every == 0) or last):
+                scores = self.evaluate_dev()
+                if scores is not None:
+                    state["curves"].append({"step": done, "metric": "dev_accuracy", "value": scores["mean"]})
+                    if state["best_score"] is None or scores["mean"] > state["best_score"]:
+                        state.update(best_score=scores["mean"], best_step=done, best_scores=scores)
+                        ckpt.save_tensors_atomic(checkpoint_dir / ckpt.BEST_MODEL, self.model.state_dict())
+            if is_main and (done % config.checkpoint_every == 0 or last):
+                state["train_seconds"] = seconds_before + time.perf_counter() - started
+                state["position"] = list(self.plan.position(step))
+                ckpt.save_checkpoint(checkpoint_dir, step=done, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler, state=state)
+            if config.stop_after and done >= config.stop_after and not last:
+                raise TrainingStopped(f"stopped after step {done} (stop_after)")
+        train_seconds = seconds_before + time.perf_counter() - started
+        if not is_main:
+            return {}
+        final_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        best = checkpoint_dir / ckpt.BEST_MODEL
+        if state.get("best_step") is not None and best.exists():
+            from safetensors.torch import load_file
+
+            self.model.load_state_dict(load_file(str(best)))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        metrics = self._metrics(state, train_seconds)
+        export_model(self.model, self.tokenizer, out_dir / "model", pooling=config.pooling, max_length=config.max_length,
+                     langs=self.data.langs, card=_model_card(config, metrics))  # fmt: skip
+        write_curves(state["curves"], out_dir / "curves.parquet", out_dir / "curves.png", title=f"train: {', '.join(self.objectives)}")
+        (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
+        self.model.load_state_dict(final_state)
+        return metrics
+
+    def _metrics(self, state: dict[str, Any], train_seconds: float) -> dict[str, Any]:
+        steps = self.config.steps
+        final_losses = {c["metric"]: c["value"] for c in state["curves"] if c["step"] == steps and c["metric"].startswith("loss")}
+        return {
+            "steps": steps,
+            "objectives": {k: w for k, (w, _) in self.objectives.items()},
+            "train_rows": self.data.n_groups,
+            "train_texts": len(self.data.texts),
+            "aligned_pairs": len(self.data.alignments),
+            "languages": self.data.langs,
+            "dropped": dict(self.data.dropped),
+            "best_step": state.get("best_step") or steps,
+            "dev": state.get("best_scores"),
+            "dev_base": state.get("base_scores"),
+            "final_losses": final_losses,
+            "train_seconds": round(train_seconds, 2),
+            "examples_per_second": round(steps * self.config.batch_size / train_seconds, 2) if train_seconds > 0 else None,
+        }
+
+
+def _flores(codes: list[str]) -> list[str]:
+    from tasks.corpus.languages import to_flores
+
+    return [to_flores(c) for c in codes]
+
+
+def _rng_states(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def _set_rng_states(device: torch.device, state: tuple[torch.Tensor, torch.Tensor | None]) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def _model_card(config: TrainConfig, metrics: dict[str, Any]) -> str:
+    objectives = ", ".join(f"{k} (weight {w})" for k, w in metrics["objectives"].items())
+    dev = metrics.get("dev") or {}
+    lines = [
+        "# xlembed cross-lingual sentence encoder",
+        "",
+        f"Trained by the xlembed train stage: {config.steps} steps, batch {config.batch_size}, max length {config.max_length}, "
+        f"pooling {config.pooling}, objectives: {objectives}.",
+        f"Languages: {', '.join(metrics['languages'])} (pivot {config.pivot}).",
+        f"Checkpoint chosen on dev retrieval: step {metrics['best_step']}, mean accuracy {dev.get('mean', float('nan')):.4f}."
+        if dev else "No dev split: the final step's weights.",
+        "",
+        f"Prefix used in training: {config.prefix!r}." if config.prefix else "No text prefix.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,178 @@
+"""The trainer end to end on a tiny BERT: every objective, export, GradCache, resume, NaN, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tasks.train.config import TrainConfig
+from tasks.train.trainer import NonFiniteLossError, Trainer, TrainingStopped, TrainInputs
+
+ALL = {
+    "translation_ranking": {"weight": 1.0, "symmetric": True, "margin": 0.1},
+    "multiway_supcon": {"weight": 0.5, "regularization": 0.1, "positive_boost": True},
+    "aligned_word_prediction": {"weight": 0.2},
+    "word_translation_ranking": {"weight": 0.2, "temperature": 0.1},
+    "representation_translation": {"weight": 0.2},
+    "dueam": {"weight": 0.2, "sinkhorn_iterations": 20},
+}
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def config(**overrides) -> TrainConfig:
+    base = {"steps": 4, "batch_size": 8, "views": 3, "max_length": 24, "eval_every": 2, "checkpoint_every": 2,
+            "optimizer": {"lr": 1e-3}, "seed": 3, "dropout": 0.0, "torch_threads": 1, "objectives": ALL}  # fmt: skip
+    base.update(overrides)
+    return TrainConfig.model_validate(base)
+
+
+def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.module.state_dict().items()}
+
+
+def run(cfg, inputs, tmp_path, name="run"):
+    trainer = Trainer(cfg, inputs)
+    metrics = trainer.run(tmp_path / name / "out", tmp_path / name / "ckpt")
+    return trainer, metrics
+
+
+@pytest.fixture(scope="module")
+def inputs(tiny_model_dir, corpus_table, alignment_table):
+    return TrainInputs(corpus_table, alignment_table, tiny_model_dir)
+
+
+def test_all_objectives_train_and_export_loads_in_transformers_and_sentence_transformers(inputs, tmp_path):
+    trainer, metrics = run(config(), inputs, tmp_path)
+    out = tmp_path / "run" / "out"
+    assert set(metrics["final_losses"]) >= {f"loss/{k}" for k in ALL}
+    assert all(np.isfinite(v) for v in metrics["final_losses"].values())
+    assert metrics["dev"] is not None and 0 <= metrics["dev"]["mean"] <= 1
+    assert (out / "curves.parquet").exists() and (out / "curves.png").stat().st_size > 1000
+    import pyarrow.parquet as pq
+
+    curves = pq.read_table(out / "curves.parquet").to_pylist()
+    assert {"loss", "lr", "dev_accuracy"} <= {c["metric"] for c in curves}
+
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    AutoModel.from_pretrained(str(out / "model"))
+    st = SentenceTransformer(str(out / "model"), device="cpu")
+    texts = ["the river city 1.", "la rivière ville 1."]
+    got = st.encode(texts, convert_to_numpy=True)
+    # the exported (best) model's own vectors, computed with the trainer's model
+    from safetensors.torch import load_file
+
+    trainer.model.load_state_dict(load_file(str(tmp_path / "run" / "ckpt" / "best-model.safetensors")))
+    trainer.model.eval()
+    enc = trainer.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want, _ = trainer.model(enc["input_ids"], enc["attention_mask"])
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+
+
+def test_grad_cache_gives_the_plain_step_result(inputs, tmp_path):
+    plain, _ = run(config(steps=2, eval_every=0), inputs, tmp_path, "plain")
+    cached, _ = run(config(steps=2, eval_every=0, grad_cache_chunk=3), inputs, tmp_path, "cached")
+    a, b = weights(plain), weights(cached)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
+def test_stopped_run_resumes_to_identical_weights(inputs, tmp_path):
+    cfg = config(steps=4, checkpoint_every=2, dropout=0.1)
+    full, full_metrics = run(cfg, inputs, tmp_path, "full")
+    with pytest.raises(TrainingStopped):
+        run(config(steps=4, checkpoint_every=2, dropout=0.1, stop_after=3), inputs, tmp_path, "killed")
+    resumed, resumed_metrics = run(cfg, inputs, tmp_path, "killed")  # same checkpoint dir: resumes at step 2
+    a, b = weights(full), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert full_metrics["final_losses"] == resumed_metrics["final_losses"]
+
+
+def test_sigkilled_process_resumes_to_identical_weights(inputs, tmp_path, tiny_model_dir, corpus_table, alignment_table):
+    import pyarrow.parquet as pq
+
+    pq.write_table(corpus_table, tmp_path / "corpus.parquet")
+    pq.write_table(alignment_table, tmp_path / "align.parquet")
+    cfg = config(steps=6, checkpoint_every=1, eval_every=0, dropout=0.1,
+                 objectives={"translation_ranking": {"weight": 1.0}, "word_translation_ranking": {"weight": 0.5}})  # fmt: skip
+    script = (
+        "import sys, json, time, pyarrow.parquet as pq; from pathlib import Path\n"
+        "from tasks.train.config import TrainConfig; from tasks.train.trainer import Trainer, TrainInputs\n"
+        "import tasks.train.trainer as T\n"
+        "cfg = TrainConfig.model_validate(json.loads(sys.argv[1]))\n"
+        "t = Trainer(cfg, TrainInputs(pq.read_table(sys.argv[2]), pq.read_table(sys.argv[3]), Path(sys.argv[4])))\n"
+        "step = t.train_step\n"
+        "def slow(i):\n    out = step(i); time.sleep(0.5 if i >= 2 else 0); return out\n"
+        "t.train_step = slow\n"
+        "t.run(Path(sys.argv[5]), Path(sys.argv[6]))\n"
+    )
+    ckdir = tmp_path / "ck"
+    args = [sys.executable, "-c", script, json.dumps(cfg.model_dump(mode="json")), str(tmp_path / "corpus.parquet"),
+            str(tmp_path / "align.parquet"), str(tiny_model_dir), str(tmp_path / "o1"), str(ckdir)]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        latest = ckdir / "latest.json"
+        if latest.exists() and json.loads(latest.read_text())["step"] >= 3:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert json.loads((ckdir / "latest.json").read_text())["step"] < 6, "the run finished before it was killed"
+    trainer = Trainer(cfg, inputs)
+    trainer.run(tmp_path / "o2", ckdir)
+    full, _ = run(cfg, inputs, tmp_path, "full")
+    a, b = weights(full), weights(trainer)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(inputs, tmp_path, monkeypatch):
+    from tasks.train.objectives import translation_ranking
+
+    original = translation_ranking.TranslationRankingLoss.forward
+    calls = {"n": 0}
+
+    def poisoned(self, embeddings, valid, extras):
+        calls["n"] += 1
+        value = original(self, embeddings, valid, extras)
+        return value * float("nan") if calls["n"] >= 3 else value
+
+    monkeypatch.setattr(translation_ranking.TranslationRankingLoss, "forward", poisoned)
+    cfg = config(steps=4, checkpoint_every=1, eval_every=0, objectives={"translation_ranking": {"weight": 1.0}})
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3.*last good checkpoint"):
+        run(cfg, inputs, tmp_path, "nan")
+    latest = json.loads((tmp_path / "nan" / "ckpt" / "latest.json").read_text())
+    assert latest["step"] == 2
+
+
+def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, corpus_table, alignment_table):
+    import pyarrow.parquet as pq
+
+    cfg = config(steps=2, eval_every=0, batch_size=8, distributed={"nproc_per_node": 2, "backend": "gloo"})
+    single, _ = run(cfg, inputs, tmp_path, "single")
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    pq.write_table(corpus_table, spec_dir / "corpus.parquet")
+    pq.write_table(alignment_table, spec_dir / "align.parquet")
+    spec = {"config": cfg.model_dump(mode="json"), "corpus": str(spec_dir / "corpus.parquet"), "alignments": str(spec_dir / "align.parquet"),
+            "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "ddp" / "out"), "checkpoint_dir": str(tmp_path / "ddp" / "ckpt")}  # fmt: skip
+    (spec_dir / "spec.json").write_text(json.dumps(spec))
+    from tasks.train.distributed import launch
+
+    launch(spec_dir / "spec.json", nproc=2, timeout_s=300)
+    from safetensors.torch import load_file
+
+    ddp = load_file(str(next((tmp_path / "ddp" / "ckpt").glob("step-*")) / "model.safetensors"))
+    for k, v in weights(single).items():
+        torch.testing.assert_close(ddp[k], v, atol=2e-5, rtol=1e-4, msg=k)
