@@ -1,0 +1,90 @@
+"""The batched WSPAlign backend on a tiny random question-answering model vs one question at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tasks.align.backends.wspalign import MARKER, WspAligner, WspalignLoadError
+from tasks.align.config import WspalignSettings
+from tasks.align.words import split_words
+from tests.tasks.align.conftest import flores_rows
+
+SENTENCES = {
+    "eng_Latn": ["The cat sleeps on the sofa.", "The river is under the old bridge tonight!", "Light, water and people."],
+    "fra_Latn": ["Le chat dort sur le canapé.", "La rivière est sous le vieux pont ce soir !", "Lumière, eau et gens."],
+    "zho_Hans": ["猫在沙发上睡觉。", "今晚河在旧桥下面！", "光、水和人。"],
+}
+
+
+def build(lang_rows: dict[str, list[str]]) -> tuple[list[list[str]], np.ndarray]:
+    sentences, index = [], {}
+    for lang, rows in lang_rows.items():
+        for k, text in enumerate(rows):
+            index[lang, k] = len(sentences)
+            sentences.append(split_words(text, lang))
+    n = len(next(iter(lang_rows.values())))
+    pairs = [(index["eng_Latn", k], index[lang, k]) for lang in lang_rows if lang != "eng_Latn" for k in range(n)]
+    return sentences, np.array(pairs)
+
+
+def assert_same(batched, reference) -> None:
+    np.testing.assert_array_equal(batched[0], reference[0])
+    np.testing.assert_array_equal(batched[1], reference[1])
+    np.testing.assert_allclose(batched[2], reference[2], rtol=1e-4, atol=1e-6)
+
+
+def test_questions_are_assembled_at_token_level_exactly_as_the_tokenizer_encodes_them(wsp_aligner: WspAligner) -> None:
+    a = split_words("The river, under the light!", "eng_Latn")
+    b = split_words("La rivière sous la lumière.", "fra_Latn")
+    tok = wsp_aligner.tokenize([a, b])
+    rows = np.arange(len(a))
+    batch = wsp_aligner._assemble(tok, np.zeros(len(a), dtype=np.int64), np.ones(len(a), dtype=np.int64), tok.first[rows], tok.end[rows])
+    for i, word in enumerate(a):
+        question = " ".join([*a[:i], MARKER, word, MARKER, *a[i + 1 :]])
+        expected = wsp_aligner.tokenizer(question, " ".join(b))["input_ids"]
+        got = batch["input_ids"][i][batch["attention_mask"][i] == 1]
+        assert got.tolist() == expected
+
+
+def test_batched_equals_one_question_at_a_time(wsp_aligner: WspAligner) -> None:
+    sentences, pairs = build(SENTENCES)
+    batched = wsp_aligner.align(sentences, [], pairs)
+    total = 0
+    for (a, b), links in zip(pairs, batched):
+        assert links is not None
+        assert_same(links, wsp_aligner.align_reference(sentences[a], sentences[b]))
+        total += len(links[0])
+    assert total > 0  # the tiny model does predict spans
+
+
+def test_batched_equals_one_question_at_a_time_on_flores_rows(wsp_aligner: WspAligner) -> None:
+    rows = {code: flores_rows(code, 1, start=10) for code in ("eng_Latn", "kaz_Cyrl", "jpn_Jpan")}
+    sentences, pairs = build(rows)
+    for (a, b), links in zip(pairs, wsp_aligner.align(sentences, [], pairs)):
+        if links is not None:
+            assert_same(links, wsp_aligner.align_reference(sentences[a], sentences[b]))
+
+
+def test_small_batches_and_the_sum_combination_do_not_change_batched_vs_reference(tiny_wspalign_dir) -> None:
+    settings = WspalignSettings(source="local", model=str(tiny_wspalign_dir), combine="sum", threshold=0.01, batch_tokens=256, device="cpu")
+    aligner = WspAligner.load(settings)
+    sentences, pairs = build({lang: rows[:2] for lang, rows in SENTENCES.items()})
+    for (a, b), links in zip(pairs, aligner.align(sentences, [], pairs)):
+        assert_same(links, aligner.align_reference(sentences[a], sentences[b]))
+
+
+def test_pairs_longer_than_the_model_allows_are_dropped(tiny_wspalign_dir) -> None:
+    settings = WspalignSettings(source="local", model=str(tiny_wspalign_dir), max_seq_length=24, device="cpu")
+    aligner = WspAligner.load(settings)
+    sentences = [["a", "b"], ["c"], ["word"] * 30]
+    out = aligner.align(sentences, [], np.array([[0, 1], [0, 2]]))
+    assert out[0] is not None and out[1] is None
+
+
+def test_model_loading_refuses_pickles_and_missing_dirs(tmp_path) -> None:
+    with pytest.raises(WspalignLoadError, match="not found"):
+        WspAligner.load(WspalignSettings(source="local", model=str(tmp_path / "nope")))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"x")
+    with pytest.raises(WspalignLoadError, match="no .safetensors"):
+        WspAligner.load(WspalignSettings(source="local", model=str(tmp_path)))
