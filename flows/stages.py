@@ -15,6 +15,7 @@ from tasks.base_model import BASE_MODEL_STAGE
 from tasks.corpus import CORPUS_STAGE
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.stage import Stage
+from tasks.train import TRAIN_STAGE
 from tasks.translate import TRANSLATE_MODEL_STAGE, TRANSLATE_STAGE
 
 PIPELINE_STAGES: tuple[Stage[Any], ...] = (
@@ -23,6 +24,7 @@ PIPELINE_STAGES: tuple[Stage[Any], ...] = (
     TRANSLATE_STAGE,
     BASE_MODEL_STAGE,
     ALIGN_STAGE,
+    TRAIN_STAGE,
     EVALUATE_STAGE,
 )
 

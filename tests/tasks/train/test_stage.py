@@ -1,0 +1,73 @@
+"""The train stage through the artifact store: corpus + base model (+ align) in, model dir out."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from storage import ArtifactStore
+from tasks.base_model import BASE_MODEL_STAGE
+from tasks.base_model.config import BaseModelConfig
+from tasks.corpus import CORPUS_STAGE
+from tasks.corpus.config import CorpusConfig
+from tasks.stage import run_stage
+from tasks.train import TRAIN_STAGE
+from tasks.train.config import TrainConfig
+from tasks.train.stage import checkpoint_dir_for
+from tests.tasks.train.conftest import LANGS, multiway_rows
+
+
+def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir):
+    store = ArtifactStore(tmp_path / "artifacts")
+    corpus_rows, _ = multiway_rows(80)
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for lang in LANGS:
+        lines = [r["text"] for r in corpus_rows if r["lang"] == lang]
+        (texts / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus_config = CorpusConfig.model_validate(
+        {"sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}], "dev_fraction": 0.2}
+    )
+    corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
+    model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(tiny_model_dir)), {})
+    config = TrainConfig.model_validate({
+        "steps": 3, "batch_size": 8, "max_length": 24, "eval_every": 1, "torch_threads": 1,
+        "checkpoint_dir": str(tmp_path / "checkpoints"), "objectives": {"translation_ranking": {"weight": 1.0}},
+    })  # fmt: skip
+    inputs = {"corpus": corpus_ref.key, "base_model": model_ref.key}
+    ref, manifest = run_stage(store, TRAIN_STAGE, config, inputs)
+    files = {f.path for f in manifest.files}
+    assert {"files/model/config.json", "files/model/model.safetensors", "files/model/modules.json",
+            "files/model/1_Pooling/config.json", "files/curves.parquet", "files/curves.png", "files/metrics.json"} <= files  # fmt: skip
+    assert manifest.metrics["steps"] == 3 and manifest.metrics["dev"]["mean"] >= 0
+    local = store.attached_dir("train", ref.key)
+    assert pq.read_table(local / "curves.parquet").num_rows > 3
+    assert json.loads((local / "metrics.json").read_text())["best_step"] in (1, 2, 3)
+    from sentence_transformers import SentenceTransformer
+
+    vectors = SentenceTransformer(str(local / "model"), device="cpu").encode(["the river city 1."])
+    assert vectors.shape == (1, 32)
+    # the durable checkpoint folder is removed once the artifact is written
+    from tasks.stage import InputArtifact
+
+    resolved = {name: InputArtifact(store, name, key) for name, key in inputs.items()}
+    assert not checkpoint_dir_for(config, resolved).exists()
+
+
+def test_config_rejects_no_objective_and_unknown_keys():
+    with pytest.raises(ValueError, match="every objective has weight 0"):
+        TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 0}}})
+    with pytest.raises(ValueError, match="Extra inputs"):
+        TrainConfig.model_validate({"objectivs": {}})
+    with pytest.raises(ValueError, match="must divide"):
+        TrainConfig.model_validate({"batch_size": 9, "distributed": {"nproc_per_node": 2}})
+
+
+def test_distribution_settings_stay_out_of_the_key():
+    from tasks.stage import keyed_config
+
+    a = TrainConfig.model_validate({"grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"})
+    b = TrainConfig.model_validate({})
+    assert keyed_config(a) == keyed_config(b)
