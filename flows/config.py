@@ -32,17 +32,30 @@ class PipelineSettings(BaseModel):
     root: str = Field(default="artifacts", description="artifact root: a local folder or s3://bucket/prefix")
     stages: list[str] | None = Field(default=None, description="stages to run; default: every stage with a section")
     max_workers: int = Field(default=2, ge=1, description="shards built at once by the flow's task runner")
-    task_runner: Literal["threads", "dask"] = Field(
-        default="threads", description="where shards run: threads here, or a Dask cluster (prefect-dask)"
+    task_runner: Literal["threads", "dask", "ray"] = Field(
+        default="threads", description="where shards run: threads here, a Dask cluster (prefect-dask) or a Ray cluster (prefect-ray)"
     )
     dask_address: str | None = Field(
         default=None, description="scheduler of an existing Dask cluster; unset: a local cluster of max_workers processes"
     )
+    ray_address: str | None = Field(
+        default=None, description="an existing Ray cluster (e.g. ray://head:10001 or auto); unset: a local Ray of max_workers CPUs"
+    )
+    ray_gpus_per_task: float = Field(default=0, ge=0, description="GPUs Ray reserves for each shard task (1: one GPU per shard)")
 
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
         return check_name(name, "pipeline name")
+
+    @field_validator("task_runner")
+    @classmethod
+    def _runner_installed(cls, runner: str) -> str:
+        import importlib.util
+
+        if runner == "ray" and (importlib.util.find_spec("prefect_ray") is None or importlib.util.find_spec("ray") is None):
+            raise ValueError("task_runner = \"ray\" needs prefect-ray and ray: pip install prefect-ray==0.6.0 'ray[default]==2.60.0'")
+        return runner
 
 
 @dataclass(frozen=True)

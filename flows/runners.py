@@ -1,4 +1,4 @@
-"""The flow's task runner, chosen in `[pipeline]`: threads here, or a Dask cluster.
+"""The flow's task runner, chosen in `[pipeline]`: threads here, a Dask cluster or a Ray cluster.
 
 Shards are independent tasks that read and write the artifact store directly, so any
 runner whose workers can reach the store (a local folder they share, or S3) can build them.
@@ -11,7 +11,44 @@ from typing import Any
 from flows.config import PipelineSettings
 
 
+SHARD_TASK = "build-shard"
+
+
+def _ray_task_runner_class() -> type:
+    """RayTaskRunner that reserves resources for shard tasks (imported only when asked for)."""
+    from prefect_ray import RayTaskRunner
+    from prefect_ray.context import remote_options
+
+    class ShardRayTaskRunner(RayTaskRunner):
+        """Each `build-shard` task asks Ray for `shard_options` (e.g. num_gpus=1); the small
+        planning and commit tasks take Ray's defaults, so they never wait for a GPU."""
+
+        def __init__(self, address: str | None = None, init_kwargs: dict[str, Any] | None = None, shard_options: dict[str, Any] | None = None):
+            super().__init__(address=address, init_kwargs=init_kwargs)
+            self.shard_options = dict(shard_options or {})
+
+        def duplicate(self) -> "ShardRayTaskRunner":
+            return type(self)(address=self.address, init_kwargs=self.init_kwargs, shard_options=self.shard_options)
+
+        def __eq__(self, other: object) -> bool:
+            return super().__eq__(other) and getattr(other, "shard_options", None) == self.shard_options
+
+        def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
+            if task.name != SHARD_TASK or not self.shard_options:
+                return super().submit(task, parameters, wait_for, dependencies)
+            with remote_options(**self.shard_options):
+                return super().submit(task, parameters, wait_for, dependencies)
+
+    return ShardRayTaskRunner
+
+
 def make_task_runner(settings: PipelineSettings) -> Any:
+    if settings.task_runner == "ray":
+        shard_options = {"num_gpus": settings.ray_gpus_per_task} if settings.ray_gpus_per_task else {}
+        init_kwargs: dict[str, Any] = {}
+        if not settings.ray_address:  # a local Ray: max_workers shards at once, no dashboard
+            init_kwargs = {"num_cpus": settings.max_workers, "include_dashboard": False}
+        return _ray_task_runner_class()(address=settings.ray_address, init_kwargs=init_kwargs, shard_options=shard_options)
     if settings.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
 

@@ -1,0 +1,169 @@
+"""Prefect deployments of the pipeline flow: a scheduled rebuild and an on-demand stage run.
+
+Two deployments of `flows.pipeline.pipeline_flow` (flow name `xlembed-pipeline`):
+
+- `xlembed-rebuild`: on a cron schedule, builds every stale stage of the config. The flow
+  is incremental, so a scheduled run recomputes only what a config, code or data change
+  made stale (source files are fingerprinted) and is a cheap no-op otherwise.
+- `xlembed-stage`: no schedule; its parameters choose what to run: `only`, `from_stage`,
+  `force` (and `config_path`, `root`), e.g.
+  `prefect deployment run 'xlembed-pipeline/xlembed-stage' -p only=align -p 'force=["align"]'`.
+
+`deploy` registers both on a Prefect server for workers of a work pool to run (`xlembed
+deploy`); `serve` registers them and runs their flow runs from this process, no worker or
+work pool needed (`xlembed serve`). Both need a real server (PREFECT_API_URL): schedules
+do not exist in Prefect's ephemeral mode. This module only wires; the flow does the work.
+
+The entrypoint is the module path `flows.pipeline.pipeline_flow`, so any machine where
+xlembed is installed (a worker container, a served process) can load it whatever its
+working directory; `prefect.yaml` at the repository root declares the same deployments for
+`prefect deploy --all` with the file entrypoint `flows/pipeline.py:pipeline_flow`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+FLOW_NAME = "xlembed-pipeline"
+REBUILD = "xlembed-rebuild"
+STAGE = "xlembed-stage"
+DEFAULT_CRON = "0 3 * * *"  # nightly, 03:00 in DEFAULT_TIMEZONE
+DEFAULT_TIMEZONE = "UTC"
+DEFAULT_POOL = "xlembed"
+POOL_ENV = "XLEMBED_WORK_POOL"
+
+
+class DeploymentError(RuntimeError):
+    """Deployments cannot be registered as asked; the message is meant for the user as is."""
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    config_path: str  # absolute: the path the worker (or served process) reads
+    root: str | None = None  # artifact root overriding the config's, e.g. s3://bucket/prefix
+    cron: str | None = DEFAULT_CRON  # None: the rebuild deployment gets no schedule
+    timezone: str = DEFAULT_TIMEZONE
+    interval_s: float | None = None  # instead of cron: every N seconds
+    paused: bool = False  # register the schedule paused
+    tags: tuple[str, ...] = ()
+
+    def parameters(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"config_path": self.config_path}
+        if self.root:
+            params["root"] = self.root
+        return params
+
+
+def api_url() -> str | None:
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url
+
+
+def require_server() -> str:
+    url = api_url()
+    if not url:
+        raise DeploymentError(
+            "no Prefect server: set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api, after `prefect server start`); "
+            "schedules and deployments need a running server"
+        )
+    return url
+
+
+def _schedules(spec: DeploymentSpec) -> list[Any]:
+    from prefect.schedules import Cron, Interval
+
+    if spec.interval_s is not None:
+        return [Interval(dt.timedelta(seconds=spec.interval_s), timezone=spec.timezone)]
+    if spec.cron:
+        return [Cron(spec.cron, timezone=spec.timezone)]
+    return []
+
+
+def build_deployments(spec: DeploymentSpec, work_pool_name: str | None = None) -> list[Any]:
+    """The two RunnerDeployments (not yet registered)."""
+    from prefect.deployments.runner import EntrypointType, RunnerDeployment
+
+    from flows.pipeline import pipeline_flow
+
+    common: dict[str, Any] = dict(
+        parameters=spec.parameters(),
+        entrypoint_type=EntrypointType.MODULE_PATH,
+        work_pool_name=work_pool_name,
+        concurrency_limit=1,  # two builds of one pipeline at once would only duplicate work
+    )
+    rebuild = RunnerDeployment.from_flow(
+        pipeline_flow,
+        name=REBUILD,
+        schedules=_schedules(spec),
+        paused=spec.paused,
+        description=f"Scheduled end-to-end rebuild of {spec.config_path}: every stale stage is recomputed, cached ones are reused.",
+        tags=["xlembed", "rebuild", *spec.tags],
+        **common,
+    )
+    stage = RunnerDeployment.from_flow(
+        pipeline_flow,
+        name=STAGE,
+        description=(
+            f"Run part of {spec.config_path} on demand: set `only` (one stage, building missing inputs), "
+            "`from_stage` (a stage and everything downstream) and/or `force` (stages to recompute although cached)."
+        ),
+        tags=["xlembed", "stage", *spec.tags],
+        **common,
+    )
+    return [rebuild, stage]
+
+
+def ensure_work_pool(name: str, pool_type: str = "process") -> bool:
+    """Create the work pool if it does not exist; True if it was created."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            pool = client.read_work_pool(name)
+        except ObjectNotFound:
+            pass
+        else:
+            if pool.type != pool_type:
+                raise DeploymentError(f"work pool {name!r} exists with type {pool.type!r}, not {pool_type!r}")
+            return False
+        if pool_type != "process":
+            raise DeploymentError(f"work pool {name!r} does not exist; create it first: prefect work-pool create {name} --type {pool_type}")
+        from prefect.workers.process import ProcessWorker
+
+        template = ProcessWorker.get_default_base_job_template()
+        client.create_work_pool(WorkPoolCreate(name=name, type=pool_type, base_job_template=template))
+        return True
+
+
+def deploy(spec: DeploymentSpec, work_pool_name: str, create_pool: bool = True) -> dict[str, UUID]:
+    """Register (or update) both deployments on the server; returns name -> deployment id."""
+    require_server()
+    if create_pool:
+        ensure_work_pool(work_pool_name)
+    ids: dict[str, UUID] = {}
+    for deployment in build_deployments(spec, work_pool_name):
+        try:
+            ids[deployment.name] = deployment.apply(work_pool_name=work_pool_name)
+        except Exception as exc:  # noqa: BLE001 - the server's reason, on one line
+            raise DeploymentError(f"could not register {FLOW_NAME}/{deployment.name}: {type(exc).__name__}: {exc}") from exc
+    return ids
+
+
+def serve(spec: DeploymentSpec, limit: int | None = None) -> None:
+    """Register both deployments and run their flow runs from this process until interrupted."""
+    require_server()
+    from prefect import serve as prefect_serve
+
+    prefect_serve(*build_deployments(spec), limit=limit, print_starting_message=True)
+
+
+def absolute_config(path: str | os.PathLike[str]) -> str:
+    return str(Path(path).expanduser().resolve())
