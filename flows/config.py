@@ -105,11 +105,12 @@ def load_config(path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | No
     registry = stages if stages is not None else stage_registry()
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a BOM (Windows editors) is not TOML
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: malformed TOML: {exc}") from None
 

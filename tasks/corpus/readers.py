@@ -145,6 +145,8 @@ def read_aligned_lines(
     while True:
         arrays = [next(it, None) for it in iterators]
         if all(a is None for a in arrays):
+            if line == 0:  # a source with no lines at all is a mistake (wrong path, failed export), not data
+                raise SourceError(f"{', '.join(label for label, _, _ in named_streams)}: empty file (no lines)")
             return
         lengths = [0 if a is None else len(a) for a in arrays]
         if len(set(lengths)) > 1:

@@ -472,6 +472,8 @@ def read_multiway_rows(
     files = {file: read_lines(file) for file in codes.values()}
     _same_line_counts(files)
     total = len(next(iter(files.values())))
+    if total == 0:
+        raise BenchmarkDataError(next(iter(files)), None, "empty file (no lines)")
     if isinstance(rows, slice):
         selected = range(*rows.indices(total))
     else:

@@ -1,0 +1,167 @@
+"""Every file under tests/data/bad/ gives a clear error (file, line, field) before any compute,
+or a counted drop in the manifest. Table-driven: one entry per bad input."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from flows.config import ConfigError, load_config
+from storage import ArtifactStore
+from tasks.stage import run_stage
+
+BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
+
+
+def run_corpus(tmp: Path, source: dict[str, Any], **config: Any):
+    from tasks.corpus import CORPUS_STAGE
+    from tasks.corpus.config import CorpusConfig
+
+    cfg = CorpusConfig.model_validate({"sources": [{"name": "bad", **source}], "dev_fraction": 0.0, **config})
+    return run_stage(ArtifactStore(tmp / "root"), CORPUS_STAGE, cfg, {})[1]
+
+
+def pair(stem: str) -> dict[str, Any]:
+    return {"kind": "text", "files": {"en": str(BAD / "corpus" / f"{stem}.en"), "kk": str(BAD / "corpus" / f"{stem}.kk")}}
+
+
+@dataclass(frozen=True)
+class DropCase:
+    name: str
+    source: dict[str, Any]
+    dropped: dict[str, int]  # reasons that must be counted, with their counts
+    check: Callable[[Any], None] | None = None
+
+
+def no_carriage_returns_or_boms(table: Any) -> None:
+    texts = table.column("text").to_pylist()
+    assert not any("\r" in t or "\ufeff" in t for t in texts)
+
+
+DROPS = [
+    DropCase("whitespace-only lines", pair("whitespace_lines"), {"empty": 5, "group_incomplete": 3}),
+    DropCase("100,000-character line", pair("long_line"), {"too_long": 1, "group_incomplete": 1}),
+    DropCase("invalid UTF-8 (Latin-1 byte, truncated character)", pair("invalid_utf8"), {"invalid_utf8": 2, "group_incomplete": 2}),
+    DropCase("mixed CRLF/LF line endings", pair("mixed_endings"), {}, no_carriage_returns_or_boms),
+    DropCase("UTF-8 byte-order marks (text)", pair("bom"), {}, no_carriage_returns_or_boms),
+    DropCase("UTF-8 byte-order mark (TSV header)", {"kind": "tsv", "path": str(BAD / "corpus" / "bom.tsv"), "columns": {"en": "en", "kk": "kk"}}, {}, no_carriage_returns_or_boms),
+    DropCase("TSV rows with the wrong number of fields", {"kind": "tsv", "path": str(BAD / "corpus" / "wrong_fields.tsv"), "columns": {"en": "en", "kk": "kk"}}, {"malformed_row": 4}),
+    DropCase("duplicate rows", pair("duplicate_rows"), {"duplicate": 4}),
+]
+
+
+@pytest.mark.parametrize("case", DROPS, ids=lambda c: c.name)
+def test_corpus_bad_rows_are_counted_drops(case: DropCase, tmp_path: Path, record) -> None:
+    manifest = run_corpus(tmp_path, case.source)
+    for reason, n in case.dropped.items():
+        assert manifest.dropped.get(reason) == n, f"{reason}: {manifest.dropped}"
+    assert set(manifest.dropped) - {"duplicate", "not_sampled"} == set(case.dropped) - {"duplicate", "not_sampled"}
+    assert manifest.rows_in == manifest.rows_out + sum(manifest.dropped.values())
+    table = ArtifactStore(tmp_path / "root").read_table("corpus", manifest.key)
+    if case.check:
+        case.check(table)
+    shown = {k: v for k, v in manifest.dropped.items() if v}
+    record("bad-input", f"corpus: {case.name}", "counted drop" if shown else "read correctly", f"manifest dropped {shown or '{}'}; {manifest.rows_out} rows kept")
+
+
+@dataclass(frozen=True)
+class ErrorCase:
+    name: str
+    run: Callable[[Path], Any]
+    error: type[BaseException] | tuple[type[BaseException], ...]
+    must_mention: tuple[str, ...]  # file, line, field
+
+
+def _corpus_error(source: dict[str, Any]) -> Callable[[Path], Any]:
+    return lambda tmp: run_corpus(tmp, source)
+
+
+def _config(name: str) -> Callable[[Path], Any]:
+    return lambda tmp: load_config(BAD / "configs" / name)
+
+
+def _evaluate(reader: str, *args: Any) -> Callable[[Path], Any]:
+    def call(tmp: Path) -> Any:
+        from tasks.evaluate import datasets
+
+        return getattr(datasets, reader)(*args)
+
+    return call
+
+
+def _model(tmp: Path) -> Any:
+    from tasks.base_model import BASE_MODEL_STAGE
+    from tasks.base_model.config import BaseModelConfig
+
+    return run_stage(ArtifactStore(tmp / "root"), BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(BAD / "models" / "pickle_only")), {})
+
+
+def _errors() -> list[ErrorCase]:
+    from tasks.base_model.stage import ModelSourceError
+    from tasks.corpus.languages import UnknownLanguageError
+    from tasks.corpus.readers import SourceError
+    from tasks.evaluate.datasets import BenchmarkDataError
+
+    tat, bucc, sts, multi = (BAD / "evaluate" / d for d in ("tatoeba", "bucc", "sts", "multiway"))
+    return [
+        ErrorCase("corpus: empty files", _corpus_error(pair("empty")), SourceError, ("empty.en", "empty")),
+        ErrorCase("corpus: mismatched line counts in aligned files", _corpus_error(pair("mismatch")), SourceError, ("mismatch.en: 4 lines", "mismatch.kk: 3 lines")),
+        ErrorCase("corpus: unknown language code in a source", _corpus_error({"kind": "text", "files": {"en": str(BAD / "corpus" / "bom.en"), "xx-klingon": str(BAD / "corpus" / "bom.kk")}}), ValueError, ("xx-klingon",)),
+        ErrorCase("config: empty file", _config("empty.toml"), ConfigError, ("empty.toml", "[pipeline]")),
+        ErrorCase("config: malformed TOML", _config("malformed.toml"), ConfigError, ("malformed.toml", "line 3")),
+        ErrorCase("config: wrong types", _config("wrong_types.toml"), ConfigError, ("wrong_types.toml", "pipeline.max_workers", "'two'")),
+        ErrorCase("config: unknown language code", _config("unknown_language.toml"), ConfigError, ("unknown_language.toml", "corpus.sources[0].langs", "klingon")),
+        ErrorCase("config: unknown key", _config("unknown_key.toml"), ConfigError, ("unknown_key.toml", "corpus.sede", "unknown key")),
+        ErrorCase("config: duplicate source names", _config("duplicate_source_names.toml"), ConfigError, ("duplicate_source_names.toml", "corpus.sources", "'s'")),
+        ErrorCase("config: duplicate key", _config("duplicate_key.toml"), ConfigError, ("duplicate_key.toml", "line 3")),
+        ErrorCase("config: one language under two spellings", _config("duplicate_language.toml"), ConfigError, ("duplicate_language.toml", "corpus.sources[0].langs", "eng_Latn")),
+        ErrorCase("config: invalid UTF-8", _config("invalid_utf8.toml"), ConfigError, ("invalid_utf8.toml", "UTF-8", "line 3")),
+        ErrorCase("config: pipeline name escaping the store root", _config("path_traversal_name.toml"), ConfigError, ("path_traversal_name.toml", "pipeline.name", "../../etc")),
+        ErrorCase("evaluate: Tatoeba files with different line counts", _evaluate("read_tatoeba", tat, "kaz"), BenchmarkDataError, ("tatoeba.kaz-eng.kaz has 3 lines", "tatoeba.kaz-eng.eng has 2 lines")),
+        ErrorCase("evaluate: Tatoeba whitespace-only line", _evaluate("read_tatoeba", tat, "tel"), BenchmarkDataError, ("tatoeba.tel-eng.tel:2", "tel", "empty line")),
+        ErrorCase("evaluate: Tatoeba invalid UTF-8", _evaluate("read_tatoeba", tat, "kat"), BenchmarkDataError, ("tatoeba.kat-eng.kat:2", "invalid UTF-8")),
+        ErrorCase("evaluate: Tatoeba empty files", _evaluate("read_tatoeba", tat, "swh"), BenchmarkDataError, ("tatoeba.swh-eng.swh", "no sentences")),
+        ErrorCase("evaluate: Tatoeba unknown language code", _evaluate("read_tatoeba", tat, "qqq"), UnknownLanguageError, ("qqq",)),
+        ErrorCase("evaluate: BUCC duplicate sentence id", _evaluate("read_bucc", bucc, "de", "sample"), BenchmarkDataError, ("de-en.sample.de:3", "id", "de-000001", "first on line 1")),
+        ErrorCase("evaluate: BUCC gold id that does not exist", _evaluate("read_bucc", bucc, "fr", "sample"), BenchmarkDataError, ("fr-en.sample.gold:2", "id_en", "en-000009")),
+        ErrorCase("evaluate: STS score that is not a number", _evaluate("read_sts_tsv", sts / "scores_not_numbers.tsv", "en", "en"), BenchmarkDataError, ("scores_not_numbers.tsv:3", "score", "'five'")),
+        ErrorCase("evaluate: STS line with the wrong field count", _evaluate("read_sts_tsv", sts / "wrong_field_count.tsv", "en", "en"), BenchmarkDataError, ("wrong_field_count.tsv:2", "expected 3")),
+        ErrorCase("evaluate: empty multi-way (FLORES) files", _evaluate("read_multiway_rows", multi, ["eng_Latn", "kaz_Cyrl"], slice(0, 10)), BenchmarkDataError, ("eng_Latn.dev", "empty")),
+        ErrorCase("base_model: only pickled weights (pytorch_model.bin)", _model, ModelSourceError, ("pickle_only", "pytorch_model.bin", "pickled weights are not loaded")),
+    ]
+
+
+@pytest.mark.parametrize("case", _errors(), ids=lambda c: c.name)
+def test_bad_inputs_fail_with_a_clear_error_before_any_work(case: ErrorCase, tmp_path: Path, record) -> None:
+    with pytest.raises(case.error) as caught:
+        case.run(tmp_path)
+    message = str(caught.value)
+    for needle in case.must_mention:
+        assert needle in message, f"{needle!r} missing from: {message}"
+    written = [p for p in (tmp_path / "root").rglob("*") if p.is_file()] if (tmp_path / "root").exists() else []
+    assert written == [], f"work was written before the error: {written}"
+    first = message.splitlines()[0] if message else ""
+    shown = " / ".join(line.strip() for line in message.splitlines()[:4])
+    record("bad-input", case.name, "clear error", f"`{type(caught.value).__name__}: {shown[:220]}{' …' if len(shown) > 220 or first != message else ''}`")
+
+
+def test_bom_config_loads(record) -> None:
+    config = load_config(BAD / "configs" / "bom.toml")
+    assert config.name == "bom"
+    record("bad-input", "config: UTF-8 byte-order mark (Windows editors)", "read correctly", "the BOM is skipped")
+
+
+@pytest.mark.parametrize("name", ["malformed.toml", "wrong_types.toml", "unknown_language.toml"])
+def test_cli_exits_2_on_bad_config_without_traceback(name: str, tmp_path: Path) -> None:
+    config = tmp_path / name
+    shutil.copy(BAD / "configs" / name, config)
+    result = CliRunner().invoke(app, ["plan", str(config)])
+    flat = result.output.replace("\n", "")  # rich wraps long paths
+    assert result.exit_code == 2 and "Traceback" not in result.output and name in flat, result.output
