@@ -36,7 +36,7 @@ def synthetic_sentences(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def build_tiny_wspalign(directory: Path, *, seed: int = 0) -> Path:
+def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32, layers: int = 2) -> Path:
     """Train the tokenizer and save it with a seeded random XLMRobertaForQuestionAnswering into `directory`."""
     import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -67,10 +67,10 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     config = XLMRobertaConfig(
         vocab_size=tok.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=max(2, hidden_size // 64),
+        intermediate_size=2 * hidden_size if hidden_size <= 32 else 4 * hidden_size,
         max_position_embeddings=520,
         type_vocab_size=1,
         initializer_range=0.5,  # peaked random logits, so that spans and null answers both occur

@@ -1,0 +1,125 @@
+"""Word-alignment throughput: batched WSPAlign vs one question at a time, and every backend.
+
+    python benchmarks/align_throughput.py [--pairs 24] [--hidden 32 --layers 2] [--encoder DIR]
+
+WSPAlign: a seeded random XLM-R question-answering model (no hub weights here; `--hidden
+768 --layers 12` gives XLM-R base's shape) on English-X pairs of FLORES-200 dev (or
+synthetic sentences when ../shared/data is absent). The reference is the procedure the
+authors run (transformers question-answering pipeline semantics): one question per
+forward pass, string questions, numpy decoding. Both must give identical links; the
+script fails otherwise. SimAlign runs on `--encoder` (default: the tiny test encoder
+built here), eflomal on more pairs (it needs statistics). Pairs/s of each backend and the
+batched/reference ratio are printed, all measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tasks.align.words import split_words  # noqa: E402
+
+FLORES = ROOT.parent / "shared" / "data" / "flores200-dev"
+LANGS = ("fra_Latn", "kaz_Cyrl", "hin_Deva", "zho_Hans")
+
+
+def load_pairs(n: int, offset: int = 0) -> tuple[list[list[str]], np.ndarray, list[str]]:
+    sentences, langs, pairs = [], [], []
+    if FLORES.is_dir():
+        rows = {code: (FLORES / f"{code}.dev").read_text(encoding="utf-8").splitlines() for code in ("eng_Latn", *LANGS)}
+    else:
+        from tasks.align.tiny import synthetic_sentences
+
+        rows = {code: synthetic_sentences(offset + n, seed=k) for k, code in enumerate(("eng_Latn", *LANGS))}
+    for k in range(n):
+        row, lang = offset + k // len(LANGS), LANGS[k % len(LANGS)]
+        pairs.append((len(sentences), len(sentences) + 1))
+        sentences += [split_words(rows["eng_Latn"][row], "eng_Latn"), split_words(rows[lang][row], lang)]
+        langs += ["eng_Latn", lang]
+    return sentences, np.array(pairs), langs
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=24, help="pairs for WSPAlign (batched and reference)")
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--encoder", type=str, default=None, help="SimAlign encoder dir (default: a tiny random BERT)")
+    parser.add_argument("--eflomal-pairs", type=int, default=400)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args()
+
+    import torch
+
+    from tasks.align.backends.wspalign import WspAligner
+    from tasks.align.config import EflomalSettings, SimalignSettings, WspalignSettings
+    from tasks.align.tiny import build_tiny_wspalign
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tmp = Path(tempfile.mkdtemp(prefix="align-bench-"))
+    model_dir = build_tiny_wspalign(tmp / "wspalign", hidden_size=args.hidden, layers=args.layers)
+    settings = WspalignSettings(source="local", model=str(model_dir), combine="union", threshold=0.0, device="cpu")
+    aligner = WspAligner.load(settings)
+    sentences, pairs, langs = load_pairs(args.pairs * 2)
+    fits = aligner.sequence_lengths(aligner.tokenize(sentences), pairs) <= settings.max_seq_length
+    pairs = pairs[fits][: args.pairs]  # both sides see the same pairs, all within max_seq_length
+    words = sum(len(sentences[a]) + len(sentences[b]) for a, b in pairs)
+    print(f"device cpu, torch threads {torch.get_num_threads()}, WSPAlign random XLM-R hidden {args.hidden} x {args.layers} layers")
+    print(f"{len(pairs)} English-X pairs ({', '.join(LANGS)}), {words} words = {words} questions per run")
+
+    aligner.align(sentences, langs, pairs[:2])  # warm-up
+    batched, t_batched = timed(lambda: aligner.align(sentences, langs, pairs))
+    reference, t_reference = timed(lambda: [aligner.align_reference(sentences[a], sentences[b]) for a, b in pairs])
+    identical = all(
+        b is not None and np.array_equal(b[0], r[0]) and np.array_equal(b[1], r[1]) for b, r in zip(batched, reference)
+    )
+    max_diff = max((float(np.abs(b[2] - r[2]).max()) for b, r in zip(batched, reference) if b is not None and len(b[2])), default=0.0)
+    links = sum(len(b[0]) for b in batched if b is not None)
+    print(f"wspalign batched    {len(pairs) / t_batched:9.2f} pairs/s  ({t_batched:.2f} s, {links} links)")
+    print(f"wspalign reference  {len(pairs) / t_reference:9.2f} pairs/s  ({t_reference:.2f} s, one question per forward)")
+    print(f"batched / reference: {t_reference / t_batched:.1f}x   identical links: {identical}   max |score diff|: {max_diff:.2e}")
+
+    from tasks.align.backends.simalign import SimAligner
+
+    encoder_dir = args.encoder
+    if encoder_dir is None:
+        from tests.tasks.encoders.conftest import build_tiny_model
+
+        encoder_dir = str(build_tiny_model(tmp / "encoder"))
+    sim = SimAligner.load(SimalignSettings(model=encoder_dir, method="itermax", device="cpu"))
+    sim_sentences, sim_pairs, sim_langs = load_pairs(max(args.pairs, 200))
+    sim.align(sim_sentences, sim_langs, sim_pairs[:4])
+    _, t_sim = timed(lambda: sim.align(sim_sentences, sim_langs, sim_pairs))
+    print(f"simalign itermax    {len(sim_pairs) / t_sim:9.2f} pairs/s  ({len(sim_pairs)} pairs, encoder {encoder_dir})")
+
+    try:
+        from tasks.align.backends.eflomal_backend import EflomalAligner
+
+        ef = EflomalAligner(EflomalSettings())
+    except ImportError:
+        print("eflomal             not installed")
+    else:
+        ef_sentences, ef_pairs, ef_langs = load_pairs(args.eflomal_pairs)
+        _, t_ef = timed(lambda: ef.align(ef_sentences, ef_langs, ef_pairs))
+        print(f"eflomal             {len(ef_pairs) / t_ef:9.2f} pairs/s  ({len(ef_pairs)} pairs in {len(LANGS)} language pairs, training included)")
+    if not identical:
+        raise SystemExit("batched and reference alignments differ")
+
+
+if __name__ == "__main__":
+    main()
