@@ -2,9 +2,10 @@
 
 `translate_tokens` is the whole hot path of the translate stage: it sorts the requests by
 source length, cuts them into batches of at most `max_batch_tokens` source tokens (the
-same rule as CTranslate2's ``batch_type="tokens"``), submits every batch asynchronously
-(so the device never waits for Python between batches), and puts the results back in
-input order. The per-batch output limit is relative to the batch's longest input.
+same rule as CTranslate2's ``batch_type="tokens"``) to give each batch an output limit
+relative to its longest input, submits runs of batches that share a limit as one
+asynchronous call (CTranslate2 splits it into the same token batches; the device never
+waits for Python between calls), and puts the results back in input order.
 """
 
 from __future__ import annotations
@@ -95,9 +96,16 @@ def translate_tokens(
     if not sources:
         return []
     lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
-    pending = []
+    # consecutive batches with the same output limit go in one call: CTranslate2 cuts it into
+    # the same token batches itself, without a Python round trip per batch
+    calls: list[tuple[list[int], int]] = []
     for batch in plan_batches(lengths, max_batch_tokens, decoding):
-        idx = batch.indices.tolist()
+        if calls and calls[-1][1] == batch.max_decoding_length:
+            calls[-1][0].extend(batch.indices.tolist())
+        else:
+            calls.append((batch.indices.tolist(), batch.max_decoding_length))
+    pending = []
+    for idx, max_decoding_length in calls:
         results = translator.translate_batch(
             [sources[i] for i in idx],
             target_prefix=[target_prefixes[i] for i in idx],
@@ -109,7 +117,7 @@ def translate_tokens(
             repetition_penalty=decoding.repetition_penalty,
             no_repeat_ngram_size=decoding.no_repeat_ngram_size,
             max_input_length=decoding.max_input_length,
-            max_decoding_length=batch.max_decoding_length,
+            max_decoding_length=max_decoding_length,
             sampling_topk=1,
         )
         pending.append((idx, results))

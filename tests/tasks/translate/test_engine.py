@@ -50,10 +50,15 @@ def test_batches_are_sorted_bounded_and_results_restored(lengths: list[int], bud
     assert out == [list(reversed(s)) for s in sources]  # input order, prefix and </s> removed
     seen = [n for call in fake.calls for n in call["lengths"]]
     assert seen == sorted(lengths)
+    batches = plan_batches(np.array(lengths), budget, decoding)
+    limits = [b.max_decoding_length for b in batches]
+    assert [c["max_decoding_length"] for c in fake.calls] == [k for i, k in enumerate(limits) if i == 0 or limits[i - 1] != k]
+    for batch in batches:
+        longest = int(max(np.array(lengths)[batch.indices]))
+        assert sum(np.array(lengths)[batch.indices]) <= budget or len(batch.indices) == 1
+        assert batch.max_decoding_length == min(50, int(np.ceil(1.5 * longest + 2)))
     for call in fake.calls:
-        assert sum(call["lengths"]) <= budget or len(call["lengths"]) == 1
-        assert call["batch_type"] == "tokens" and call["sampling_topk"] == 1
-        assert call["max_decoding_length"] == min(50, int(np.ceil(1.5 * max(call["lengths"]) + 2)))
+        assert call["batch_type"] == "tokens" and call["max_batch_size"] == budget and call["sampling_topk"] == 1
 
 
 def test_plan_batches_packs_greedily() -> None:
