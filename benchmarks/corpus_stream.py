@@ -88,6 +88,23 @@ def measure(mode: str, files: dict[str, Path], sample: int, root: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: peak memory and lines/s of the stage vs the naive script."""
+    sizes, sample = ([50_000, 200_000], 10_000) if quick else ([250_000, 1_000_000, 4_000_000], 38_000)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for lines in sizes:
+            files = generate(Path(tmp), lines)
+            stage = measure("stage", files, sample, f"{tmp}/store-{lines}")
+            naive = measure("naive", files, sample, "")
+            case = f"{lines:,} lines, sample {sample:,}"
+            rows.append({"case": case, "measure": "peak MiB", "stage": stage["peak_mib"], "reference": naive["peak_mib"], "reference_name": "naive", "higher_is_better": False})
+            rows.append({"case": case, "measure": "lines/s", "stage": lines / stage["seconds"], "reference": lines / naive["seconds"], "reference_name": "naive", "higher_is_better": True})
+            for path in files.values():
+                path.unlink()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, nargs="+", default=[250_000, 1_000_000, 4_000_000])

@@ -73,6 +73,22 @@ def timed(fn, *args) -> tuple[float, np.ndarray]:
     return time.perf_counter() - start, result
 
 
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: sentences/s of the encoder vs the naive loop (tiny random BERT)."""
+    n, batch_size = (600, 64) if quick else (4000, 64)
+    builders = _test_builders()
+    with tempfile.TemporaryDirectory() as tmp:
+        enc = Encoder.load(EncoderSpec(str(builders.build_tiny_model(Path(tmp) / "tiny")), max_length=128, batch_size=batch_size))
+        texts = sentences(n, builders.WORDS)
+        warm = texts[: batch_size * 2]
+        enc.encode(warm)
+        naive_encode(enc, warm, batch_size)
+        t_naive, _ = timed(naive_encode, enc, texts, batch_size)
+        t_enc, _ = timed(enc.encode, texts)
+    return [{"case": f"tiny random BERT, {n:,} sentences of 3-120 words, batch {batch_size}", "measure": "sentences/s",
+             "stage": n / t_enc, "reference": n / t_naive, "reference_name": "naive loop", "higher_is_better": True}]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=4000, help="sentences")
