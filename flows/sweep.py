@@ -375,7 +375,7 @@ def load_grid(path: str | Path) -> Grid:
 # ----------------------------------------------------------------------------- TOML out
 
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _toml_string(text: str) -> str:
@@ -384,7 +384,7 @@ def _toml_string(text: str) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _toml_string(key)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
 
 
 def _toml_value(value: Any, where: str) -> str:

@@ -248,13 +248,25 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
         tmp / "toy-grid.toml",
         'baseline = "unit-chars_bucket-5"\n[grid]\n"lengths.unit" = ["chars", "bytes"]\n"histogram.bucket" = [5, 10]\n',
     )
-    result = sweep_flow(config_path=str(toy_pipeline["config"]), grid_path=str(grid_path))
+    state = sweep_flow(config_path=str(toy_pipeline["config"]), grid_path=str(grid_path), return_state=True)
+    result = state.result()
     assert set(result) == {"unit-chars_bucket-5", "unit-chars_bucket-10", "unit-bytes_bucket-5", "unit-bytes_bucket-10"}
     assert len({keys["corpus"] for keys in result.values()}) == 1
     assert len({keys["lengths"] for keys in result.values()}) == 2
-    with get_client(sync_client=True) as client:
-        runs = [r for r in client.read_task_runs() if r.name.startswith(("corpus:", "lengths:", "histogram:")) and not r.name.endswith(":commit")]
-    names = [r.name for r in runs]
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+
+    def shard_runs() -> list[str]:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=this_run, limit=200)
+        return [r.name for r in runs if r.name.startswith(("corpus:", "lengths:", "histogram:")) and not r.name.endswith(":commit")]
+
+    # task runs reach the API asynchronously (events): wait until the last ones are recorded
+    deadline = time.monotonic() + 60
+    while sum(n.startswith("histogram:") for n in shard_runs()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    names = shard_runs()
     store = ArtifactStore(toy_pipeline["root"])
     corpus_shards = len(store.manifest("corpus", result["unit-chars_bucket-5"]["corpus"]).shards)
     assert sum(n.startswith("corpus:") for n in names) == corpus_shards  # once, not once per variant
