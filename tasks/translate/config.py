@@ -114,21 +114,22 @@ class DecodingConfig(StageConfig):
 class QualityFilters(StageConfig):
     """Translations dropped, each counted in the manifest under its reason (first that applies).
 
-    Empty translations are always dropped. Set a threshold to null to switch its filter off.
+    Empty translations are always dropped. A threshold of 0 (or null in JSON) switches its
+    filter off (TOML has no null).
     """
 
     drop_identical: bool = Field(default=True, description="drop translations equal to the source (case and spacing ignored)")
-    repetition_max_ngram: int | None = Field(default=4, ge=1, description="longest looping n-gram looked for (in tokens)")
+    repetition_max_ngram: int | None = Field(default=4, ge=0, description="longest looping n-gram looked for (tokens); 0: off")
     repetition_min_repeats: int = Field(default=4, ge=2, description="an n-gram this many times in a row is a loop")
-    min_length_ratio: float | None = Field(default=0.25, gt=0, description="output/input tokens below this: dropped")
-    max_length_ratio: float | None = Field(default=3.0, gt=0, description="output/input tokens above this: dropped")
+    min_length_ratio: float | None = Field(default=0.25, ge=0, description="output/input tokens below this: dropped; 0: off")
+    max_length_ratio: float | None = Field(default=3.0, ge=0, description="output/input tokens above this: dropped; 0: off")
     min_script_share: float | None = Field(
-        default=0.5, ge=0, le=1, description="share of letters in the target's script (from its FLORES code) below this: dropped"
+        default=0.5, ge=0, le=1, description="share of letters in the target's script (from its FLORES code) below this: dropped; 0: off"
     )
 
     @model_validator(mode="after")
     def _ratio_order(self) -> QualityFilters:
-        if self.min_length_ratio is not None and self.max_length_ratio is not None and self.min_length_ratio >= self.max_length_ratio:
+        if self.min_length_ratio and self.max_length_ratio and self.min_length_ratio >= self.max_length_ratio:
             raise ValueError(f"min_length_ratio ({self.min_length_ratio}) must be below max_length_ratio ({self.max_length_ratio})")
         return self
 

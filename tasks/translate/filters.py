@@ -114,22 +114,22 @@ def quality_reasons(
     mark(EMPTY, checks["empty"].to_numpy())
     if filters.drop_identical:
         mark(IDENTICAL, checks["identical"].to_numpy())
-    if filters.repetition_max_ngram is not None:
+    if filters.repetition_max_ngram:
         out_loops = loops(output_ids, filters.repetition_max_ngram, filters.repetition_min_repeats)
         if out_loops.any():
             src_loops = loops(source_ids, filters.repetition_max_ngram, filters.repetition_min_repeats)
             mark(REPETITION, out_loops & ~src_loops)
-    if filters.min_length_ratio is not None or filters.max_length_ratio is not None:
+    if filters.min_length_ratio or filters.max_length_ratio:
         src_len = np.fromiter((len(x) for x in source_ids), dtype=np.float64, count=n)
         out_len = np.fromiter((len(x) for x in output_ids), dtype=np.float64, count=n)
         ratio = out_len / np.maximum(src_len, 1.0)
         bad = np.zeros(n, dtype=bool)
-        if filters.min_length_ratio is not None:
+        if filters.min_length_ratio:
             bad |= ratio < filters.min_length_ratio
-        if filters.max_length_ratio is not None:
+        if filters.max_length_ratio:
             bad |= ratio > filters.max_length_ratio
         mark(LENGTH_RATIO, bad)
-    if filters.min_script_share is not None:
+    if filters.min_script_share:
         shares = script_shares(outputs, target_langs)
         mark(WRONG_SCRIPT, ~np.isnan(shares) & (shares < filters.min_script_share))
     return reasons

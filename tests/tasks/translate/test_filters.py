@@ -97,3 +97,10 @@ def test_every_nllb_language_has_a_script_pattern() -> None:
         script_pattern(code)
     assert set(SCRIPT_UNICODE) >= {c[4:] for c in NLLB_LANGUAGE_CODES}
     assert nllb_code("sat_Olck") == "sat_Beng" and nllb_code("ja") == "jpn_Jpan"
+
+
+def test_zero_switches_a_filter_off_as_toml_has_no_null() -> None:
+    zeros = QualityFilters(drop_identical=False, repetition_max_ngram=0, min_length_ratio=0, max_length_ratio=0, min_script_share=0)
+    out = ["la la la la la la", "x", "Это"]
+    got = reasons(out, ["hin_Deva"] * 3, zeros, source_ids=[[1] * 10] * 3, output_ids=[[7] * 8, [1], [1] * 100])
+    assert got == [OK, OK, OK]

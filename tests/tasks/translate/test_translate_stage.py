@@ -306,3 +306,14 @@ def test_registered_in_dependency_order() -> None:
 
 def test_no_filters_config_used_by_tests_is_valid() -> None:
     assert translate_config(filters=NO_FILTERS).filters.min_script_share is None
+
+
+def test_multiway_profile_is_the_papers_setup() -> None:
+    from flows.config import load_config
+
+    config = load_config(REPO / "configs" / "multiway.toml")
+    translate = config.stage_configs["translate"]
+    assert translate.k == 3 and translate.targets == POOL and translate.include_source
+    assert (translate.device, translate.compute_type) == ("cuda", "float16")
+    assert config.stage_configs["translate_model"].model == "facebook/nllb-200-3.3B"
+    assert [s.sample for s in config.stage_configs["corpus"].sources] == [38000, 38000]
