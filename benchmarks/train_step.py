@@ -1,0 +1,154 @@
+"""Train step time per objective combination, relative to TR alone on the same batch; GradCache.
+
+    python benchmarks/train_step.py                       # tiny random BERT (seconds)
+    python benchmarks/train_step.py --base DIR --flores   # e.g. the offline e5-small on FLORES rows
+
+All numbers come from one run on one machine: for each combination the same step's batch is
+timed `--repeat` times after a warm-up step (the weights change between repeats, the work does
+not). Then plain training at `--plain-batch` rows (the largest batch that fits in memory on the
+device, which you pass) is compared with GradCache at `--cache-batch` rows (1024) in chunks of
+`--chunk`: examples/s of each, and the ratio. On CUDA it also reports tokens/s and model FLOPs
+utilisation (6 x parameters x tokens per step for forward + backward, against --peak-tflops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+COMBINATIONS: dict[str, dict] = {
+    "TR": {"translation_ranking": {"weight": 1.0}},
+    "TR+AWP": {"translation_ranking": {"weight": 0.9}, "aligned_word_prediction": {"weight": 0.1}},
+    "TR+WTR": {"translation_ranking": {"weight": 0.9}, "word_translation_ranking": {"weight": 0.1}},
+    "TR+AWP+WTR": {"translation_ranking": {"weight": 0.8}, "aligned_word_prediction": {"weight": 0.1}, "word_translation_ranking": {"weight": 0.1}},
+    "TR+RTL": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1}},
+    "TR+RTL(pivot vocab)": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1, "pivot_vocab_only": True}},
+    "SupCon+reg": {"translation_ranking": {"weight": 0.0}, "multiway_supcon": {"weight": 1.0, "regularization": 0.1}},
+    "DuEAM": {"translation_ranking": {"weight": 0.0}, "dueam": {"weight": 1.0}},
+}
+
+
+def synthetic_inputs(n_groups: int, base: Path | None):
+    from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
+    from tasks.corpus.schema import CORPUS_SCHEMA
+    from tests.tasks.encoders.conftest import build_tiny_model
+    from tests.tasks.train.conftest import multiway_rows
+
+    corpus, align = multiway_rows(n_groups, dev_every=10**9)
+    if base is None:
+        base = build_tiny_model(Path(tempfile.mkdtemp(prefix="xlembed-bench-")))
+    return pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base
+
+
+def flores_inputs(base: Path, n_groups: int):
+    """FLORES rows with whitespace-word diagonal-free alignments (position-matched words up to the shorter sentence)."""
+    from benchmarks.train_ablation import LOW, flores_corpus
+    from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
+
+    corpus, _ = flores_corpus(["eng_Latn", *LOW], n_groups)
+    rows = corpus.to_pylist()
+    by = {(r["group_id"], r["lang"]): r["text"].split() for r in rows}
+    align = []
+    for (g, lang), words in by.items():
+        if lang == "eng_Latn":
+            continue
+        en = by[(g, "eng_Latn")]
+        k = min(len(words), len(en))
+        align.append({"id": f"{g}:{lang}-eng_Latn", "group_id": g, "src_lang": lang, "tgt_lang": "eng_Latn", "src_words": words,
+                      "tgt_words": en, "alignments": [{"src": i, "tgt": i, "score": 1.0} for i in range(0, k, 2)], "backend": "bench"})  # fmt: skip
+    return corpus, pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base
+
+
+def time_steps(config, inputs, repeat: int) -> tuple[float, int]:
+    import torch
+
+    from tasks.train.trainer import Trainer
+
+    trainer = Trainer(config, inputs)
+    trainer.train_step(0)  # warm-up
+    times = []
+    for _ in range(repeat):
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        trainer.train_step(0)
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    batch = trainer.plan.batch(0)
+    tokens = int(trainer.data.lengths[batch.text_ids[batch.text_ids >= 0]].sum())
+    n_params = sum(p.numel() for p in trainer.model.parameters())
+    del trainer
+    return float(np.median(times)), tokens, n_params
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", default=None)
+    parser.add_argument("--flores", action="store_true")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--plain-batch", type=int, default=128)
+    parser.add_argument("--cache-batch", type=int, default=1024)
+    parser.add_argument("--chunk", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100 SXM: 989)")
+    parser.add_argument("--skip-cache", action="store_true")
+    parser.add_argument("--combinations", default=",".join(COMBINATIONS))
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from tasks.train.config import TrainConfig
+    from tasks.train.trainer import TrainInputs
+
+    base = Path(args.base) if args.base else None
+    n_groups = max(args.cache_batch, args.plain_batch, args.batch) + 50
+    corpus, align, base = flores_inputs(base, 997) if args.flores else synthetic_inputs(n_groups, base)
+    inputs = TrainInputs(corpus, align, base)
+    common = {"max_length": args.max_length, "eval_every": 0, "checkpoint_every": 10**6, "dropout": 0.1,
+              "torch_threads": args.threads, "precision": "bf16", "freeze_word_embeddings": False}  # fmt: skip
+
+    print(f"# step time per objective combination (batch {args.batch} rows, max_length {args.max_length}, base {base})")
+    print("| combination | s/step | x TR | examples/s |")
+    print("|---|---|---|---|")
+    tr_time = None
+    gpu = torch.cuda.is_available()
+    for name in [c for c in args.combinations.split(",") if c]:
+        views = 3 if name.startswith("SupCon") else 2
+        cfg = TrainConfig.model_validate({**common, "objectives": COMBINATIONS[name], "batch_size": args.batch, "views": views})
+        seconds, tokens, n_params = time_steps(cfg, inputs, args.repeat)
+        tr_time = tr_time or seconds
+        extra = ""
+        if gpu:
+            extra = f" | {tokens / seconds:,.0f} tok/s | MFU {6 * n_params * tokens / seconds / (args.peak_tflops * 1e12):.1%}"
+        print(f"| {name} | {seconds:.3f} | {seconds / tr_time:.2f} | {args.batch / seconds:.1f}{extra} |", flush=True)
+
+    if args.skip_cache:
+        return
+    print(f"\n# GradCache: TR at {args.cache_batch} rows in chunks of {args.chunk} vs plain TR at {args.plain_batch} rows")
+    plain = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.plain_batch})
+    cached = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.cache_batch, "grad_cache_chunk": args.chunk})
+    p_time, _, _ = time_steps(plain, inputs, max(1, args.repeat - 1))
+    c_time, _, _ = time_steps(cached, inputs, max(1, args.repeat - 1))
+    p_eps, c_eps = args.plain_batch / p_time, args.cache_batch / c_time
+    print("| setting | rows | s/step | examples/s |")
+    print("|---|---|---|---|")
+    print(f"| plain | {args.plain_batch} | {p_time:.3f} | {p_eps:.1f} |")
+    print(f"| GradCache (chunk {args.chunk}) | {args.cache_batch} | {c_time:.3f} | {c_eps:.1f} |")
+    print(f"GradCache examples/s / plain examples/s = {c_eps / p_eps:.2f} (the cost of the second forward; negatives x{args.cache_batch // args.plain_batch})")
+
+
+if __name__ == "__main__":
+    main()
