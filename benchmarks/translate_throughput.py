@@ -48,7 +48,7 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 30))).capitalize() + "." for _ in range(n)]
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=64)
     parser.add_argument("--beam", type=int, default=2)
@@ -61,8 +61,10 @@ def main() -> None:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads and torch threads (0: library default)")
     parser.add_argument("--skip-generate", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
+def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int]], dict[str, tuple[float, int]], int]:
+    """(table rows, {engine-compute: (seconds, output tokens)}, sentences)."""
     import ctranslate2
     import numpy as np
     import torch
@@ -164,7 +166,10 @@ def main() -> None:
         results["generate"] = (seconds, produced)
         rows.append(("transformers generate", "float32", seconds, produced))
 
-    n = len(sources)
+    return rows, results, len(sources)
+
+
+def report(rows: list[tuple[str, str, float, int]], results: dict[str, tuple[float, int]], n: int) -> None:
     print(f"\n{'engine':<22} {'compute':<10} {'seconds':>8} {'sent/s':>9} {'tokens/s':>10}")
     for name, compute, seconds, produced in rows:
         print(f"{name:<22} {compute:<10} {seconds:>8.3f} {n / seconds:>9.1f} {produced / seconds:>10.0f}")
@@ -181,6 +186,32 @@ def main() -> None:
             if key.startswith("raw-"):
                 r = results[key]
                 print(f"  ctranslate2 {key.removeprefix('raw-'):<12} / transformers generate float32: sentences/s {g[0] / r[0]:.2f}x   tokens/s {(r[1] / r[0]) / (g[1] / g[0]):.2f}x")
+
+
+
+def main() -> None:
+    report(*measure(parse_args()))
+
+
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: the stage vs raw translate_batch, CTranslate2 vs generate."""
+    args = parse_args(["--sentences", "32", "--repeats", "3"] if quick else [])
+    rows, results, n = measure(args)
+    report(rows, results, n)
+    out = []
+    for key, (seconds, tokens) in results.items():
+        if key.startswith("stage-"):
+            compute = key.removeprefix("stage-")
+            raw_s, raw_t = results[f"raw-{compute}"]
+            case = f"{n} sentences, {compute}"
+            out.append({"case": case, "measure": "sentences/s", "stage": n / seconds, "reference": n / raw_s, "reference_name": "raw translate_batch", "higher_is_better": True})
+            out.append({"case": case, "measure": "tokens/s", "stage": tokens / seconds, "reference": raw_t / raw_s, "reference_name": "raw translate_batch", "higher_is_better": True})
+    if "generate" in results:
+        g_s, g_t = results["generate"]
+        for key, (seconds, tokens) in results.items():
+            if key.startswith("raw-"):
+                out.append({"case": f"{n} sentences, ctranslate2 {key.removeprefix('raw-')}", "measure": "tokens/s", "stage": tokens / seconds, "reference": g_t / g_s, "reference_name": "transformers generate float32", "higher_is_better": True})
+    return out
 
 
 if __name__ == "__main__":

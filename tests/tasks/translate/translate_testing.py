@@ -8,14 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from storage import ArtifactStore
-from tasks.corpus.config import CorpusConfig
-from tasks.corpus.stage import CORPUS_STAGE
 from tasks.stage import run_stage
-from tasks.translate import TRANSLATE_MODEL_STAGE, TRANSLATE_STAGE
-from tasks.translate.config import TranslateConfig, TranslateModelConfig
+from tasks.translate import TRANSLATE_STAGE
+from tasks.translate.config import TranslateConfig
 
 POOL = ["fra_Latn", "deu_Latn", "spa_Latn", "jpn_Jpan", "zho_Hans", "hin_Deva"]
 TINY = {"source": "tiny_random", "tiny": {"seed": 3, "vocab_size": 600, "d_model": 32, "layers": 1, "heads": 2, "ffn_dim": 64}}
