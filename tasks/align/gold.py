@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import regex
 
@@ -122,3 +123,23 @@ def score_alignments(predicted: Iterable[Iterable[tuple[int, int]]], gold: Seque
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     aer = 1.0 - (a_s + a_p) / (a_total + s_total) if a_total + s_total else 0.0
     return AlignmentScores(aer, precision, recall, f1, pairs, a_total, s_total, p_total)
+
+
+def align_gold_set(
+    aligner: Any,
+    src: Sequence[list[str]],
+    tgt: Sequence[list[str]],
+    src_lang: str,
+    tgt_lang: str,
+    extra: Sequence[tuple[list[str], list[str]]] = (),
+) -> list[set[tuple[int, int]]]:
+    """Links predicted for each (src, tgt) sentence pair; a pair the backend drops predicts none.
+
+    `extra` pairs (unlabelled parallel text) only add training statistics, for eflomal."""
+    import numpy as np
+
+    n = len(src)
+    sentences, langs = [*src, *tgt], [src_lang] * n + [tgt_lang] * n
+    pairs = np.stack([np.arange(n), n + np.arange(n)], axis=1)
+    links = aligner.align(sentences, langs, pairs, extra=extra) if extra else aligner.align(sentences, langs, pairs)
+    return [set() if l is None else set(zip(l[0].tolist(), l[1].tolist())) for l in links]
