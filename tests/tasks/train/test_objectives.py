@@ -45,7 +45,7 @@ def test_supcon_matches_the_formula_and_survives_rows_without_positives():
         terms.append(-np.mean([float(z[i] @ z[p]) / 0.1 - math.log(denom) for p in positives]))
     assert abs(float(loss) - np.mean(terms)) < 1e-5
     lonely = MultiwaySupConLoss()(emb[:, :1].clone().requires_grad_(), torch.ones(3, 1, dtype=torch.bool), {})
-    assert float(lonely) == 0.0 and lonely.requires_grad
+    assert lonely.detach().item() == 0.0 and lonely.requires_grad
     boosted = MultiwaySupConLoss(temperature=0.1, positive_boost=True, regularization=0.5)(emb, valid, {"z_orig": emb + 0.1})
     assert torch.isfinite(boosted)
 
