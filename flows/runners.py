@@ -34,9 +34,21 @@ def _ray_task_runner_class() -> type:
             return super().__eq__(other) and getattr(other, "shard_options", None) == self.shard_options
 
         def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
-            if task.name != SHARD_TASK or not self.shard_options:
-                return super().submit(task, parameters, wait_for, dependencies)
-            with remote_options(**self.shard_options):
+            from contextlib import ExitStack
+
+            from prefect.context import FlowRunContext
+            from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+            with ExitStack() as stack:
+                # Each task carries the flow's settings to its Ray worker. When the flow talks
+                # to a temporary server (`xlembed run` without PREFECT_API_URL) they hold no API
+                # URL, and every worker would start a temporary server of its own (slow, and
+                # its task runs would never reach the flow's): hand them the flow's.
+                client = getattr(FlowRunContext.get(), "client", None)
+                if client is not None and not get_current_settings().api.url:
+                    stack.enter_context(temporary_settings(updates={PREFECT_API_URL: str(client.api_url).rstrip("/")}))
+                if task.name == SHARD_TASK and self.shard_options:
+                    stack.enter_context(remote_options(**self.shard_options))
                 return super().submit(task, parameters, wait_for, dependencies)
 
     return ShardRayTaskRunner
