@@ -66,7 +66,8 @@ def run_audit() -> str:
         vulnerable = [d for d in deps if d.get("vulns")]
         audited = len(deps) - len(skipped)
         found = "; ".join(f"{d['name']} {d['version']}: {', '.join(v['id'] for v in d['vulns'])}" for d in vulnerable) or "none"
-        lines.append(f"- service `{service}`: {len(deps)} pinned packages, {audited} audited, {len(skipped)} skipped, vulnerabilities: {found}")
+        verdict = f"vulnerabilities: {found}" if audited else "INCONCLUSIVE: nothing could be audited"
+        lines.append(f"- service `{service}`: {len(deps)} pinned packages, {audited} audited, {len(skipped)} skipped, {verdict}")
         if skipped:
             lines.append(f"  (skipped: \"{skipped[0]['skip_reason']}\" and alike: the vulnerability data could not be fetched from this machine)")
     return "\n".join(lines)
