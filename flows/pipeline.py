@@ -7,6 +7,7 @@ committed is not run at all. Transient storage errors are retried.
 
 from __future__ import annotations
 
+import errno
 import time
 from typing import Any
 
@@ -24,9 +25,15 @@ from tasks.stage import ShardSpec, commit_stage, run_shard
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)
 
 
+# A full disk or a file-size limit does not go away by waiting a few seconds.
+PERMANENT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Network and storage hiccups are worth a retry; bad data and bugs are not."""
+    """Network and storage hiccups are worth a retry; bad data, full disks and bugs are not."""
     if isinstance(exc, PERMANENT_ERRORS):
+        return False
+    if isinstance(exc, OSError) and exc.errno in PERMANENT_ERRNOS:
         return False
     if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
         return True
