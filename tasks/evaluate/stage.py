@@ -36,7 +36,34 @@ CODE_VERSION = "1"
 REPORT_DIR = "report"
 
 
+def check_benchmark_files(config: EvaluateConfig) -> None:
+    """Parse every benchmark's files before any model loads, so that a bad line in the last
+    benchmark fails in seconds (naming file, line and field), not after the first ones ran."""
+    from tasks.evaluate import datasets
+
+    for bench in config.benchmarks:
+        if isinstance(bench, TatoebaBenchmark):
+            for lang in bench.langs:
+                datasets.read_tatoeba(bench.path, lang)
+        elif isinstance(bench, MultiwayBenchmark):
+            datasets.read_multiway_rows(bench.path, bench.langs, slice(bench.row_start, bench.row_stop), pattern=bench.pattern)
+        elif isinstance(bench, BuccBenchmark):
+            for lang in bench.langs:
+                datasets.read_bucc(bench.path, lang, bench.tune_split)
+                datasets.read_bucc(bench.path, lang, bench.test_split)
+        elif isinstance(bench, StsBenchmark):
+            if bench.layout == "semeval2017":
+                datasets.read_sts2017_folder(bench.path)
+            elif bench.langs and len(bench.langs) == 2:
+                datasets.read_sts_tsv(bench.path, bench.langs[0], bench.langs[1])
+        elif isinstance(bench, XnliBenchmark) and bench.path and bench.train_file:
+            from tasks.evaluate.xnli import load_xnli_data
+
+            load_xnli_data(bench)
+
+
 def plan_evaluate_shards(config: EvaluateConfig, inputs: Inputs) -> list[ShardSpec]:
+    check_benchmark_files(config)
     return [ShardSpec("evaluation", {}, f"{len(config.benchmarks)} benchmarks")]
 
 

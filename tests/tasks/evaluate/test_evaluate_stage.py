@@ -209,3 +209,15 @@ def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path
     assert manifest.metrics["base_headline"]["tatoeba/tatoeba"]["mean"] == pytest.approx(
         value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean"), abs=1e-4
     )
+
+
+def test_a_bad_file_in_a_later_benchmark_fails_before_any_encoding(built: dict, tmp_path: Path) -> None:
+    from tasks.evaluate.stage import plan_evaluate_shards
+
+    (tmp_path / "tatoeba.kaz-eng.kaz").write_text("а\nб\n", encoding="utf-8")
+    (tmp_path / "tatoeba.kaz-eng.eng").write_text("a\n", encoding="utf-8")
+    config = EvaluateConfig.model_validate(
+        {"benchmarks": [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["fra"]}, {"kind": "tatoeba", "path": str(tmp_path), "langs": ["kaz"]}]}
+    )
+    with pytest.raises(BenchmarkDataError, match=r"tatoeba\.kaz-eng\.kaz"):
+        plan_evaluate_shards(config, {})  # no inputs needed: nothing is loaded or encoded
