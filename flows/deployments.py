@@ -14,10 +14,14 @@ deploy`); `serve` registers them and runs their flow runs from this process, no 
 work pool needed (`xlembed serve`). Both need a real server (PREFECT_API_URL): schedules
 do not exist in Prefect's ephemeral mode. This module only wires; the flow does the work.
 
-The entrypoint is the module path `flows.pipeline.pipeline_flow`, so any machine where
-xlembed is installed (a worker container, a served process) can load it whatever its
-working directory; `prefect.yaml` at the repository root declares the same deployments for
-`prefect deploy --all` with the file entrypoint `flows/pipeline.py:pipeline_flow`.
+The entrypoint is `deployment_flow` below: `pipeline_flow` itself (same flow, same name)
+with a task runner that reads the run's config, so a deployed run fans its shards out as
+`[pipeline] task_runner` says (threads, Dask or Ray), as `xlembed run` does; a flow's
+task runner is otherwise fixed where the flow is defined. `xlembed deploy` registers it
+by module path (`flows.deployments.deployment_flow`), so any machine where xlembed is
+installed can load it whatever its working directory; `prefect.yaml` declares the same
+deployments for `prefect deploy --all` with the file entrypoint
+`flows/deployments.py:deployment_flow`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from prefect.task_runners import TaskRunner
+
 FLOW_NAME = "xlembed-pipeline"
 REBUILD = "xlembed-rebuild"
 STAGE = "xlembed-stage"
@@ -36,6 +42,9 @@ DEFAULT_CRON = "0 3 * * *"  # nightly, 03:00 in DEFAULT_TIMEZONE
 DEFAULT_TIMEZONE = "UTC"
 DEFAULT_POOL = "xlembed"
 POOL_ENV = "XLEMBED_WORK_POOL"
+
+
+ENTRYPOINT = "flows.deployments.deployment_flow"
 
 
 class DeploymentError(RuntimeError):
@@ -57,6 +66,60 @@ class DeploymentSpec:
         if self.root:
             params["root"] = self.root
         return params
+
+
+class ConfiguredTaskRunner(TaskRunner):
+    """The task runner the run's own config names: built, on the first task, from the flow
+    run's `config_path` and `root` parameters (`flows.runners.make_task_runner`), then
+    every task goes to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._inner: Any = None
+
+    def duplicate(self) -> "ConfiguredTaskRunner":
+        return type(self)()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def configured(self) -> Any:
+        if self._inner is None:
+            from prefect.context import FlowRunContext
+
+            from flows.config import load_config
+            from flows.runners import make_task_runner
+
+            context = FlowRunContext.get()
+            if context is None:
+                raise RuntimeError("ConfiguredTaskRunner runs tasks of a flow run only")
+            params = context.parameters
+            settings = load_config(params["config_path"], root=params.get("root")).settings
+            self._inner = make_task_runner(settings).__enter__()
+        return self._inner
+
+    def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
+        return self.configured().submit(task, parameters, wait_for, dependencies)
+
+    def map(self, task: Any, parameters: dict[str, Any], wait_for: Any = None) -> Any:
+        return self.configured().map(task, parameters, wait_for)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        inner, self._inner = self._inner, None
+        try:
+            if inner is not None:
+                inner.__exit__(*exc_info)
+        finally:
+            super().__exit__(*exc_info)
+
+
+def _deployment_flow() -> Any:
+    from flows.pipeline import pipeline_flow
+
+    return pipeline_flow.with_options(task_runner=ConfiguredTaskRunner())
+
+
+deployment_flow = _deployment_flow()
 
 
 def api_url() -> str | None:
@@ -89,8 +152,6 @@ def build_deployments(spec: DeploymentSpec, work_pool_name: str | None = None) -
     """The two RunnerDeployments (not yet registered)."""
     from prefect.deployments.runner import EntrypointType, RunnerDeployment
 
-    from flows.pipeline import pipeline_flow
-
     common: dict[str, Any] = dict(
         parameters=spec.parameters(),
         entrypoint_type=EntrypointType.MODULE_PATH,
@@ -98,7 +159,7 @@ def build_deployments(spec: DeploymentSpec, work_pool_name: str | None = None) -
         concurrency_limit=1,  # two builds of one pipeline at once would only duplicate work
     )
     rebuild = RunnerDeployment.from_flow(
-        pipeline_flow,
+        deployment_flow,
         name=REBUILD,
         schedules=_schedules(spec),
         paused=spec.paused,
@@ -107,7 +168,7 @@ def build_deployments(spec: DeploymentSpec, work_pool_name: str | None = None) -
         **common,
     )
     stage = RunnerDeployment.from_flow(
-        pipeline_flow,
+        deployment_flow,
         name=STAGE,
         description=(
             f"Run part of {spec.config_path} on demand: set `only` (one stage, building missing inputs), "
@@ -116,6 +177,8 @@ def build_deployments(spec: DeploymentSpec, work_pool_name: str | None = None) -
         tags=["xlembed", "stage", *spec.tags],
         **common,
     )
+    for deployment in (rebuild, stage):
+        deployment.entrypoint = ENTRYPOINT  # from_flow would name flows.pipeline.pipeline_flow
     return [rebuild, stage]
 
 

@@ -217,7 +217,7 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
 
     rebuild = client.read_deployment_by_name("xlembed-pipeline/xlembed-rebuild")
     stage = client.read_deployment_by_name("xlembed-pipeline/xlembed-stage")
-    assert rebuild.entrypoint == stage.entrypoint == "flows.pipeline.pipeline_flow"
+    assert rebuild.entrypoint == stage.entrypoint == "flows.deployments.deployment_flow"
     assert rebuild.work_pool_name == stage.work_pool_name == "xlembed"
     assert client.read_work_pool("xlembed").type == "process"  # created by `xlembed deploy`
     assert [s.schedule.cron for s in rebuild.schedules] == ["* * * * * */10"] and stage.schedules == []
@@ -253,7 +253,7 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
         assert yaml_deploy.returncode == 0, yaml_deploy.stdout[-3000:] + yaml_deploy.stderr[-3000:]
         stage = client.read_deployment_by_name("xlembed-pipeline/xlembed-stage")
         rebuild = client.read_deployment_by_name("xlembed-pipeline/xlembed-rebuild")
-        assert stage.entrypoint == rebuild.entrypoint == "flows/pipeline.py:pipeline_flow"
+        assert stage.entrypoint == rebuild.entrypoint == "flows/deployments.py:deployment_flow"
         assert [s.schedule.cron for s in rebuild.schedules] == ["0 3 * * *"]
         assert stage.pull_steps == [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}]
 
@@ -330,7 +330,7 @@ def test_prefect_yaml_declares_both_deployments() -> None:
     by_name = {d["name"]: d for d in spec["deployments"]}
     assert set(by_name) == {"xlembed-rebuild", "xlembed-stage"}
     for d in by_name.values():
-        assert d["entrypoint"] == "flows/pipeline.py:pipeline_flow"
+        assert d["entrypoint"] == "flows/deployments.py:deployment_flow"
         assert d["work_pool"]["name"] == "xlembed"
         assert Path(REPO / d["parameters"]["config_path"]).is_file()
     assert [s["cron"] for s in by_name["xlembed-rebuild"]["schedules"]] == ["0 3 * * *"]
@@ -342,3 +342,28 @@ def test_prefect_yaml_declares_both_deployments() -> None:
     assert {"config_path", "only", "from_stage", "force", "root"} <= accepted
     assert all(set(d["parameters"]) <= accepted for d in by_name.values())
     json.dumps(spec)  # plain data: no YAML-only types slipped in
+
+
+def test_deployed_flow_runs_shards_on_the_configs_task_runner(toy_pipeline: dict, prefect_server: None) -> None:
+    """A deployment run takes its task runner from its config, as `xlembed run` does."""
+    from prefect import flow
+    from prefect.context import FlowRunContext
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.deployments import ConfiguredTaskRunner, deployment_flow
+    from flows.pipeline import pipeline_flow
+
+    assert deployment_flow.name == pipeline_flow.name == "xlembed-pipeline"
+    assert deployment_flow.parameters == pipeline_flow.parameters
+    config = toy_pipeline["config"]
+    config.write_text(config.read_text().replace("max_workers = 2", "max_workers = 3"))
+
+    @flow(task_runner=ConfiguredTaskRunner())
+    def probe(config_path: str, root: str | None = None) -> list:
+        runner = FlowRunContext.get().task_runner
+        runner.configured()
+        return [type(runner._inner).__name__, runner._inner._max_workers]
+
+    assert probe(str(config)) == [ThreadPoolTaskRunner.__name__, 3]
+    keys = deployment_flow(config_path=str(config))  # the real flow, through that runner
+    assert sorted(keys) == ["corpus", "histogram", "lengths"]
