@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test clean
+.PHONY: install demo test benchmarks reliability-report clean
 
 install: $(VENV)/.installed
 
@@ -20,6 +20,14 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# Every benchmark's ratios into docs/benchmarks.md (QUICK=1 for small sizes).
+benchmarks: install
+	$(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,)
+
+# Regenerate docs/reliability.md (LONG=1: the 20+ kill variant).
+reliability-report: install
+	$(BIN)/python -m tests.reliability.report $(if $(LONG),--long,)
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .hypothesis
