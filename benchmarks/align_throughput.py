@@ -53,7 +53,7 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=24, help="pairs for WSPAlign (batched and reference)")
     parser.add_argument("--hidden", type=int, default=32)
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--encoder", type=str, default=None, help="SimAlign encoder dir (default: a tiny random BERT)")
     parser.add_argument("--eflomal-pairs", type=int, default=400)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
 
@@ -93,6 +93,16 @@ def main() -> None:
     print(f"wspalign batched    {len(pairs) / t_batched:9.2f} pairs/s  ({t_batched:.2f} s, {links} links)")
     print(f"wspalign reference  {len(pairs) / t_reference:9.2f} pairs/s  ({t_reference:.2f} s, one question per forward)")
     print(f"batched / reference: {t_reference / t_batched:.1f}x   identical links: {identical}   max |score diff|: {max_diff:.2e}")
+    rows = [
+        {
+            "case": f"{len(pairs)} FLORES pairs, random XLM-R {args.hidden}x{args.layers}, identical links: {identical}",
+            "measure": "pairs/s",
+            "stage": len(pairs) / t_batched,
+            "reference": len(pairs) / t_reference,
+            "reference_name": "one question per forward",
+            "higher_is_better": True,
+        }
+    ]
 
     from tasks.align.backends.simalign import SimAligner
 
@@ -119,6 +129,12 @@ def main() -> None:
         print(f"eflomal             {len(ef_pairs) / t_ef:9.2f} pairs/s  ({len(ef_pairs)} pairs in {len(LANGS)} language pairs, training included)")
     if not identical:
         raise SystemExit("batched and reference alignments differ")
+    return rows
+
+
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: batched WSPAlign vs one question per forward."""
+    return main(["--pairs", "8", "--eflomal-pairs", "100"] if quick else [])
 
 
 if __name__ == "__main__":
