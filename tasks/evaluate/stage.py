@@ -1,7 +1,8 @@
 """The evaluate stage: score an encoder on retrieval, mining and STS benchmarks; write a report.
 
 Input artifacts: `base_model` (the encoder, as a transformers directory), `corpus` (for
-the held-out `dev` split) and, when the pipeline trains one, `train` (the trained encoder:
+the held-out `dev` split; `translate` instead when the pipeline translates) and, when the
+pipeline trains one, `train` (the trained encoder:
 it is the model scored, and the base model is scored beside it for a before/after report).
 Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, as attached
 files, `report/report.md`, `report/report.html`, the figures and, with a trained model,
@@ -148,7 +149,9 @@ class _Evaluation:
         from tasks.evaluate.retrieval import retrieval_rows
 
         pivot = to_flores(bench.pivot)
-        dev = pl.from_arrow(self.inputs["corpus"].read_table(["group_id", "lang", "text", "split"])).filter(pl.col("split") == "dev")
+        # the multi-way corpus: NLLB's translations when the pipeline translates, else the corpus
+        corpus = self.inputs["translate"] if "translate" in self.inputs else self.inputs["corpus"]
+        dev = pl.from_arrow(corpus.read_table(["group_id", "lang", "text", "split"])).filter(pl.col("split") == "dev")
         wide = dev.pivot(on="lang", index="group_id", values="text").sort("group_id")
         if pivot not in wide.columns:
             raise ValueError(f"evaluate: the corpus dev split has no {pivot} rows to pair with")
@@ -343,7 +346,7 @@ EVALUATE_STAGE: Stage[EvaluateConfig] = Stage(
     plan_shards=plan_evaluate_shards,
     build_shard=build_evaluate_shard,
     inputs=("corpus", "base_model"),
-    optional_inputs=("train",),
+    optional_inputs=("translate", "train"),
     fingerprint_sources=fingerprint_evaluate_sources,
     description="score the encoder on Tatoeba, BUCC, STS and held-out retrieval; write a report",
 )
