@@ -34,6 +34,9 @@ class MultiwaySupConConfig(StageConfig):
     temperature: float = Field(default=0.05, gt=0.0)
     positive_boost: bool = Field(default=False, description="scale positive logits by exp(-z_i . z_p) (appendix)")
     regularization: float = Field(default=0.0, ge=0.0, description="lambda of lambda * mean ||z - z_orig||^2")
+    anchors: Literal["all", "pivot"] = Field(
+        default="all", description="all: every text is an anchor (the paper); pivot: only view 0's text (the en-anchor ablation)"
+    )
 
 
 class AlignedWordPredictionConfig(StageConfig):
@@ -119,6 +122,10 @@ class TrainConfig(StageConfig):
     max_length: int = Field(default=32, ge=4, le=8192, description="tokens per text, special tokens included")
     pivot: str = Field(default="eng_Latn", description="the language every pair has (English in the papers)")
     langs: LangCodes | None = Field(default=None, description="non-pivot languages to train on; default: all in the data")
+    pivot_in_every_row: bool = Field(
+        default=True,
+        description="False: every view of a row is drawn from all languages, the pivot included (multi-way en-ablate); SupCon/TR only",
+    )
     pooling: Literal["mean", "cls", "cls_before_pooler"] = "mean"
     prefix: str = Field(default="", description="prepended to every text (e.g. 'query: ' for E5)")
     language_embedding: bool = Field(default=False, description="learned language-ID vector added to token embeddings")
@@ -146,6 +153,10 @@ class TrainConfig(StageConfig):
     def _consistent(self) -> TrainConfig:
         if self.distributed.nproc_per_node > 1 and self.batch_size % self.distributed.nproc_per_node:
             raise ValueError(f"batch_size {self.batch_size} must divide by distributed.nproc_per_node {self.distributed.nproc_per_node}")
+        if not self.pivot_in_every_row:
+            needs_pivot = [n for n in ("aligned_word_prediction", "word_translation_ranking", "representation_translation") if n in self.objectives.active()]
+            if needs_pivot:
+                raise ValueError(f"pivot_in_every_row = false leaves rows without the pivot, which {needs_pivot} need: set their weight to 0")
         if self.schedule.warmup_steps > self.steps:
             raise ValueError(f"schedule.warmup_steps ({self.schedule.warmup_steps}) exceeds steps ({self.steps})")
         return self

@@ -226,20 +226,30 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
 # ----------------------------------------------------------------------------- batches
 
 
-def epoch_batches(data: TrainingData, *, epoch: int, batch_size: int, views: int, seed: int) -> list[np.ndarray]:
+def epoch_batches(
+    data: TrainingData, *, epoch: int, batch_size: int, views: int, seed: int, pivot_in_every_row: bool = True
+) -> list[np.ndarray]:
     """The epoch's batches: [batch_size, views] arrays of group row and language column (column -1: no view).
 
     Row order and each row's languages come from (seed, epoch); a row whose texts already
-    appear in the batch waits for the next batch; a last incomplete batch is dropped.
+    appear in the batch waits for the next batch; a last incomplete batch is dropped. View 0 is
+    the pivot unless `pivot_in_every_row` is False: then all views are drawn from every
+    language, the pivot included (multi-way en-ablate; the rows' pivot alignments go unused).
     """
     rng = np.random.default_rng([seed, epoch])
     n_groups, n_langs = data.groups.shape
     order = rng.permutation(n_groups)
-    keys = rng.random((n_groups, n_langs - 1))
-    keys[data.groups[:, 1:] < 0] = np.inf
-    chosen = np.argsort(keys, axis=1, kind="stable")[:, : views - 1] + 1
-    chosen[np.take_along_axis(keys, chosen - 1, axis=1) == np.inf] = -1
-    cols = np.concatenate([np.zeros((n_groups, 1), dtype=np.int64), chosen], axis=1)  # [n_groups, views]
+    if pivot_in_every_row:
+        keys = rng.random((n_groups, n_langs - 1))
+        keys[data.groups[:, 1:] < 0] = np.inf
+        chosen = np.argsort(keys, axis=1, kind="stable")[:, : views - 1] + 1
+        chosen[np.take_along_axis(keys, chosen - 1, axis=1) == np.inf] = -1
+        cols = np.concatenate([np.zeros((n_groups, 1), dtype=np.int64), chosen], axis=1)  # [n_groups, views]
+    else:
+        keys = rng.random((n_groups, n_langs))
+        keys[data.groups < 0] = np.inf
+        cols = np.argsort(keys, axis=1, kind="stable")[:, :views]
+        cols[np.take_along_axis(keys, cols, axis=1) == np.inf] = -1
     batches: list[np.ndarray] = []
     current: list[int] = []
     seen: set[int] = set()
@@ -264,8 +274,11 @@ def epoch_batches(data: TrainingData, *, epoch: int, batch_size: int, views: int
 class BatchPlan:
     """Step number -> batch, over as many epochs as needed (each epoch's batches computed once)."""
 
-    def __init__(self, data: TrainingData, *, batch_size: int, views: int, seed: int, mask_fraction: float = 0.15) -> None:
+    def __init__(
+        self, data: TrainingData, *, batch_size: int, views: int, seed: int, mask_fraction: float = 0.15, pivot_in_every_row: bool = True
+    ) -> None:
         self.data, self.batch_size, self.views, self.seed = data, batch_size, views, seed
+        self.pivot_in_every_row = pivot_in_every_row
         self.mask_fraction = mask_fraction
         self._epochs: dict[int, list[np.ndarray]] = {}
         first = self.epoch(0)
@@ -278,7 +291,9 @@ class BatchPlan:
     def epoch(self, e: int) -> list[np.ndarray]:
         if e not in self._epochs:
             self._epochs = {k: v for k, v in self._epochs.items() if k >= e - 1}
-            self._epochs[e] = epoch_batches(self.data, epoch=e, batch_size=self.batch_size, views=self.views, seed=self.seed)
+            self._epochs[e] = epoch_batches(
+                self.data, epoch=e, batch_size=self.batch_size, views=self.views, seed=self.seed, pivot_in_every_row=self.pivot_in_every_row
+            )
         return self._epochs[e]
 
     def position(self, step: int) -> tuple[int, int]:

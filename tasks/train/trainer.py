@@ -121,7 +121,7 @@ def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData
         if name == "translation_ranking":
             obj: nn.Module = TranslationRankingLoss(cfg.temperature, cfg.symmetric, cfg.margin)
         elif name == "multiway_supcon":
-            obj = MultiwaySupConLoss(cfg.temperature, cfg.positive_boost, cfg.regularization)
+            obj = MultiwaySupConLoss(cfg.temperature, cfg.positive_boost, cfg.regularization, cfg.anchors)
         elif name == "aligned_word_prediction":
             if data.mask_id is None:
                 raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
@@ -196,7 +196,10 @@ class Trainer:
             min_alignment_score=config.min_alignment_score,
         )
         awp = config.objectives.aligned_word_prediction
-        self.plan = BatchPlan(self.data, batch_size=config.batch_size, views=config.views, seed=config.seed, mask_fraction=awp.mask_fraction)
+        self.plan = BatchPlan(
+            self.data, batch_size=config.batch_size, views=config.views, seed=config.seed, mask_fraction=awp.mask_fraction,
+            pivot_in_every_row=config.pivot_in_every_row,
+        )
         self.local_rows = config.batch_size // world
 
         torch.manual_seed(config.seed)

@@ -6,7 +6,9 @@ denominator. An anchor without a positive (a row with one valid text) is skipped
 dividing by zero. Optional positive boosting (the paper's appendix): each positive's logit is
 scaled by exp(-z_i . z_p) (a constant factor, no gradient through it), so that the loss keeps
 pulling at translations that are still far apart. Optional regulariser lambda * mean ||z - z_orig||^2
-against the frozen starting model, which keeps the space from drifting.
+against the frozen starting model, which keeps the space from drifting. With anchors="pivot"
+only view 0's texts (the pivot, English) are anchors: the paper's en-anchor ablation; the
+other texts still serve as positives and negatives.
 
 Inputs: rows of `views` texts (view 0 the pivot), some views possibly missing.
 
@@ -22,9 +24,12 @@ from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_li
 
 
 class MultiwaySupConLoss(SentenceObjective):
-    def __init__(self, temperature: float = 0.05, positive_boost: bool = False, regularization: float = 0.0) -> None:
+    def __init__(self, temperature: float = 0.05, positive_boost: bool = False, regularization: float = 0.0, anchors: str = "all") -> None:
         super().__init__()
+        if anchors not in ("all", "pivot"):
+            raise ValueError(f"anchors must be 'all' or 'pivot', got {anchors!r}")
         self.temperature, self.positive_boost, self.regularization = temperature, positive_boost, regularization
+        self.anchors = anchors
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         if not self.regularization:
@@ -50,6 +55,8 @@ class MultiwaySupConLoss(SentenceObjective):
         log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
         n_pos = positive.sum(1)
         has_pos = n_pos > 0
+        if self.anchors == "pivot":
+            has_pos &= torch.arange(views, device=z.device).repeat(rows)[flat_valid] == 0
         if not has_pos.any():
             loss = zero_like_graph(z)
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -49,6 +50,23 @@ def test_supcon_matches_the_formula_and_survives_rows_without_positives():
     boosted = MultiwaySupConLoss(temperature=0.1, positive_boost=True, regularization=0.5)(emb, valid, {"z_orig": emb + 0.1})
     assert torch.isfinite(boosted)
 
+
+
+def test_supcon_with_pivot_anchors_only_averages_over_view_zero():
+    torch.manual_seed(2)
+    emb = unit(torch.randn(4, 3, 8))
+    valid = torch.ones(4, 3, dtype=torch.bool)
+    got = MultiwaySupConLoss(temperature=0.1, anchors="pivot")(emb, valid, {})
+    z = emb.reshape(12, 8)
+    logits = z @ z.T / 0.1
+    logits.fill_diagonal_(float("-inf"))
+    log_prob = torch.log_softmax(logits, dim=1)
+    terms = [-(log_prob[3 * r, 3 * r + 1] + log_prob[3 * r, 3 * r + 2]) / 2 for r in range(4)]
+    torch.testing.assert_close(got, torch.stack(terms).mean())
+    every = MultiwaySupConLoss(temperature=0.1)(emb, valid, {})
+    assert not torch.isclose(got, every)  # the other views' anchors are left out
+    with pytest.raises(ValueError, match="anchors"):
+        MultiwaySupConLoss(anchors="english")
 
 def test_sinkhorn_approaches_the_exact_transport_cost():
     x = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]])
