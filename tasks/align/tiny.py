@@ -13,6 +13,7 @@ import random
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 WORDS = {
     "eng": "the river city bright small people water under over light night house green market road cat sleeps on sofa".split(),
@@ -36,6 +37,32 @@ def synthetic_sentences(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def canonical_unigram(tok: Any, specials: list[str]) -> Any:
+    """The trained Unigram vocabulary in a fixed order, with scores that do not vary.
+
+    The trainer's result varies between processes (hash-set order, float summation order):
+    the required characters it appends last get the scores min, min - 1e-4, min - 2e-4, ... in
+    hash-set order, the other pieces come out in another order (other ids, so other random
+    embedding rows) with scores that differ in the last bits. Here that tail is rescored in
+    code-point order, the rest is rounded and sorted by score, then piece: the model is the
+    same in every process, which the stage's key assumes (a resumed run must not mix shards
+    aligned by two different models)."""
+    import json
+
+    from tokenizers import models
+
+    vocab = [(piece, score) for piece, score in json.loads(tok.to_str())["model"]["vocab"] if piece not in specials]
+    tail = 0  # the appended required characters: single characters, each 1e-4 (or 0) below the one before
+    while tail < len(vocab) - 1 and len(vocab[-1 - tail][0]) == 1 and -1e-7 < vocab[-2 - tail][1] - vocab[-1 - tail][1] < 1.5e-4:
+        tail += 1
+    if tail:
+        tail += 1
+    head = sorted(((piece, round(score, 6)) for piece, score in vocab[: len(vocab) - tail]), key=lambda item: (-item[1], item[0]))
+    start = round(vocab[len(vocab) - tail][1], 6) if tail else 0.0
+    rest = [(piece, round(start - 1e-4 * i, 6)) for i, piece in enumerate(sorted(piece for piece, _ in vocab[len(vocab) - tail :]))]
+    return models.Unigram([(piece, 0.0) for piece in specials] + head + rest, unk_id=specials.index("<unk>"), byte_fallback=False)
+
+
 def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32, layers: int = 2) -> Path:
     """Train the tokenizer and save it with a seeded random XLMRobertaForQuestionAnswering into `directory`."""
     import torch
@@ -49,6 +76,7 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", initial_alphabet=["¶"], shrinking_factor=0.75)
     tok.train_from_iterator(synthetic_sentences(300, seed=seed) + ["¶"], trainer)
+    tok.model = canonical_unigram(tok, specials)
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
