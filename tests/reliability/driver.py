@@ -9,7 +9,9 @@ SPEC: {"root": ..., "stages": [...names in order...], "configs": {name: section}
 
 Events are the store's writes, counted per stage: a part file written to (its temporary
 file growing), a part file closed, an object about to be put in place, one put in place, and
-`fsync` of a temporary record (written whole but not yet renamed). At the chosen event the
+`fsync` of a temporary record (written whole but not yet renamed), and for `train` its
+durable checkpoints outside the store (a checkpoint folder or the best model about to be
+written, written and renamed, `latest.json` replaced): kills land mid-training. At the chosen event the
 process sends itself SIGKILL: no `finally`, no atexit, exactly what a crash or an OOM kill leaves.
 The driver prints `STAGE <name> START`, `STAGE <name> DONE <key>` and at the end
 `EVENTS {json}` (events per stage), each flushed at once, for the parent to follow.
@@ -39,8 +41,8 @@ def event(kind: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def install_hooks() -> None:
-    """Wrap the store's write paths so that each one is a numbered event."""
+def install_hooks(stages: list[str] | tuple[str, ...] = ()) -> None:
+    """Wrap the store's write paths (and train's checkpoint writes) so that each one is a numbered event."""
     import storage.store as store_module
 
     store = store_module.ArtifactStore
@@ -68,6 +70,12 @@ def install_hooks() -> None:
         event("fsync-temp")
 
     os.fsync = fsync
+    if "train" in stages:  # the trainer calls these through the module: `ckpt.save_checkpoint(...)`
+        import tasks.train.checkpoint as checkpoint
+
+        around(checkpoint, "save_checkpoint", "checkpoint")
+        around(checkpoint, "save_tensors_atomic", "best-model")
+        around(checkpoint, "write_json_atomic", "checkpoint-pointer")
 
 
 def registry(spec: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +112,7 @@ def run(spec: dict[str, Any]) -> dict[str, str]:
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     _state["kill"] = spec.get("kill")
-    install_hooks()
+    install_hooks(spec["stages"])
     print("READY", flush=True)
     keys = run(spec)
     print("EVENTS " + json.dumps(_state["counts"]), flush=True)

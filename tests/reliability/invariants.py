@@ -5,11 +5,16 @@
 to the same file of an uninterrupted reference run, and whole Parquet), every shard record
 lists files that are there with its checksums. It returns the shard records seen, so that a
 later check can prove none of them was rewritten (no completed shard recomputed).
+
+Files are compared by SHA-256, except the few that record how long a run took (`VOLATILE`):
+those are compared by the SHA-256 of their JSON without the timing keys, so that a resumed run
+still has to write every other byte exactly as the uninterrupted run did.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +23,29 @@ import pyarrow.parquet as pq
 from storage import ArtifactStore, ShardRecord
 
 
+# (stage, path inside the artifact) -> keys that hold wall-clock timings (differ run to run)
+VOLATILE: dict[tuple[str, str], tuple[str, ...]] = {
+    ("train", "files/metrics.json"): ("train_seconds", "examples_per_second"),
+}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def without_timings(data: bytes, keys: tuple[str, ...]) -> str:
+    """SHA-256 of a JSON object without `keys` (marked, so it never equals a plain checksum)."""
+    value = json.loads(data)
+    for key in keys:
+        value.pop(key, None)
+    return "no-timings:" + hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def comparable_digest(rel: str, data: bytes) -> str:
+    """The digest compared with the reference run for `stage/key/path`."""
+    stage, _, path = rel.split("/", 2)
+    keys = VOLATILE.get((stage, path))
+    return without_timings(data, keys) if keys else hashlib.sha256(data).hexdigest()
 
 
 def is_temporary(path: Path) -> bool:
@@ -33,10 +59,19 @@ class Marker:
     sha256: str
 
 
-def artifact_files(root: Path) -> dict[str, str]:
-    """Final files of every committed artifact: 'stage/key/path' -> sha256 (from the manifests)."""
+def artifact_files(root: Path | str) -> dict[str, str]:
+    """Final files of every committed artifact: 'stage/key/path' -> sha256 (from the manifests;
+    for `VOLATILE` files, the digest without timings, read from the store: local or s3://)."""
     store = ArtifactStore(root)
-    return {f"{m.stage}/{m.key}/{f.path}": f.sha256 for m in store.list_manifests() for f in m.files}
+    files = {}
+    for m in store.list_manifests():
+        for f in m.files:
+            if (m.stage, f.path) in VOLATILE:
+                data = store.fs.cat_file(f"{store.artifact_dir(m.stage, m.key)}/{f.path}")
+                files[f"{m.stage}/{m.key}/{f.path}"] = comparable_digest(f"{m.stage}/{m.key}/{f.path}", data)
+            else:
+                files[f"{m.stage}/{m.key}/{f.path}"] = f.sha256
+    return files
 
 
 def check_store(root: Path, reference: dict[str, str] | None = None) -> dict[str, Marker]:
@@ -67,7 +102,7 @@ def check_store(root: Path, reference: dict[str, str] | None = None) -> dict[str
             if path.name == "manifest.json":
                 continue
             if reference is not None and rel in reference:
-                assert sha256(path) == reference[rel], f"visible file {rel} is not the whole file an uninterrupted run writes"
+                assert comparable_digest(rel, path.read_bytes()) == reference[rel], f"visible file {rel} is not the whole file an uninterrupted run writes"
             if path.suffix == ".parquet":
                 pq.read_table(path)  # a half-written Parquet file has no footer and fails here
     return markers

@@ -4,7 +4,7 @@ Each `StageScenario` names the stage under test, the stages to run (upstream fir
 the one under test has its inputs) and a function that writes small input data under a
 folder and returns the config sections. The kill tests, the S3 fault tests and the report
 iterate over `SCENARIOS`; a new stage joins every fault test by adding one entry here
-(e.g. `translate`, `align`, `train` once they exist: see `docs/reliability.md`).
+(see `docs/reliability.md`).
 """
 
 from __future__ import annotations
@@ -99,6 +99,83 @@ def _evaluate(data: Path, cache: Path) -> dict[str, Any]:
     }
 
 
+def _translate(data: Path, cache: Path) -> dict[str, Any]:
+    """A tiny random NLLB-architecture model (CTranslate2 int8): mechanics only, 4 shards of 48 rows."""
+    return {
+        "corpus": corpus_section(data, sources=2, lines=120),
+        "translate_model": {"source": "tiny_random", "tiny": {"seed": 0, "vocab_size": 1000, "d_model": 32, "layers": 1}},
+        "translate": {
+            "source_lang": "eng_Latn",
+            "targets": ["fra_Latn", "deu_Latn", "spa_Latn", "kaz_Cyrl"],
+            "k": 2,
+            "seed": 42,
+            "shard_rows": 48,
+            "max_batch_tokens": 1024,
+            "device": "cpu",
+            "compute_type": "int8",
+            "inter_threads": 1,
+            "intra_threads": 1,
+            "decoding": {
+                "beam_size": 1,
+                "max_length_ratio": 1.0,
+                "max_length_extra": 4,
+                "max_decoding_length": 32,
+                "no_repeat_ngram_size": 2,
+            },
+            "filters": {
+                "drop_identical": False,
+                "repetition_max_ngram": 0,
+                "min_length_ratio": 0,
+                "max_length_ratio": 0,
+                "min_script_share": 0,
+            },
+        },
+    }
+
+
+def _align_section(max_groups: int = 150) -> dict[str, Any]:
+    return {
+        "backend": "wspalign",
+        "groups_per_shard": 50,
+        "max_groups": max_groups,
+        "wspalign": {"source": "tiny_random", "combine": "union", "threshold": 0.0, "device": "cpu"},
+    }
+
+
+def _align(data: Path, cache: Path) -> dict[str, Any]:
+    """Tiny random WSPAlign (seeded, bit-reproducible on CPU); eflomal is not (it seeds from /dev/urandom)."""
+    return {"corpus": corpus_section(data, sources=2, lines=120), "align": _align_section()}
+
+
+def _train(data: Path, cache: Path) -> dict[str, Any]:
+    """TR + AWP + WTR for 12 steps on the tiny BERT, a durable checkpoint every 2 steps.
+
+    The checkpoints live in `checkpoint_dir` (not keyed), under the data folder: it is shared by
+    the reference run and the killed runs, one after another; every finished run removes its
+    run-id folder, and a killed one leaves it for its resume."""
+    return {
+        "corpus": corpus_section(data, sources=2, lines=120),
+        "base_model": {"source": "local", "model": str(tiny_model(cache))},
+        "align": _align_section(max_groups=100),
+        "train": {
+            "steps": 12,
+            "batch_size": 8,
+            "max_length": 24,
+            "freeze_word_embeddings": True,
+            "checkpoint_every": 2,
+            "eval_every": 4,
+            "torch_threads": 1,
+            "device": "cpu",
+            "checkpoint_dir": str(data / "train-checkpoints"),
+            "objectives": {
+                "translation_ranking": {"weight": 0.8},
+                "aligned_word_prediction": {"weight": 0.1},
+                "word_translation_ranking": {"weight": 0.1},
+            },
+        },
+    }
+
+
 def _toy(data: Path, cache: Path) -> dict[str, Any]:
     return {
         "corpus": corpus_section(data, sources=2, lines=1500),
@@ -132,6 +209,13 @@ class StageScenario:
 SCENARIOS: tuple[StageScenario, ...] = (
     StageScenario("corpus", ("corpus",), _corpus, notes="4 text sources = 4 shards"),
     StageScenario("base_model", ("base_model",), _base_model, notes="local safetensors model: attached files only"),
+    StageScenario("translate", ("corpus", "translate_model", "translate"), _translate, long_kills=4, s3="long",
+                  notes="tiny random NLLB (CTranslate2 int8, 1 thread), 5 shards of 48 source rows"),  # fmt: skip
+    StageScenario("align", ("corpus", "align"), _align, long_kills=4, s3="long",
+                  notes="tiny random WSPAlign (seeded, CPU), 3 shards of 50 groups; eflomal left out: not bit-reproducible"),  # fmt: skip
+    StageScenario("train", ("corpus", "base_model", "align", "train"), _train, long_kills=5, s3="long",
+                  notes="tiny BERT, TR + AWP + WTR, 12 steps, durable checkpoint every 2 (kills also at checkpoint writes); "
+                        "weights bit-identical, metrics.json equal but for its two timings"),  # fmt: skip
     StageScenario("evaluate", ("corpus", "base_model", "evaluate"), _evaluate, s3="long", notes="tatoeba + corpus-dev with a tiny BERT"),
     StageScenario("lengths", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, s3="long", notes="toy stage, 6 shards"),
     StageScenario("histogram", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, quick_kills=0, long_kills=3, s3="off"),

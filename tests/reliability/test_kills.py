@@ -173,7 +173,7 @@ def test_sigkill_at_storage_events_then_resume(scenario: StageScenario, referenc
         assert chain < wanted * MAX_ATTEMPTS_PER_KILL + 5, "could not land enough kills"
 
 
-TIMER_STAGES = ("corpus", "evaluate", "lengths", "base_model")
+TIMER_STAGES = ("corpus", "translate", "align", "train", "evaluate", "lengths", "base_model")
 
 
 @pytest.mark.parametrize("stage", TIMER_STAGES)

@@ -14,7 +14,6 @@ file before parsing it.
 from __future__ import annotations
 
 import contextlib
-import os
 import resource
 import shutil
 import subprocess
@@ -32,7 +31,7 @@ from storage import ArtifactStore, CorruptArtifact, StoreError, StoreWriteError
 from tasks.stage import run_stage
 from tests.reliability.conftest import driver_command, driver_env
 from tests.reliability.invariants import artifact_files, check_store, is_temporary
-from tests.reliability.scenarios import TOY_REGISTRY, corpus_section, dump_spec, scenario
+from tests.reliability.scenarios import corpus_section, dump_spec, scenario
 
 
 def corpus_config(data: Path, sources: int = 3, lines: int = 6000):
