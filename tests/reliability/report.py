@@ -119,7 +119,11 @@ def render(records: list[dict], summary: str, seconds: float, long: bool, audit:
         "store. After every kill, everything a reader can see is checked: committed artifacts verify and read; visible data and "
         "attached files are byte-equal to the uninterrupted run's; every shard record's files are there with its checksums. After "
         "resuming, shard records seen before are unchanged (no completed shard recomputed) and the final artifacts' checksums equal "
-        "an uninterrupted run's. `tests/flows/test_pipeline_flow.py` kills `xlembed run` (Prefect) itself.",
+        "an uninterrupted run's. `train` keeps its durable checkpoints outside the store (`checkpoint_dir`, pointed into the "
+        "test's folder): their writes are storage events too, so kills land mid-training, and the resumed run must give "
+        "bit-identical weights; its `metrics.json` is compared without its two wall-clock fields (`train_seconds`, "
+        "`examples_per_second`, `VOLATILE` in `invariants.py`), every other file byte for byte. "
+        "`tests/flows/test_pipeline_flow.py` kills `xlembed run` (Prefect) itself.",
         "- **S3** (`test_s3_faults.py`, `s3proxy.py`): a threaded proxy in front of moto's server fails a seeded share of requests "
         "(500/503, answers lost after the write happened, connections dropped mid-response), or stops taking writes after N bytes "
         "(PUT bodies and multipart parts cut halfway). Afterwards `xlembed artifacts verify` runs against moto directly.",
@@ -137,7 +141,7 @@ def render(records: list[dict], summary: str, seconds: float, long: bool, audit:
         "",
         scenario_table(),
         "",
-        "A new stage (translate, align, train) joins every kill and S3 test by one `StageScenario` entry in "
+        "A new stage joins every kill and S3 test by one `StageScenario` entry in "
         "`tests/reliability/scenarios.py`: the stage names to run (upstream first), and a function that writes small inputs and "
         "returns the config sections. Nothing else changes; the tests are parametrised over the table.",
         "",
