@@ -31,9 +31,31 @@ def test_valid_config_maps_nothing_until_run(tmp_path: Path) -> None:
     assert config.settings.root == "artifacts"
 
 
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
 def test_demo_profile_is_valid() -> None:
-    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "demo.toml")
-    assert config.stages == ["corpus", "base_model", "evaluate"]
+    config = load_config(CONFIGS / "demo.toml")
+    assert config.stages == ["corpus", "base_model", "align", "train", "evaluate"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.toml")))
+def test_every_shipped_profile_is_valid(name: str) -> None:
+    assert load_config(CONFIGS / name).stages
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (CONFIGS / "ablations").glob("*.toml")))
+def test_every_shipped_grid_expands_into_valid_configs(name: str, tmp_path: Path) -> None:
+    """Each grid names the profile it runs on in a `# base: configs/X.toml` line (default cpu-small)."""
+    import re
+
+    from flows.sweep import load_grid, variant_configs
+
+    grid_path = CONFIGS / "ablations" / name
+    found = re.search(r"^#\s*base:\s*configs/(\S+\.toml)", grid_path.read_text(encoding="utf-8"), re.MULTILINE)
+    base = CONFIGS / (found.group(1) if found else "cpu-small.toml")
+    configs = variant_configs(base, load_grid(grid_path), workdir=tmp_path)
+    assert len(configs) >= 2
 
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
