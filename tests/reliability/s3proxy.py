@@ -108,7 +108,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":  # a HEAD answer has no body: one written would be read as the next answer
+            self.wfile.write(body)
 
     def _handle(self) -> None:
         policy = self.server.policy
