@@ -91,7 +91,7 @@ def time_steps(config, inputs, repeat: int) -> tuple[float, int]:
     return float(np.median(times)), tokens, n_params
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default=None)
     parser.add_argument("--flores", action="store_true")
@@ -105,7 +105,8 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100 SXM: 989)")
     parser.add_argument("--skip-cache", action="store_true")
     parser.add_argument("--combinations", default=",".join(COMBINATIONS))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    rows: list[dict] = []
 
     import torch
 
@@ -134,9 +135,12 @@ def main() -> None:
         if gpu:
             extra = f" | {tokens / seconds:,.0f} tok/s | MFU {6 * n_params * tokens / seconds / (args.peak_tflops * 1e12):.1%}"
         print(f"| {name} | {seconds:.3f} | {seconds / tr_time:.2f} | {args.batch / seconds:.1f}{extra} |", flush=True)
+        if name != "TR":
+            rows.append({"case": f"{name}, batch {args.batch}", "measure": "s/step", "stage": seconds, "reference": tr_time,
+                         "reference_name": "TR alone", "higher_is_better": False})  # fmt: skip
 
     if args.skip_cache:
-        return
+        return rows
     print(f"\n# GradCache: TR at {args.cache_batch} rows in chunks of {args.chunk} vs plain TR at {args.plain_batch} rows")
     plain = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.plain_batch})
     cached = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.cache_batch, "grad_cache_chunk": args.chunk})
@@ -148,6 +152,15 @@ def main() -> None:
     print(f"| plain | {args.plain_batch} | {p_time:.3f} | {p_eps:.1f} |")
     print(f"| GradCache (chunk {args.chunk}) | {args.cache_batch} | {c_time:.3f} | {c_eps:.1f} |")
     print(f"GradCache examples/s / plain examples/s = {c_eps / p_eps:.2f} (the cost of the second forward; negatives x{args.cache_batch // args.plain_batch})")
+    rows.append({"case": f"GradCache {args.cache_batch} rows (chunk {args.chunk}) vs plain {args.plain_batch}", "measure": "examples/s",
+                 "stage": c_eps, "reference": p_eps, "reference_name": f"plain TR, {args.plain_batch} rows", "higher_is_better": True})  # fmt: skip
+    return rows
+
+
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: step time of each objective mix vs TR alone; GradCache vs plain."""
+    quick_args = ["--batch", "16", "--repeat", "2", "--plain-batch", "32", "--cache-batch", "128", "--chunk", "32"]
+    return main(quick_args if quick else [])
 
 
 if __name__ == "__main__":
