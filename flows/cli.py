@@ -273,7 +273,7 @@ def align(
     examples: Annotated[int, typer.Option("--examples", help="aligned examples to print")] = 2,
     root: RootOpt = None,
 ) -> None:
-    """Score the config's [align] backend against gold word alignments: AER, precision, recall, F1."""
+    """Score the backend of the config's align section against gold word alignments: AER, precision, recall, F1."""
     from tasks.align.gold import GoldFormatError, align_gold_set, check_gold, read_gold, read_tokenized, score_alignments
     from tasks.align.stage import load_aligner
     from tasks.corpus.languages import to_flores
