@@ -19,6 +19,10 @@ from rich.table import Table
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
 
+# Prefect's temporary server gets 20 s to start by default, which a busy 2-core machine
+# exceeds; a user's own setting still wins.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
 app = typer.Typer(
     name="xlembed",
     help="Staged, cached pipelines for cross-lingual sentence encoders.",
