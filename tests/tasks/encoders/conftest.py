@@ -13,7 +13,9 @@ benchmarks/encoder_throughput.py can reuse them.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,10 +41,46 @@ def synthetic_sentences(n: int, *, seed: int = 0, min_words: int = 3, max_words:
     return out
 
 
+def train_wordpiece_vocab(texts: list[str], normalizer: Any, pre_tokenizer: Any, *, vocab_size: int, specials: list[str]) -> list[str]:
+    """A WordPiece vocabulary by frequency merges, the same in every process.
+
+    `tokenizers`' WordPieceTrainer breaks ties between equally frequent pairs in hash-map
+    order, which is seeded per process: each run got another vocabulary, so another tiny
+    model, and the tests that train it (XNLI transfer) passed or failed by draw. Here ties
+    go to the smallest pair. Test setup on a few hundred sentences, not a hot path."""
+    counts = Counter(word for text in texts for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    pieces = {word: [word[0], *("##" + c for c in word[1:])] for word in sorted(counts)}
+    vocab = [*specials, *sorted({p for split in pieces.values() for p in split})]
+    known = set(vocab)
+    while len(vocab) < vocab_size:
+        pairs: Counter[tuple[str, str]] = Counter()
+        for word, split in pieces.items():
+            for pair in zip(split, split[1:]):
+                pairs[pair] += counts[word]
+        if not pairs:
+            break
+        left, right = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        merged = left + right[2:]
+        for word, split in pieces.items():
+            i, out = 0, []
+            while i < len(split):
+                if i + 1 < len(split) and split[i] == left and split[i + 1] == right:
+                    out.append(merged)
+                    i += 2
+                else:
+                    out.append(split[i])
+                    i += 1
+            pieces[word] = out
+        if merged not in known:
+            known.add(merged)
+            vocab.append(merged)
+    return vocab
+
+
 def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
-    """Train a WordPiece tokenizer and save it with a seeded random BertModel into `directory`."""
+    """Train a WordPiece tokenizer (deterministically) and save it with a seeded random BertModel into `directory`."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -50,7 +88,8 @@ def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(synthetic_sentences(400, seed=seed), trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
+    vocab = train_wordpiece_vocab(synthetic_sentences(400, seed=seed), tok.normalizer, tok.pre_tokenizer, vocab_size=600, specials=specials)
+    tok.model = models.WordPiece(vocab={piece: i for i, piece in enumerate(vocab)}, unk_token="[UNK]")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
