@@ -31,7 +31,7 @@ COMBINATIONS: dict[str, dict] = {
     "TR+WTR": {"translation_ranking": {"weight": 0.9}, "word_translation_ranking": {"weight": 0.1}},
     "TR+AWP+WTR": {"translation_ranking": {"weight": 0.8}, "aligned_word_prediction": {"weight": 0.1}, "word_translation_ranking": {"weight": 0.1}},
     "TR+RTL": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1}},
-    "TR+RTL(pivot vocab)": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1, "pivot_vocab_only": True}},
+    "TR+RTL(pivot vocab)": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1, "target_vocab_only": True}},
     "SupCon+reg": {"translation_ranking": {"weight": 0.0}, "multiway_supcon": {"weight": 1.0, "regularization": 0.1}},
     "DuEAM": {"translation_ranking": {"weight": 0.0}, "dueam": {"weight": 1.0}},
 }

@@ -54,11 +54,19 @@ class WordTranslationRankingConfig(StageConfig):
 
 
 class RepresentationTranslationConfig(StageConfig):
-    """DAP RTL: a copy of the last K layers + vocabulary head rebuilds the pivot sentence from the other's tokens."""
+    """DAP RTL: a copy of the last K layers + vocabulary head rebuilds one side of a pair from the other's tokens."""
 
     weight: float = Field(default=0.0, ge=0.0)
     layers: int = Field(default=2, ge=1, description="K: encoder layers copied into the RTL head")
-    pivot_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in pivot texts only")
+    direction: Literal["to_pivot", "from_pivot", "both"] = Field(
+        default="to_pivot",
+        description=(
+            "to_pivot: rebuild the pivot (English) sentence from the other's tokens (DAP's xx->en); from_pivot: the other "
+            "sentence from the pivot's (en->xx); both: half of the rows each way (DAP Table 5). from_pivot and both add a "
+            "learned language embedding to the head's input, as the paper does to name the language to rebuild"
+        ),
+    )
+    target_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in the texts the head rebuilds only")
 
 
 class DuEAMConfig(StageConfig):
@@ -66,7 +74,14 @@ class DuEAMConfig(StageConfig):
 
     weight: float = Field(default=0.0, ge=0.0)
     cosine_weight: float = Field(default=0.003, ge=0.0, description="lambda of L_A - lambda * L_B (paper: 0.003)")
-    non_parallel_pairs: bool = Field(default=True, description="also train on mismatched in-batch pairs")
+    pairs: Literal["parallel", "parallel_and_random", "random"] = Field(
+        default="parallel_and_random",
+        description=(
+            "parallel: each row's translation pair; parallel_and_random: plus a mismatched pair per row (its text with "
+            "another row's pivot text), which only the distance loss sees; random: the mismatched pairs only, for both "
+            "losses, so no translation pair is ever used (the paper's unsupervised DuEAM on random sentence pairs)"
+        ),
+    )
     sinkhorn_epsilon: float = Field(default=0.05, gt=0.0)
     sinkhorn_iterations: int = Field(default=50, ge=1)
 

@@ -145,13 +145,13 @@ def encoder_layers(transformer: Any) -> nn.ModuleList:
 class RepresentationTranslationHead(nn.Module):
     """DAP's RTL head: copies of the encoder's last K layers (not tied) and a vocabulary head.
 
-    Input: the non-pivot sentence's token states (first token excluded, padding masked) followed
-    by one [MASK] embedding per pivot token (word + position + token type, one LayerNorm: the
-    embedding module applied once, unlike the reference code which applies the position
-    embedding and LayerNorm twice). Output: logits at the [MASK] positions.
+    Input: the source sentence's token states (first token excluded, padding masked) followed
+    by one [MASK] embedding per token of the sentence to rebuild (word + position + token
+    type, one LayerNorm: the embedding module applied once, unlike the reference code which
+    applies the position embedding and LayerNorm twice). Output: logits at the [MASK] positions.
     """
 
-    def __init__(self, encoder: DualEncoder, layers: int, mask_id: int) -> None:
+    def __init__(self, encoder: DualEncoder, layers: int, mask_id: int, n_langs: int = 0) -> None:
         super().__init__()
         source = encoder_layers(encoder.transformer)
         if layers > len(source):
@@ -160,15 +160,34 @@ class RepresentationTranslationHead(nn.Module):
         self.head = VocabularyHead(encoder, eps=getattr(encoder.transformer.config, "layer_norm_eps", 1e-12))
         self.mask_id = mask_id
         self._encoder = [encoder]
+        # DAP section 5.1: when the rebuilt language varies, a language embedding (as in TLM) tells
+        # the head which language the source tokens are in and which one to write
+        self.lang_embedding = nn.Embedding(n_langs, encoder.hidden_size) if n_langs else None
+        if self.lang_embedding is not None:
+            nn.init.normal_(self.lang_embedding.weight, std=getattr(encoder.transformer.config, "initializer_range", 0.02))
 
-    def forward(self, src_states: torch.Tensor, src_mask: torch.Tensor, tgt_mask: torch.Tensor, vocab: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        src_states: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        vocab: torch.Tensor | None = None,
+        src_lang: torch.Tensor | None = None,
+        tgt_lang: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         from transformers.masking_utils import create_bidirectional_mask
 
         transformer = self._encoder[0].transformer
         n, t_tgt = tgt_mask.shape
         mask_ids = torch.full((n, t_tgt), self.mask_id, dtype=torch.long, device=tgt_mask.device)
-        queries = transformer.embeddings(input_ids=mask_ids)
-        hidden = torch.cat([src_states[:, 1:], queries.to(src_states.dtype)], dim=1)
+        queries = transformer.embeddings(input_ids=mask_ids).to(src_states.dtype)
+        source = src_states[:, 1:]
+        if self.lang_embedding is not None:
+            if src_lang is None or tgt_lang is None:
+                raise ValueError("this RTL head has language embeddings: pass src_lang and tgt_lang")
+            source = source + self.lang_embedding(src_lang)[:, None, :].to(source.dtype)
+            queries = queries + self.lang_embedding(tgt_lang)[:, None, :].to(queries.dtype)
+        hidden = torch.cat([source, queries], dim=1)
         mask2d = torch.cat([src_mask[:, 1:], tgt_mask], dim=1)
         attn = create_bidirectional_mask(config=transformer.config, inputs_embeds=hidden, attention_mask=mask2d)
         for layer in self.layers:

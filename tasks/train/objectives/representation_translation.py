@@ -1,15 +1,23 @@
-"""Representation translation learning (RTL, DAP section 3.3.2): rebuild the pivot sentence from
-the other sentence's token states.
+"""Representation translation learning (RTL, DAP section 3.3.2): rebuild one sentence of a pair
+from the other sentence's token states.
 
 A head made of copies of the encoder's last K layers (K=2, not tied) and a vocabulary head
-reads the non-pivot sentence's last hidden states (its first token excluded, padding masked)
-followed by one [MASK] embedding per pivot token, and predicts every pivot token at the
-[MASK] positions (reconstruction ratio 1, direction always xx -> pivot). Loss: token
-cross-entropy averaged over every pivot token of the batch. Fixed against the reference code:
-the [MASK] embeddings go through the embedding module once (position embeddings and LayerNorm
-once, not twice); label padding comes from the attention mask, before any vocabulary
-remapping, so a real token is never blanked; labels are built with tensors, not Python loops.
-`pivot_vocab_only` restricts the softmax to token ids that occur in pivot texts.
+reads the source sentence's last hidden states (its first token excluded, padding masked)
+followed by one [MASK] embedding per token of the sentence to rebuild, and predicts every
+token of it at the [MASK] positions (reconstruction ratio 1). Loss: token cross-entropy
+averaged over every rebuilt token of the batch.
+
+Direction (DAP section 5.1, Table 5): `to_pivot` rebuilds the pivot (English) sentence from the
+other language's tokens, the paper's method; `from_pivot` rebuilds the other sentence from the
+pivot's; `both` sends half of the rows each way (a row's direction comes from its pivot text
+id and the step, so every process and chunk agrees on it). The two latter add a language
+embedding to the head's input, as the paper does.
+
+Fixed against the reference code: the [MASK] embeddings go through the embedding module once
+(position embeddings and LayerNorm once, not twice); label padding comes from the attention
+mask, before any vocabulary remapping, so a real token is never blanked; labels are built with
+tensors, not Python loops. `target_vocab_only` restricts the softmax to token ids that occur in
+the texts the head rebuilds.
 
 Inputs: rows whose view 1 translates the pivot view 0.
 
@@ -24,13 +32,24 @@ import torch
 from torch import nn
 
 from tasks.train.data import StepBatch, TrainingData
-from tasks.train.objectives.base import Chunk, TokenObjective, TrainContext
+from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, zero_like_graph
+
+
+def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:
+    """[b] bool: the rows whose pivot sentence is rebuilt (the others rebuild their view-1 sentence)."""
+    if direction == "to_pivot":
+        return np.ones(batch.size, dtype=bool)
+    if direction == "from_pivot":
+        return np.zeros(batch.size, dtype=bool)
+    # both: about half each way, changing with the step; the same in every chunk and process
+    return (batch.text_ids[:, 0] + batch.step) % 2 == 0
 
 
 class RepresentationTranslationLoss(TokenObjective):
-    def __init__(self, head: nn.Module, vocab: np.ndarray | None = None, vocab_size: int | None = None) -> None:
+    def __init__(self, head: nn.Module, vocab: np.ndarray | None = None, vocab_size: int | None = None, direction: str = "to_pivot") -> None:
         super().__init__()
         self.head = head
+        self.direction = direction
         self.register_buffer("vocab", torch.from_numpy(vocab).long() if vocab is not None else None, persistent=False)
         if vocab is not None:
             lookup = torch.full((int(vocab_size),), -100, dtype=torch.long)
@@ -40,13 +59,28 @@ class RepresentationTranslationLoss(TokenObjective):
             self.lookup = None
 
     def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
-        return float(data.lengths[batch.text_ids[:, 0]].sum())  # every pivot token of the whole batch
+        rebuilt = np.where(rows_to_pivot(batch, self.direction), batch.text_ids[:, 0], batch.text_ids[:, 1])
+        return float(data.lengths[rebuilt].sum())  # every rebuilt token of the whole batch
 
     def forward(self, ctx: TrainContext, chunk: Chunk) -> torch.Tensor:
-        labels = chunk.tgt.input_ids.masked_fill(chunk.tgt.attention_mask == 0, -100)  # padding first
+        to_pivot = torch.from_numpy(rows_to_pivot(chunk.batch, self.direction)).to(chunk.src.hidden.device)
+        total = zero_like_graph(chunk.src.hidden)
+        for source, target, rows in ((chunk.src, chunk.tgt, to_pivot), (chunk.tgt, chunk.src, ~to_pivot)):
+            if bool(rows.any()):
+                total = total + self._rebuild(ctx, _select(source, rows), _select(target, rows))
+        return total / chunk.normaliser
+
+    def _rebuild(self, ctx: TrainContext, source: Side, target: Side) -> torch.Tensor:
+        """Summed token cross-entropy of rebuilding `target` from `source`'s token states."""
+        labels = target.input_ids.masked_fill(target.attention_mask == 0, -100)  # padding first
         if self.lookup is not None:
             labels = torch.where(labels >= 0, self.lookup[labels.clamp(min=0)], labels)
         with ctx.autocast():
-            logits = self.head(chunk.src.hidden, chunk.src.attention_mask, chunk.tgt.attention_mask, self.vocab)
-        loss = nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
-        return loss / chunk.normaliser
+            logits = self.head(source.hidden, source.attention_mask, target.attention_mask, self.vocab, source.lang_ids, target.lang_ids)
+        return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
+
+
+def _select(side: Side, rows: torch.Tensor) -> Side:
+    if bool(rows.all()):
+        return side
+    return Side(side.hidden[rows], side.attention_mask[rows], side.input_ids[rows], side.word_ids[rows], side.lang_ids[rows])

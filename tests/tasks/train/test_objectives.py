@@ -76,3 +76,39 @@ def test_sinkhorn_approaches_the_exact_transport_cost():
     got = sinkhorn_distance(x, mask_x, y, mask_y, epsilon=0.01, iterations=200)
     assert abs(float(got) - 0.1) < 1e-3  # each point moves 0.1 to its match
     assert neighbour_rows(5).tolist() == [1, 0, 3, 2, -1]
+
+
+@pytest.mark.parametrize("pairs", ["parallel", "parallel_and_random", "random"])
+def test_dueam_trains_on_the_chosen_pairs(pairs):
+    """L_A = mean exp(|exp(-d) - exp(-wmd)|) over the chosen pairs, L_B = mean cosine of the pairs
+    it names: translations, or for `random` (the paper's unsupervised variant) the mismatched ones only."""
+    from tasks.train.objectives.dueam_wmd import DuEAMLoss
+
+    torch.manual_seed(4)
+    emb = unit(torch.randn(5, 2, 8))
+    partner = torch.tensor(neighbour_rows(5), dtype=torch.float32)
+    offsets = torch.where(partner >= 0, partner - torch.arange(5.0), torch.tensor(float("nan")))
+    wmd_par, wmd_mis = torch.rand(5), torch.rand(5)
+    wmd_mis[4] = float("nan")  # row 4 has no partner
+    extras = {"wmd": torch.stack([wmd_par if pairs != "random" else torch.full((5,), float("nan")), wmd_mis if pairs != "parallel" else torch.full((5,), float("nan")), offsets], 1)}
+    got = DuEAMLoss(cosine_weight=0.5, pairs=pairs)(emb, torch.ones(5, 2, dtype=torch.bool), extras)
+    src, tgt = emb[:, 1], emb[:, 0]
+    a_terms, b_terms = [], []
+    if pairs != "random":
+        for i in range(5):
+            a_terms.append(math.exp(abs(math.exp(-float((src[i] - tgt[i]).norm())) - math.exp(-float(wmd_par[i])))))
+            b_terms.append(float(src[i] @ tgt[i]))
+    if pairs != "parallel":
+        for i, j in enumerate(neighbour_rows(5)):
+            if j < 0:
+                continue
+            a_terms.append(math.exp(abs(math.exp(-float((src[i] - tgt[j]).norm())) - math.exp(-float(wmd_mis[i])))))
+            if pairs == "random":
+                b_terms.append(float(src[i] @ tgt[j]))
+    assert abs(float(got) - (np.mean(a_terms) - 0.5 * np.mean(b_terms))) < 1e-5
+    if pairs == "random":  # a lone row has no random partner: nothing to learn, still in the graph
+        lone = emb[:1].clone().requires_grad_()
+        nothing = DuEAMLoss(pairs="random")(lone, torch.ones(1, 2, dtype=torch.bool), {"wmd": torch.full((1, 3), float("nan"))})
+        assert nothing.item() == 0.0 and nothing.requires_grad
+    with pytest.raises(ValueError, match="pairs"):
+        DuEAMLoss(pairs="weak")

@@ -22,7 +22,7 @@ ALL = {
     "multiway_supcon": {"weight": 0.5, "regularization": 0.1, "positive_boost": True},
     "aligned_word_prediction": {"weight": 0.2},
     "word_translation_ranking": {"weight": 0.2, "temperature": 0.1},
-    "representation_translation": {"weight": 0.2},
+    "representation_translation": {"weight": 0.2, "direction": "both", "target_vocab_only": True},
     "dueam": {"weight": 0.2, "sinkhorn_iterations": 20},
 }
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,6 +86,20 @@ def test_grad_cache_gives_the_plain_step_result(inputs, tmp_path):
     a, b = weights(plain), weights(cached)
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
+def test_unsupervised_dueam_and_rtl_from_the_pivot_train(inputs, tmp_path):
+    """The ablations' other settings through the real step: DuEAM on random pairs only, RTL en->xx."""
+    cfg = config(steps=2, eval_every=0, objectives={
+        "dueam": {"weight": 1.0, "pairs": "random", "sinkhorn_iterations": 10},
+        "representation_translation": {"weight": 0.2, "direction": "from_pivot", "layers": 1},
+    })  # fmt: skip
+    before = weights(Trainer(cfg, inputs))
+    trainer, metrics = run(cfg, inputs, tmp_path)
+    assert set(metrics["final_losses"]) >= {"loss/dueam", "loss/representation_translation"}
+    assert all(np.isfinite(v) for v in metrics["final_losses"].values())
+    after = weights(trainer)
+    assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
 def test_stopped_run_resumes_to_identical_weights(inputs, tmp_path):
