@@ -29,7 +29,19 @@ from typing import Any
 import pyarrow as pa
 
 from storage.keys import canonical_json
-from tasks.evaluate.report import _CSS, MISSING, _Cell, _format_delta, _format_value, _h, _html_table, _md, _md_table, _metric_scale, _Table
+from tasks.evaluate.tables import (
+    CSS,
+    MISSING,
+    Cell,
+    Table,
+    format_delta,
+    format_value,
+    html_escape,
+    html_table,
+    md_escape,
+    md_table,
+    metric_scale,
+)
 
 __all__ = ["MAIN_METRICS", "Column", "Comparison", "VariantResult", "build_comparison", "column_value", "headline_columns"]
 
@@ -59,7 +71,9 @@ class Column:
     def parse(cls, spec: str) -> Column:
         parts = spec.split("/")
         if len(parts) != 4 or not all(parts):
-            raise ValueError(f"report column {spec!r}: expected benchmark/dataset/language/metric, e.g. retrieval/corpus-dev/group:wacse-4/accuracy_mean")
+            raise ValueError(
+                f"report column {spec!r}: expected benchmark/dataset/language/metric, e.g. retrieval/corpus-dev/group:wacse-4/accuracy_mean"
+            )
         return cls(*parts)
 
 
@@ -112,7 +126,9 @@ def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
         groups: list[str] = []
         for table in tables:
             for row in _metric_rows(table):
-                if (row["benchmark"], row["dataset"], row["metric"]) == (benchmark, dataset, metric) and row["src_lang"].startswith(GROUP_PREFIX):
+                if (row["benchmark"], row["dataset"], row["metric"]) == (benchmark, dataset, metric) and row[
+                    "src_lang"
+                ].startswith(GROUP_PREFIX):
                     if row["src_lang"] not in groups:
                         groups.append(row["src_lang"])
         out += [Column(benchmark, dataset, g, metric) for g in groups]
@@ -159,20 +175,20 @@ def _setting(value: Any) -> str:
     return value if isinstance(value, str) else canonical_json(value)
 
 
-def _delta_cell(value: float | None, base: float | None, metric: str, *, is_baseline: bool) -> _Cell:
+def _delta_cell(value: float | None, base: float | None, metric: str, *, is_baseline: bool) -> Cell:
     if is_baseline:
-        return _Cell("baseline", "missing")
+        return Cell("baseline", "missing")
     if value is None or base is None:
-        return _Cell(MISSING, "missing")
-    text = _format_delta(value - base, metric)
+        return Cell(MISSING, "missing")
+    text = format_delta(value - base, metric)
     kind = "zero" if text.lstrip("+-").strip("0.") == "" else ("pos" if text.startswith("+") else "neg")
-    return _Cell(text, kind)
+    return Cell(text, kind)
 
 
 def _spread(std: float | None, metric: str) -> str:
     if std is None:
         return ""
-    scale = _metric_scale(metric)
+    scale = metric_scale(metric)
     return f" ± {std * scale:.1f}" if scale != 1.0 else f" ± {std:.3f}"
 
 
@@ -190,7 +206,10 @@ def build_comparison(
     tables = [r.metrics for r in results if r.metrics is not None]
     chosen = [Column.parse(c) for c in columns] if columns else headline_columns(tables)
     rows_of = {r.name: _metric_rows(r.metrics) if r.metrics is not None else None for r in results}
-    values = {r.name: {c.spec: (column_value(rows_of[r.name], c) if rows_of[r.name] is not None else None) for c in chosen} for r in results}
+    values = {
+        r.name: {c.spec: (column_value(rows_of[r.name], c) if rows_of[r.name] is not None else None) for c in chosen}
+        for r in results
+    }
 
     members: dict[str, list[VariantResult]] = {}
     for r in results:
@@ -203,7 +222,11 @@ def build_comparison(
         for c in chosen:
             present = [values[r.name][c.spec] for r in rs if values[r.name][c.spec] is not None]
             if present:
-                stats[c.spec] = (math.fsum(present) / len(present), statistics.stdev(present) if len(present) > 1 else None, len(present))
+                stats[c.spec] = (
+                    math.fsum(present) / len(present),
+                    statistics.stdev(present) if len(present) > 1 else None,
+                    len(present),
+                )
         seed_stats[group] = stats
 
     base_values: dict[str, float | None] | None = None
@@ -231,28 +254,30 @@ def build_comparison(
     header += ["metrics artifact", "status"]
     numeric += [False, False]
 
-    table_rows: list[list[_Cell]] = []
+    table_rows: list[list[Cell]] = []
     plain_rows: list[dict[str, Any]] = []
     for r in results:
-        line = [_Cell(r.name)] + ([_Cell(r.group)] if show_group else [])
+        line = [Cell(r.name)] + ([Cell(r.group)] if show_group else [])
         settings = ", ".join(f"{k}={_setting(r.overrides[k])}" for k in varied if k in r.overrides)
         if varied:
-            line.append(_Cell(settings))
+            line.append(Cell(settings))
         plain: dict[str, Any] = {"variant": r.name, "group": r.group, "settings": settings}
         for c in chosen:
             value = values[r.name][c.spec]
-            line.append(_Cell(_format_value(value, c.metric), "num" if value is not None else "missing"))
-            plain[c.label] = None if value is None else round(value * _metric_scale(c.metric), 3)
+            line.append(Cell(format_value(value, c.metric), "num" if value is not None else "missing"))
+            plain[c.label] = None if value is None else round(value * metric_scale(c.metric), 3)
             if base_values is not None:
-                cell = _delta_cell(value, base_values[c.spec], c.metric, is_baseline=r.name in base_members and len(base_members) == 1)
+                cell = _delta_cell(
+                    value, base_values[c.spec], c.metric, is_baseline=r.name in base_members and len(base_members) == 1
+                )
                 line.append(cell)
                 plain[f"Δ {c.label}"] = cell.text
         status = "ok" if r.error is None else f"failed: {r.error}"
-        line += [_Cell(r.metrics_key[:12] if r.metrics_key else MISSING, "text" if r.metrics_key else "missing"), _Cell(status)]
+        line += [Cell(r.metrics_key[:12] if r.metrics_key else MISSING, "text" if r.metrics_key else "missing"), Cell(status)]
         plain |= {"metrics artifact": r.metrics_key or "", "status": status}
         table_rows.append(line)
         plain_rows.append(plain)
-    variant_table = _Table(header, table_rows, numeric)
+    variant_table = Table(header, table_rows, numeric)
 
     seed_table = None
     if seed_stats:
@@ -266,19 +291,19 @@ def build_comparison(
                 s_numeric.append(True)
         s_rows = []
         for group, stats in seed_stats.items():
-            line = [_Cell(group), _Cell(str(len(members[group])), "num")]
+            line = [Cell(group), Cell(str(len(members[group])), "num")]
             for c in chosen:
                 stat = stats.get(c.spec)
                 if stat is None:
-                    line.append(_Cell(MISSING, "missing"))
+                    line.append(Cell(MISSING, "missing"))
                 else:
                     mean, std, _ = stat
-                    line.append(_Cell(_format_value(mean, c.metric) + _spread(std, c.metric), "num"))
+                    line.append(Cell(format_value(mean, c.metric) + _spread(std, c.metric), "num"))
                 if base_values is not None:
                     is_base = base_members == {m.name for m in members[group]}
                     line.append(_delta_cell(stat[0] if stat else None, base_values[c.spec], c.metric, is_baseline=is_base))
             s_rows.append(line)
-        seed_table = _Table(s_header, s_rows, s_numeric)
+        seed_table = Table(s_header, s_rows, s_numeric)
 
     ok = sum(1 for r in results if r.error is None)
     intro = f"{len(results)} variants ({ok} ran to the end)"
@@ -286,24 +311,37 @@ def build_comparison(
         intro += f"; Δ columns compare with {'seed group' if len(base_members) > 1 else 'variant'} {baseline}"
         if len(base_members) > 1:
             intro += " (the mean over its seeds)"
-    intro += ". Accuracy, precision, recall and F1 in %, correlations ×100; Δ in the same units (percentage points for percentages)."
-    md = [f"# {_md(title)}", "", _md(intro), ""]
-    ht = [f"<h1>{_h(title)}</h1>", f'<p class="note">{_h(intro)}</p>']
+    intro += (
+        ". Accuracy, precision, recall and F1 in %, correlations ×100; Δ in the same units (percentage points for percentages)."
+    )
+    md = [f"# {md_escape(title)}", "", md_escape(intro), ""]
+    ht = [f"<h1>{html_escape(title)}</h1>", f'<p class="note">{html_escape(intro)}</p>']
     if common:
         shared = "; ".join(f"{k} = {_setting(v)}" for k, v in common.items())
-        md += [f"Every variant sets: {_md(shared)}", ""]
-        ht.append(f'<p class="note">Every variant sets: {_h(shared)}</p>')
-    md += ["## Variants", "", _md_table(variant_table), ""]
-    ht += ["<h2>Variants</h2>", _html_table(variant_table)]
+        md += [f"Every variant sets: {md_escape(shared)}", ""]
+        ht.append(f'<p class="note">Every variant sets: {html_escape(shared)}</p>')
+    md += ["## Variants", "", md_table(variant_table), ""]
+    ht += ["<h2>Variants</h2>", html_table(variant_table)]
     if seed_table is not None:
-        md += ["## Over seeds", "", _md("Variants that differ only in their seed keys, grouped: mean ± sample standard deviation over the seeds."), "", _md_table(seed_table), ""]
-        ht += ["<h2>Over seeds</h2>", '<p class="note">Variants that differ only in their seed keys, grouped: mean ± sample standard deviation over the seeds.</p>', _html_table(seed_table)]
+        md += [
+            "## Over seeds",
+            "",
+            md_escape("Variants that differ only in their seed keys, grouped: mean ± sample standard deviation over the seeds."),
+            "",
+            md_table(seed_table),
+            "",
+        ]
+        ht += [
+            "<h2>Over seeds</h2>",
+            '<p class="note">Variants that differ only in their seed keys, grouped: mean ± sample standard deviation over the seeds.</p>',
+            html_table(seed_table),
+        ]
     if not chosen:
         md += ["No variant has evaluation metrics (no evaluate stage, or every variant failed).", ""]
         ht.append("<p>No variant has evaluation metrics (no evaluate stage, or every variant failed).</p>")
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
+        f"<title>{html_escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
     )
     return Comparison("\n".join(md).rstrip("\n") + "\n", page, plain_rows, chosen, values, seed_stats, base_values)

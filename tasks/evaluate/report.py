@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import html
 import io
 import math
 import re
@@ -46,6 +45,21 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
+from tasks.evaluate.tables import (
+    CORRELATION_TOKENS,
+    CSS,
+    MISSING,
+    Cell,
+    Table,
+    format_delta,
+    format_value,
+    html_escape,
+    html_table,
+    md_code_free,
+    md_escape,
+    md_table,
+    metric_scale,
+)
 
 __all__ = [
     "EMBEDDING_MAP_FILE",
@@ -74,13 +88,9 @@ MAP_MAX_CONCEPT_LABELS = 60
 REPORT_MAX_PAIRS = 36
 REPORT_MAX_CONCEPTS = 40
 
-MISSING = "—"
 _KEY_COLUMNS = ("benchmark", "dataset", "src_lang", "tgt_lang", "metric")
 _REQUIRED_COLUMNS = (*_KEY_COLUMNS, "value", "n")
 _GROUP_PREFIX = "group:"
-# Metric name tokens (split on _ @ - . and space) that make a metric a percentage / a x100 correlation.
-_PERCENT_TOKENS = frozenset({"accuracy", "acc", "precision", "recall", "f1", "ndcg", "mrr", "map"})
-_CORRELATION_TOKENS = frozenset({"spearman", "pearson"})
 # Column order for well-known metrics; others follow in order of first appearance.
 _METRIC_ORDER = (
     "accuracy_src_tgt",
@@ -132,34 +142,6 @@ class EvaluationReport:
 # Numbers
 
 
-def _metric_scale(metric: str) -> float:
-    """100 for percentages and correlations, 1 for anything else (thresholds, counts, ...)."""
-    tokens = set(re.split(r"[_@\-.\s]+", metric.lower()))
-    return 100.0 if tokens & (_PERCENT_TOKENS | _CORRELATION_TOKENS) else 1.0
-
-
-def _is_number(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
-
-
-def _format_value(value: float | None, metric: str) -> str:
-    if not _is_number(value):
-        return MISSING if value is None else "n/a"
-    scale = _metric_scale(metric)
-    if scale != 1.0:
-        return f"{value * scale:.1f}"
-    return f"{value:.3f}"
-
-
-def _format_delta(delta: float, metric: str) -> str:
-    if not math.isfinite(delta):
-        return "n/a"
-    scale = _metric_scale(metric)
-    digits = 1 if scale != 1.0 else 3
-    rounded = round(delta * scale, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return f"{rounded:+.{digits}f}"
-
-
 def _format_n(ns: list[int]) -> str:
     lo, hi = min(ns), max(ns)
     return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
@@ -167,19 +149,6 @@ def _format_n(ns: list[int]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Tables
-
-
-@dataclass
-class _Cell:
-    text: str
-    kind: Literal["text", "num", "pos", "neg", "zero", "missing"] = "text"
-
-
-@dataclass
-class _Table:
-    header: list[str]
-    rows: list[list[_Cell]]
-    numeric: list[bool]  # per column: right-align
 
 
 def _rows_of(table: pa.Table, what: str) -> list[dict[str, Any]]:
@@ -213,7 +182,7 @@ def _metrics_table(
     show_dataset: bool,
     baseline: dict[tuple[Any, ...], float] | None,
     baseline_name: str,
-) -> _Table:
+) -> Table:
     """Rows = (dataset,) language or pair; columns = metrics (+ a delta after each), then n."""
     metrics = _ordered_metrics([r["metric"] for r in rows])
     by_row: dict[tuple[str, str, str | None], dict[str, dict[str, Any]]] = {}
@@ -231,34 +200,34 @@ def _metrics_table(
     header.append("n")
     numeric.append(True)
 
-    out: list[list[_Cell]] = []
+    out: list[list[Cell]] = []
     for (dataset, src, tgt), cells in sorted(by_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
         label = _pair_label(src.removeprefix(_GROUP_PREFIX) if groups else src, tgt)
-        line = ([_Cell(dataset)] if show_dataset else []) + [_Cell(label)]
+        line = ([Cell(dataset)] if show_dataset else []) + [Cell(label)]
         for metric in metrics:
             r = cells.get(metric)
             value = None if r is None else r["value"]
-            line.append(_Cell(_format_value(value, metric), "num" if r is not None else "missing"))
+            line.append(Cell(format_value(value, metric), "num" if r is not None else "missing"))
             if baseline is not None:
                 base = baseline.get((r["benchmark"], dataset, src, tgt, metric)) if r is not None else None
                 if base is None or r is None:
-                    line.append(_Cell(MISSING, "missing"))
+                    line.append(Cell(MISSING, "missing"))
                 else:
-                    text = _format_delta(value - base, metric)
+                    text = format_delta(value - base, metric)
                     kind = "zero" if text.lstrip("+-").strip("0.") == "" else ("pos" if text.startswith("+") else "neg")
-                    line.append(_Cell(text, kind))
-        line.append(_Cell(_format_n([r["n"] for r in cells.values()]), "num"))
+                    line.append(Cell(text, kind))
+        line.append(Cell(_format_n([r["n"] for r in cells.values()]), "num"))
         out.append(line)
-    return _Table(header, out, numeric)
+    return Table(header, out, numeric)
 
 
 def _units_note(metrics: set[str]) -> str:
     parts = []
-    if any(_metric_scale(m) != 1.0 and not set(re.split(r"[_@\-.\s]+", m.lower())) & _CORRELATION_TOKENS for m in metrics):
+    if any(metric_scale(m) != 1.0 and not set(re.split(r"[_@\-.\s]+", m.lower())) & CORRELATION_TOKENS for m in metrics):
         parts.append("accuracy, precision, recall and F1 in %")
-    if any(set(re.split(r"[_@\-.\s]+", m.lower())) & _CORRELATION_TOKENS for m in metrics):
+    if any(set(re.split(r"[_@\-.\s]+", m.lower())) & CORRELATION_TOKENS for m in metrics):
         parts.append("correlations ×100")
-    if any(_metric_scale(m) == 1.0 for m in metrics):
+    if any(metric_scale(m) == 1.0 for m in metrics):
         parts.append("other metrics as computed")
     return "; ".join(parts)
 
@@ -510,62 +479,6 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
 # Rendering
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
-
-
-def _md(text: object) -> str:
-    """Text from data, safe inside a Markdown table cell or heading."""
-    escaped = _MD_SPECIAL.sub(r"\\\1", str(text))
-    return " ".join(escaped.splitlines())
-
-
-def _md_code_free(text: str) -> str:
-    """Like _md but leaves underscores alone (language codes read better as kaz_Cyrl than kaz\\_Cyrl)."""
-    return _md(text).replace("\\_", "_")
-
-
-def _md_table(table: _Table) -> str:
-    lines = [
-        "| " + " | ".join(_md_code_free(h) for h in table.header) + " |",
-        "|" + "|".join("---:" if num else "---" for num in table.numeric) + "|",
-    ]
-    for row in table.rows:
-        lines.append("| " + " | ".join(_md_code_free(cell.text) for cell in row) + " |")
-    return "\n".join(lines)
-
-
-def _h(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _html_table(table: _Table) -> str:
-    head = "".join(f'<th class="{"num" if num else "txt"}">{_h(h)}</th>' for h, num in zip(table.header, table.numeric))
-    body = []
-    for row in table.rows:
-        cells = "".join(
-            f'<td class="{cell.kind if num else "txt"}">{_h(cell.text)}</td>' for cell, num in zip(row, table.numeric)
-        )
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
-
-
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 2rem auto;
-       max-width: 72rem; padding: 0 1rem; color: #1b1b1b; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: .3rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
-h3 { font-size: 1.05rem; margin-top: 1.4rem; }
-table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .9rem; }
-th, td { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; }
-th { background: #f4f4f4; text-align: left; position: sticky; top: 0; }
-th.num, td.num, td.pos, td.neg, td.zero, td.missing { text-align: right; font-variant-numeric: tabular-nums; }
-td.pos { color: #17692b; } td.neg { color: #b3261e; } td.missing { color: #999; }
-table.card th { background: none; font-weight: 600; }
-.note { color: #555; font-size: .85rem; }
-figure { margin: 1.2rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
-figcaption { color: #444; font-size: .9rem; max-width: 60rem; }
-"""
-
-
 @dataclass
 class _Figure:
     file: str
@@ -656,15 +569,15 @@ def build_report(
         ours = {tuple(r[c] for c in _KEY_COLUMNS) for r in rows}
         unmatched_baseline = sum(1 for key in base_values if key not in ours)
 
-    md: list[str] = [f"# {_md(title)}", ""]
-    ht: list[str] = [f"<h1>{_h(title)}</h1>"]
+    md: list[str] = [f"# {md_escape(title)}", ""]
+    ht: list[str] = [f"<h1>{html_escape(title)}</h1>"]
 
     card = [(str(k), str(v)) for k, v in model_card.items()]
     if card:
-        md += ["| | |", "|---|---|"] + [f"| **{_md(k)}** | {_md(v)} |" for k, v in card] + [""]
+        md += ["| | |", "|---|---|"] + [f"| **{md_escape(k)}** | {md_escape(v)} |" for k, v in card] + [""]
         ht.append(
             '<table class="card"><tbody>'
-            + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>" for k, v in card)
+            + "".join(f"<tr><th>{html_escape(k)}</th><td>{html_escape(v)}</td></tr>" for k, v in card)
             + "</tbody></table>"
         )
 
@@ -675,8 +588,8 @@ def build_report(
         if unmatched_baseline:
             summary += f" ({unmatched_baseline} {base_name} rows have no counterpart here and are not shown)"
     summary += "."
-    md += [_md(summary), ""]
-    ht.append(f'<p class="note">{_h(summary)}</p>')
+    md += [md_escape(summary), ""]
+    ht.append(f'<p class="note">{html_escape(summary)}</p>')
     if not rows:
         md += ["No metrics were computed.", ""]
         ht.append("<p>No metrics were computed.</p>")
@@ -685,42 +598,42 @@ def build_report(
         bench_rows = [r for r in rows if r["benchmark"] == benchmark]
         datasets = list(dict.fromkeys(r["dataset"] for r in bench_rows))
         show_dataset = len(datasets) > 1
-        md += [f"## {_md_code_free(benchmark)}", ""]
-        ht.append(f"<h2>{_h(benchmark)}</h2>")
+        md += [f"## {md_code_free(benchmark)}", ""]
+        ht.append(f"<h2>{html_escape(benchmark)}</h2>")
         if not show_dataset:
-            md += [f"Dataset: {_md_code_free(datasets[0])}", ""]
-            ht.append(f"<p>Dataset: <code>{_h(datasets[0])}</code></p>")
+            md += [f"Dataset: {md_code_free(datasets[0])}", ""]
+            ht.append(f"<p>Dataset: <code>{html_escape(datasets[0])}</code></p>")
         for heading, groups in (("Per language", False), ("Group averages", True)):
             part = [r for r in bench_rows if r["src_lang"].startswith(_GROUP_PREFIX) == groups]
             if not part:
                 continue
             table = _metrics_table(part, groups=groups, show_dataset=show_dataset, baseline=base_values, baseline_name=base_name)
-            md += [f"### {heading}", "", _md_table(table), ""]
-            ht += [f"<h3>{_h(heading)}</h3>", _html_table(table)]
+            md += [f"### {heading}", "", md_table(table), ""]
+            ht += [f"<h3>{html_escape(heading)}</h3>", html_table(table)]
         note = _units_note({r["metric"] for r in bench_rows})
         if note:
             note = note[0].upper() + note[1:] + "."
             if baseline is not None:
                 note += " Δ columns are in the same units (percentage points for percentages)."
-            md += [f"*{_md(note)}*", ""]
-            ht.append(f'<p class="note">{_h(note)}</p>')
+            md += [f"*{md_escape(note)}*", ""]
+            ht.append(f'<p class="note">{html_escape(note)}</p>')
 
     figures = _figures(similarities, word_map, seed)
     if figures:
         md += ["## Figures", ""]
         ht.append("<h2>Figures</h2>")
         for fig in figures:
-            md += [f"![{_md(fig.alt)}]({fig.file})", "", f"*{_md(fig.caption)}*", ""]
+            md += [f"![{md_escape(fig.alt)}]({fig.file})", "", f"*{md_escape(fig.caption)}*", ""]
             data = base64.b64encode(fig.png).decode("ascii")
             ht.append(
-                f'<figure><img src="data:image/png;base64,{data}" alt="{_h(fig.alt)}">'
-                f"<figcaption>{_h(fig.caption)}</figcaption></figure>"
+                f'<figure><img src="data:image/png;base64,{data}" alt="{html_escape(fig.alt)}">'
+                f"<figcaption>{html_escape(fig.caption)}</figcaption></figure>"
             )
 
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
+        f"<title>{html_escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
     )
     return EvaluationReport(
         markdown="\n".join(md).rstrip("\n") + "\n",

@@ -1,0 +1,116 @@
+"""Tables and numbers shared by the evaluation report and the sweep comparison.
+
+Metric values as people read them (percentages for accuracies and correlations, deltas with a
+sign), and one table model rendered as Markdown (data escaped) or HTML (escaped, coloured
+deltas), with the CSS both reports use.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+# Metric name tokens (split on _ @ - . and space) that make a metric a percentage / a x100 correlation.
+PERCENT_TOKENS = frozenset({"accuracy", "acc", "precision", "recall", "f1", "ndcg", "mrr", "map"})
+CORRELATION_TOKENS = frozenset({"spearman", "pearson"})
+MISSING = "—"
+
+
+def metric_scale(metric: str) -> float:
+    """100 for percentages and correlations, 1 for anything else (thresholds, counts, ...)."""
+    tokens = set(re.split(r"[_@\-.\s]+", metric.lower()))
+    return 100.0 if tokens & (PERCENT_TOKENS | CORRELATION_TOKENS) else 1.0
+
+
+def is_number(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def format_value(value: float | None, metric: str) -> str:
+    if not is_number(value):
+        return MISSING if value is None else "n/a"
+    scale = metric_scale(metric)
+    if scale != 1.0:
+        return f"{value * scale:.1f}"
+    return f"{value:.3f}"
+
+
+def format_delta(delta: float, metric: str) -> str:
+    if not math.isfinite(delta):
+        return "n/a"
+    scale = metric_scale(metric)
+    digits = 1 if scale != 1.0 else 3
+    rounded = round(delta * scale, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{rounded:+.{digits}f}"
+
+
+@dataclass
+class Cell:
+    text: str
+    kind: Literal["text", "num", "pos", "neg", "zero", "missing"] = "text"
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[Cell]]
+    numeric: list[bool]  # per column: right-align
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
+
+
+def md_escape(text: object) -> str:
+    """Text from data, safe inside a Markdown table cell or heading."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", str(text))
+    return " ".join(escaped.splitlines())
+
+
+def md_code_free(text: str) -> str:
+    """Like md_escape but leaves underscores alone (language codes read better as kaz_Cyrl than kaz\\_Cyrl)."""
+    return md_escape(text).replace("\\_", "_")
+
+
+def md_table(table: Table) -> str:
+    lines = [
+        "| " + " | ".join(md_code_free(h) for h in table.header) + " |",
+        "|" + "|".join("---:" if num else "---" for num in table.numeric) + "|",
+    ]
+    for row in table.rows:
+        lines.append("| " + " | ".join(md_code_free(cell.text) for cell in row) + " |")
+    return "\n".join(lines)
+
+
+def html_escape(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def html_table(table: Table) -> str:
+    head = "".join(f'<th class="{"num" if num else "txt"}">{html_escape(h)}</th>' for h, num in zip(table.header, table.numeric))
+    body = []
+    for row in table.rows:
+        cells = "".join(
+            f'<td class="{cell.kind if num else "txt"}">{html_escape(cell.text)}</td>' for cell, num in zip(row, table.numeric)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
+
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 2rem auto;
+       max-width: 72rem; padding: 0 1rem; color: #1b1b1b; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin-bottom: .3rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1.05rem; margin-top: 1.4rem; }
+table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .9rem; }
+th, td { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; }
+th { background: #f4f4f4; text-align: left; position: sticky; top: 0; }
+th.num, td.num, td.pos, td.neg, td.zero, td.missing { text-align: right; font-variant-numeric: tabular-nums; }
+td.pos { color: #17692b; } td.neg { color: #b3261e; } td.missing { color: #999; }
+table.card th { background: none; font-weight: 600; }
+.note { color: #555; font-size: .85rem; }
+figure { margin: 1.2rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #444; font-size: .9rem; max-width: 60rem; }
+"""
