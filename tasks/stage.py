@@ -43,6 +43,13 @@ class StageConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The keyed fields (`data`, NOT_KEYED ones already gone) that can change the output.
+
+        Override to drop settings that are inert in this config, e.g. the options of a switched-off
+        objective: variants that differ only there then share one cached artifact."""
+        return data
+
 
 def keyed_config(config: BaseModel) -> dict[str, Any]:
     """The config as JSON, without fields marked NOT_KEYED (recursively)."""
@@ -58,7 +65,7 @@ def _drop_unkeyed(model: Any, data: Any) -> Any:
             if extra.get("keyed") is False:
                 continue
             out[name] = _drop_unkeyed(getattr(model, name), data[name])
-        return out
+        return model.keyed_view(out) if isinstance(model, StageConfig) else out
     if isinstance(model, (list, tuple)) and isinstance(data, list):
         return [_drop_unkeyed(m, d) for m, d in zip(model, data)]
     return data

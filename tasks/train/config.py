@@ -8,7 +8,7 @@ NOT_KEYED: they change speed, not the trained weights (up to float rounding).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -96,6 +96,10 @@ class ObjectivesConfig(StageConfig):
 
     def active(self) -> dict[str, StageConfig]:
         return {name: getattr(self, name) for name in type(self).model_fields if getattr(self, name).weight > 0}
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        # a weight-0 objective's options cannot change the weights: keep them out of the key
+        return {name: settings for name, settings in data.items() if name in self.active()}
 
     @model_validator(mode="after")
     def _some_objective(self) -> ObjectivesConfig:

@@ -71,3 +71,16 @@ def test_distribution_settings_stay_out_of_the_key():
     a = TrainConfig.model_validate({"grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"})
     b = TrainConfig.model_validate({})
     assert keyed_config(a) == keyed_config(b)
+
+
+def test_a_switched_off_objectives_options_stay_out_of_the_key():
+    """Sweep variants that differ only in the options of a weight-0 objective share one train artifact."""
+    from tasks.stage import keyed_config
+
+    plain = TrainConfig.model_validate({})
+    inert = TrainConfig.model_validate({"objectives": {"representation_translation": {"weight": 0.0, "target_vocab_only": True, "layers": 4}}})
+    assert keyed_config(plain) == keyed_config(inert)
+    assert set(keyed_config(plain)["objectives"]) == {"translation_ranking"}
+    live = TrainConfig.model_validate({"objectives": {"representation_translation": {"weight": 0.1, "layers": 4}}})
+    assert keyed_config(live)["objectives"]["representation_translation"]["layers"] == 4
+    assert keyed_config(live) != keyed_config(plain)
