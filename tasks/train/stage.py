@@ -16,14 +16,20 @@ In-progress checkpoints live outside the shard's scratch folder, in
 `{checkpoint_dir}/{run id}` where the run id hashes the stage's code version, keyed config and
 input keys (the artifact key minus source fingerprints, which this stage has none of): a run
 that dies resumes from there when started again with the same config; the folder is removed
-once the artifact is written.
+once the artifact is written. Two processes on one machine that build the same run (two
+schedules firing together, a rerun while a run is still going) would share that folder, so
+the second waits on a lock file beside it until the first is done, then trains on its own
+(the store keeps one of the two identical artifacts).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +41,13 @@ from storage.keys import canonical_json
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, keyed_config
 from tasks.train.config import TrainConfig
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks; one run at a time is on the user
+    fcntl = None  # type: ignore[assignment]
+
 CODE_VERSION = "1"
+log = logging.getLogger(__name__)
 
 
 def plan_train_shards(config: TrainConfig, inputs: Inputs) -> list[ShardSpec]:
@@ -114,11 +126,34 @@ def cleanup_checkpoints(config: TrainConfig, inputs: Inputs) -> None:
     shutil.rmtree(checkpoint_dir_for(config, inputs), ignore_errors=True)
 
 
+@contextlib.contextmanager
+def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
+    """Hold `{directory}.lock` (flock) for as long as this process trains into `directory`.
+
+    A second process with the same run id waits here instead of resuming from, overwriting or
+    deleting checkpoints the first one is still writing."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # pragma: no cover
+        yield directory
+        return
+    with open(directory.parent / f"{directory.name}.lock", "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("another process is training run %s on this machine; waiting for it to finish", directory.name)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield directory
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
-    result = build_train_shard(config, inputs, shard, context)
-    # The attached files are copied by the store after this returns; the checkpoints are no
-    # longer needed for resume once the model is exported (a failed upload reruns training).
-    cleanup_checkpoints(config, inputs)
+    with exclusive_checkpoints(checkpoint_dir_for(config, inputs)):
+        result = build_train_shard(config, inputs, shard, context)
+        # The attached files are copied by the store after this returns; the checkpoints are no
+        # longer needed for resume once the model is exported (a failed upload reruns training).
+        cleanup_checkpoints(config, inputs)
     return result
 
 

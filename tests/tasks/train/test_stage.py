@@ -84,3 +84,28 @@ def test_a_switched_off_objectives_options_stay_out_of_the_key():
     live = TrainConfig.model_validate({"objectives": {"representation_translation": {"weight": 0.1, "layers": 4}}})
     assert keyed_config(live)["objectives"]["representation_translation"]["layers"] == 4
     assert keyed_config(live) != keyed_config(plain)
+
+
+def test_a_second_process_with_the_same_run_waits_for_the_checkpoint_folder(tmp_path):
+    """Two runs of one config on one machine share `{checkpoint_dir}/{run id}`: the second
+    (here another thread, with its own open file, as another process would have) may not enter
+    while the first trains, and enters as soon as it is done. (Found when two CI clones ran the
+    smoke profile at once: one resumed from a checkpoint the other was replacing.)"""
+    import threading
+
+    from tasks.train.stage import exclusive_checkpoints
+
+    folder = tmp_path / "checkpoints" / "run"
+    entered = threading.Event()
+
+    def second() -> None:
+        with exclusive_checkpoints(folder):
+            entered.set()
+
+    with exclusive_checkpoints(folder) as got:
+        assert got == folder
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        assert not entered.wait(0.5)  # the lock is held: it cannot be in
+    waiter.join(30)
+    assert entered.is_set() and not waiter.is_alive()
