@@ -135,7 +135,8 @@ def render(records: list[dict], summary: str, seconds: float, long: bool, audit:
         "- **Security** (`test_security.py`): code scan for pickle and unsafe loading, artifacts scanned for pickles, path/key "
         "properties, credentials searched for in everything a run on S3 writes.",
         "- **Two concurrent runs of the same DAG**: `tests/flows/test_pipeline_flow.py::test_two_concurrent_runs_commit_one_artifact_per_key` "
-        "(one artifact per key, all verify).",
+        "(one artifact per key, all verify); the train stage's checkpoints, kept outside the store, are serialised per run "
+        "by a lock file (`tests/tasks/train/test_stage.py::test_a_second_process_with_the_same_run_waits_for_the_checkpoint_folder`).",
         "",
         "## Stages under fault",
         "",
