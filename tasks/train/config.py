@@ -99,7 +99,8 @@ class ObjectivesConfig(StageConfig):
 
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
         # a weight-0 objective's options cannot change the weights: keep them out of the key
-        return {name: settings for name, settings in data.items() if name in self.active()}
+        active = self.active()
+        return {name: settings for name, settings in data.items() if name in active}
 
     @model_validator(mode="after")
     def _some_objective(self) -> ObjectivesConfig:

@@ -239,17 +239,12 @@ def epoch_batches(
     rng = np.random.default_rng([seed, epoch])
     n_groups, n_langs = data.groups.shape
     order = rng.permutation(n_groups)
-    if pivot_in_every_row:
-        keys = rng.random((n_groups, n_langs - 1))
-        keys[data.groups[:, 1:] < 0] = np.inf
-        chosen = np.argsort(keys, axis=1, kind="stable")[:, : views - 1] + 1
-        chosen[np.take_along_axis(keys, chosen - 1, axis=1) == np.inf] = -1
-        cols = np.concatenate([np.zeros((n_groups, 1), dtype=np.int64), chosen], axis=1)  # [n_groups, views]
-    else:
-        keys = rng.random((n_groups, n_langs))
-        keys[data.groups < 0] = np.inf
-        cols = np.argsort(keys, axis=1, kind="stable")[:, :views]
-        cols[np.take_along_axis(keys, cols, axis=1) == np.inf] = -1
+    fixed = 1 if pivot_in_every_row else 0  # column 0, the pivot, is always view 0; else drawn like the rest
+    keys = rng.random((n_groups, n_langs - fixed))
+    keys[data.groups[:, fixed:] < 0] = np.inf
+    chosen = np.argsort(keys, axis=1, kind="stable")[:, : views - fixed] + fixed
+    chosen[np.take_along_axis(keys, chosen - fixed, axis=1) == np.inf] = -1
+    cols = np.concatenate([np.zeros((n_groups, fixed), dtype=np.int64), chosen], axis=1)  # [n_groups, views]
     batches: list[np.ndarray] = []
     current: list[int] = []
     seen: set[int] = set()

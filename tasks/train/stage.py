@@ -83,7 +83,7 @@ def training_table(inputs: Inputs) -> pa.Table:
     return pa.concat_tables([train, dev.select(["group_id", "lang", "text", "split"])])
 
 
-def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
+def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext, checkpoints: Path) -> list[Any]:
     from tasks.train.trainer import TrainInputs, Trainer
 
     corpus = training_table(inputs)
@@ -91,7 +91,6 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
     base_dir = inputs["base_model"].local_dir()
     context.read(corpus.num_rows)
     out_dir = context.workdir / "out"
-    checkpoints = checkpoint_dir_for(config, inputs)
     checkpoints.mkdir(parents=True, exist_ok=True)
     if config.distributed.nproc_per_node > 1:
         from tasks.train.distributed import launch
@@ -122,10 +121,6 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
     return []
 
 
-def cleanup_checkpoints(config: TrainConfig, inputs: Inputs) -> None:
-    shutil.rmtree(checkpoint_dir_for(config, inputs), ignore_errors=True)
-
-
 @contextlib.contextmanager
 def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
     """Hold `{directory}.lock` (flock) for as long as this process trains into `directory`.
@@ -149,11 +144,11 @@ def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
 
 
 def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
-    with exclusive_checkpoints(checkpoint_dir_for(config, inputs)):
-        result = build_train_shard(config, inputs, shard, context)
+    with exclusive_checkpoints(checkpoint_dir_for(config, inputs)) as checkpoints:
+        result = build_train_shard(config, inputs, shard, context, checkpoints)
         # The attached files are copied by the store after this returns; the checkpoints are no
         # longer needed for resume once the model is exported (a failed upload reruns training).
-        cleanup_checkpoints(config, inputs)
+        shutil.rmtree(checkpoints, ignore_errors=True)
     return result
 
 
