@@ -206,7 +206,7 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
 
     cfg = _load(config, root)
     try:
-        grid = load_grid(grid_path)
+        grid = load_grid(grid_path, config=config)
         grid.check_baseline(baseline)
         store = ArtifactStore(cfg.settings.root)
         with tempfile.TemporaryDirectory(prefix="xlembed-sweep-") as workdir:

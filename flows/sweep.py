@@ -11,6 +11,8 @@ once for all of them.
     baseline = "mean"                     # a variant (or seed group) the report compares with
     seed_keys = ["evaluate.seed"]         # keys whose values are seeds (default: keys named *seed)
     seeds = [0, 1, 2]                     # shorthand: every variant once per seed, for each seed key
+                                          # (none given: variants that train run seeds 1, 2, 3 on
+                                          # train.seed; seeds = [] opts out)
 
     [common]                              # applied to every variant first
     "evaluate.title" = "pooling sweep"
@@ -67,6 +69,11 @@ FORBIDDEN_KEYS = ("pipeline.name", "pipeline.root", "pipeline.task_runner", "pip
 SWEEPS_DIR = "sweeps"
 DEFAULT_GROUP = "base"
 MAX_DRIVERS = 32
+# Quality claims need more than one training run: a grid that names no seeds runs every
+# variant that trains once per default seed (`seeds = []` opts out).
+DEFAULT_SEEDS = (1, 2, 3)
+DEFAULT_SEED_KEYS = ("train.seed",)
+UNTRAINED_VARIANT = "base"  # a variant of this name whose pipeline trains nothing is the report's untrained base
 
 Key = tuple[str | int, ...]
 
@@ -220,6 +227,11 @@ class Grid:
     seed_keys: tuple[str, ...] = ()
     description: str = ""
     columns: tuple[str, ...] | None = None
+    # Where the seeds come from: "grid" (seeds = [...] or a seed axis), "default" (DEFAULT_SEEDS
+    # on the variants that train), "none" (seeds = []: one run each), or "pending" (the grid
+    # names none and the pipeline config, which decides the default, was not read yet).
+    seeding: str = "grid"
+    source: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the parsed grid file
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -231,6 +243,8 @@ class Grid:
         if name is None:
             return None
         known = [v.name for v in self.variants] + sorted({v.group for v in self.variants})
+        if self.seeding == "pending":  # the names the seed default may add, until the config decides
+            known += [f"{v.name}_seed-{s}" for v in self.variants for s in DEFAULT_SEEDS] + [f"seed-{s}" for s in DEFAULT_SEEDS]
         if name not in known:
             raise GridError(f"{self.path}: baseline {name!r} is neither a variant nor a seed group; known: {', '.join(dict.fromkeys(known))}")
         return name
@@ -240,8 +254,15 @@ def _grid_error(path: Path, message: str) -> GridError:
     return GridError(f"{path}: {message}")
 
 
-def load_grid(path: str | Path) -> Grid:
-    """Parse a grid file into its variants (no config is read yet: see `variant_configs`)."""
+def load_grid(path: str | Path, config: str | Path | Mapping[str, Any] | None = None) -> Grid:
+    """Parse a grid file into its variants.
+
+    `config`: the pipeline config (a path, or its parsed TOML), read only for the seed
+    default: a grid that names no seeds and has no seed axis runs every variant that trains
+    (the config has a [train] section and the variant's pipeline.stages keep it) once per
+    DEFAULT_SEEDS on its seed keys (default `train.seed`), unless the variant sets a seed key
+    itself. Without `config` that default is left pending (`resolve_seeds`, which
+    `variant_configs` and `plan_sweep` apply)."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -251,6 +272,35 @@ def load_grid(path: str | Path) -> Grid:
         raise GridError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise GridError(f"{path}: malformed TOML: {exc}") from None
+    return _grid_from_source(path, raw, _raw_config(config) if config is not None else None)
+
+
+def resolve_seeds(grid: Grid, config: str | Path | Mapping[str, Any]) -> Grid:
+    """The grid with its pending seed default decided by the pipeline config (see `load_grid`)."""
+    if grid.seeding != "pending":
+        return grid
+    return _grid_from_source(grid.path, grid.source, _raw_config(config))
+
+
+def _raw_config(config: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(config, Mapping):
+        return config
+    try:
+        return read_raw_config(config)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{config}: cannot read the pipeline config: {exc}") from None
+
+
+def _trains(config: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """Whether a variant's pipeline runs the train stage: the config has [train] and pipeline.stages keep it."""
+    if "train" not in config:
+        return False
+    pipeline = config.get("pipeline")
+    stages = settings.get("pipeline.stages", pipeline.get("stages") if isinstance(pipeline, Mapping) else None)
+    return stages is None or (isinstance(stages, list) and "train" in stages)
+
+
+def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, Any] | None) -> Grid:
     unknown = [k for k in raw if k not in GRID_TOP_KEYS]
     if unknown:
         raise _grid_error(path, f"unknown key(s) {unknown}; a grid file has {', '.join(GRID_TOP_KEYS)} (override keys go under [grid], [common] or [[variants]])")
@@ -293,15 +343,30 @@ def load_grid(path: str | Path) -> Grid:
             raise _grid_error(path, f"seed_keys: {exc}") from None
     seeds = raw.get("seeds")
     if seeds is not None:
-        if not isinstance(seeds, list) or not seeds:
-            raise _grid_error(path, f"seeds must be a non-empty list, got {seeds!r}")
-        if seed_keys is None:
+        if not isinstance(seeds, list):
+            raise _grid_error(path, f"seeds must be a list (empty: one run per variant), got {seeds!r}")
+        if seeds and seed_keys is None:
             raise _grid_error(path, 'seeds needs seed_keys: the config keys that take the seed, e.g. seed_keys = ["train.seed"]')
-        clash = [k for k in seed_keys if k in axes]
+        clash = [k for k in seed_keys if k in axes] if seeds else []
         if clash:
             raise _grid_error(path, f"{clash} appear both in seed_keys (set by seeds = ...) and in [grid]")
+    seed_axis = any(k in axes for k in seed_keys) if seed_keys is not None else any(is_seed_key(k) for k in axes)
+    if seeds or seed_axis:
+        seeding = "grid"
+    elif seeds is not None:
+        seeding = "none"
+    else:
+        seeding = "pending" if config is None else "default"
     if seed_keys is None:
-        seed_keys = [k for k in axes if is_seed_key(k)]
+        seed_keys = list(DEFAULT_SEED_KEYS) if seeding == "default" else [k for k in axes if is_seed_key(k)]
+
+    def run_seeds(settings: Mapping[str, Any]) -> list[Any]:
+        """The seeds one variant runs with; a variant that fixes a seed key itself keeps it."""
+        if seeding == "grid":
+            return list(seeds or [])
+        if seeding == "default" and config is not None and _trains(config, settings) and not any(k in settings for k in seed_keys):
+            return list(DEFAULT_SEEDS)
+        return []
 
     named = raw.get("variants", [])
     if not isinstance(named, list) or not all(isinstance(v, Mapping) for v in named):
@@ -316,10 +381,9 @@ def load_grid(path: str | Path) -> Grid:
     if not variant_sets:
         variant_sets = [(None, {})]
 
-    labels = axis_labels(list(axes) + (["seed"] if seeds is not None else []))
+    seeded = bool(seeds) or (seeding == "default" and config is not None and "train" in config)
+    labels = axis_labels(list(axes) + (["seed"] if seeded else []))
     axis_items = [[(key, value) for value in values] for key, values in axes.items()]
-    if seeds is not None:
-        axis_items.append([("<seeds>", value) for value in seeds])
 
     variants: list[Variant] = []
     for (variant_name, variant_overrides), point in itertools.product(variant_sets, itertools.product(*axis_items)):
@@ -331,12 +395,6 @@ def load_grid(path: str | Path) -> Grid:
         settings.update(variant_overrides)
         seed_values: dict[str, Any] = {}
         for key, value in point:
-            if key == "<seeds>":
-                for seed_key in seed_keys:
-                    settings[seed_key] = value
-                    seed_values[seed_key] = value
-                parts.append(f"seed-{slug(value)}")
-                continue
             settings[key] = value
             part = f"{labels[key]}-{slug(value)}"
             parts.append(part)
@@ -344,13 +402,21 @@ def load_grid(path: str | Path) -> Grid:
                 seed_values[key] = value
             else:
                 group_parts.append(part)
-        variant = Variant(
-            name="_".join(parts) or DEFAULT_GROUP,
-            overrides=settings,
-            group="_".join(group_parts) or DEFAULT_GROUP,
-            seeds=seed_values,
-        )
-        variants.append(variant)
+        for seed in run_seeds(settings) or [None]:  # the seeds of one setting share its group
+            run_settings, run_seed_values, run_parts = dict(settings), dict(seed_values), list(parts)
+            if seed is not None:
+                for seed_key in seed_keys:
+                    run_settings[seed_key] = seed
+                    run_seed_values[seed_key] = seed
+                run_parts.append(f"seed-{slug(seed)}")
+            variants.append(
+                Variant(
+                    name="_".join(run_parts) or DEFAULT_GROUP,
+                    overrides=run_settings,
+                    group="_".join(group_parts) or DEFAULT_GROUP,
+                    seeds=run_seed_values,
+                )
+            )
     names = [v.name for v in variants]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -365,7 +431,7 @@ def load_grid(path: str | Path) -> Grid:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _grid_error(path, f"description must be a string, got {description!r}")
-    grid = Grid(path, name, tuple(variants), None, tuple(seed_keys), description, tuple(columns) if columns else None)
+    grid = Grid(path, name, tuple(variants), None, tuple(seed_keys), description, tuple(columns) if columns else None, seeding, raw)
     baseline = raw.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
         raise _grid_error(path, f"baseline must be a variant name, got {baseline!r}")
@@ -447,11 +513,13 @@ def variant_configs(config_path: str | Path, grid: Grid, *, root: str | None = N
 
     Each variant's config is written as TOML under `workdir` (a temporary folder by default)
     and read back by `load_config`, so a variant is validated exactly like a config file;
-    errors name the grid file, the variant and the key.
+    errors name the grid file, the variant and the key. A grid whose seed default is pending
+    gets it from this config first (`resolve_seeds`).
     """
     config_path = Path(config_path)
     base = load_config(config_path, root=root)  # the config itself must be valid
     raw_base = read_raw_config(config_path)
+    grid = resolve_seeds(grid, raw_base)
     folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix=f"xlembed-sweep-{grid.name}-"))
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, PipelineConfig] = {}
@@ -531,7 +599,8 @@ class SweepPlan:
 
 
 def plan_sweep(config_path: str | Path, grid: Grid, store: ArtifactStore, stages: Mapping[str, Any], *, root: str | None = None, workdir: Path | None = None) -> SweepPlan:
-    configs = variant_configs(config_path, grid, root=root, workdir=workdir)
+    configs = variant_configs(config_path, grid, root=root, workdir=workdir)  # validates the config first
+    grid = resolve_seeds(grid, config_path)
     plans = []
     for variant in grid.variants:
         config = configs[variant.name]
@@ -642,18 +711,45 @@ def sweep_dir(store: ArtifactStore, name: str) -> str:
 
 
 def _put_text(store: ArtifactStore, dest: str, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".tmp", delete=False) as f:
-        f.write(text)
+    _put_bytes(store, dest, text.encode("utf-8"))
+
+
+def _put_bytes(store: ArtifactStore, dest: str, data: bytes) -> None:
+    with tempfile.NamedTemporaryFile("wb", suffix=".tmp", delete=False) as f:
+        f.write(data)
     try:
         store.put_local_file(f.name, dest)
     finally:
         Path(f.name).unlink(missing_ok=True)
 
 
+ITEM_COLUMNS = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item", "correct"]  # margins are not compared
+
+
+def _evaluation_extras(store: ArtifactStore, stage: str, key: str) -> dict[str, Any]:
+    """What an evaluate artifact attaches besides its metrics, as tables (None where it has none):
+    "items" and "base_items" (per-query outcomes of the scored model and of the untrained base
+    scored beside it) and "base_metrics". Evaluations older than the outcomes have no items."""
+    import pyarrow.parquet as pq
+
+    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR
+
+    wanted = {
+        "items": (ITEMS_FILE, ITEM_COLUMNS),
+        "base_items": (BASE_ITEMS_FILE, ITEM_COLUMNS),
+        "base_metrics": (f"{REPORT_DIR}/base_metrics.parquet", None),
+    }
+    attached = {entry.path.removeprefix("files/") for entry in store.manifest(stage, key).attached_files}
+    if not attached & {file for file, _ in wanted.values()}:
+        return dict.fromkeys(wanted)  # nothing to download
+    folder = store.attached_dir(stage, key)
+    return {name: pq.read_table(folder / file, columns=columns) if file in attached else None for name, (file, columns) in wanted.items()}
+
+
 def write_report(plan: SweepPlan, store: ArtifactStore, outcomes: Mapping[str, VariantOutcome], *, baseline: str | None = None, metrics_stage: str = "evaluate") -> SweepReport:
-    """Compare the variants' evaluations and save report.md, report.html, sweep.json and the
-    variant configs under `{root}/sweeps/{grid name}/`."""
-    from tasks.evaluate.compare import VariantResult, build_comparison
+    """Compare the variants' evaluations and save report.md, report.html (and intervals.png),
+    sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
+    from tasks.evaluate.compare import INTERVALS_FIGURE_FILE, VariantResult, build_comparison
 
     baseline = plan.grid.check_baseline(baseline) if baseline is not None else plan.grid.baseline
     results = []
@@ -661,6 +757,7 @@ def write_report(plan: SweepPlan, store: ArtifactStore, outcomes: Mapping[str, V
         outcome = outcomes.get(vplan.variant.name)
         key = outcome.keys.get(metrics_stage) if outcome else None
         table = store.read_table(metrics_stage, key) if key else None
+        extras = _evaluation_extras(store, metrics_stage, key) if key else {}
         results.append(
             VariantResult(
                 name=vplan.variant.name,
@@ -670,29 +767,43 @@ def write_report(plan: SweepPlan, store: ArtifactStore, outcomes: Mapping[str, V
                 metrics=table,
                 metrics_key=key,
                 error=outcome.error if outcome else "not run",
+                items=extras.get("items"),
+                base_metrics=extras.get("base_metrics"),
+                base_items=extras.get("base_items"),
+                trained="train" in vplan.config.stages,
             )
         )
+    untrained = next((r.name for r in results if r.name == UNTRAINED_VARIANT and not r.trained), None)
     title = f"Sweep {plan.grid.name}" + (f": {plan.grid.description}" if plan.grid.description else "")
-    comparison = build_comparison(results, baseline=baseline, title=title, columns=plan.grid.columns)
+    comparison = build_comparison(
+        results, baseline=baseline, title=title, columns=plan.grid.columns, untrained_base=untrained, single_seed=plan.grid.seeding == "none"
+    )
     folder = sweep_dir(store, plan.grid.name)
     _put_text(store, f"{folder}/report.md", comparison.markdown)
     _put_text(store, f"{folder}/report.html", comparison.html)
+    if comparison.figure is not None:
+        _put_bytes(store, f"{folder}/{INTERVALS_FIGURE_FILE}", comparison.figure)
     summary = {
         "sweep": plan.grid.name,
         "grid": str(plan.grid.path),
         "baseline": baseline,
+        "seeding": plan.grid.seeding,
         "variants": [
             {
                 "name": v.variant.name,
                 "group": v.variant.group,
                 "pipeline": v.pipeline,
                 "overrides": v.variant.overrides,
+                "seeds": v.variant.seeds,
                 "keys": v.keys(),
                 "computed": outcomes[v.variant.name].computed if v.variant.name in outcomes else [],
                 "error": outcomes[v.variant.name].error if v.variant.name in outcomes else "not run",
             }
             for v in plan.variants
         ],
+        "untrained_base": comparison.untrained,
+        # paired bootstrap 95% intervals of each delta (display units), see tasks/evaluate/compare.py
+        "intervals": comparison.intervals,
     }
     _put_text(store, f"{folder}/sweep.json", json.dumps(summary, indent=2, ensure_ascii=False, default=str))
     for vplan in plan.variants:
@@ -714,9 +825,9 @@ def _prefect_flow() -> Any:
     @flow(name="xlembed-sweep", log_prints=True)
     def sweep_flow(config_path: str, grid_path: str, baseline: str | None = None, root: str | None = None) -> dict[str, dict[str, str]]:
         """Run every variant of a grid over one pipeline config; returns variant -> stage -> key."""
-        grid = load_grid(grid_path)
-        grid.check_baseline(baseline)
         base = load_config(config_path, root=root)
+        grid = load_grid(grid_path, config=config_path)
+        grid.check_baseline(baseline)
         store = ArtifactStore(base.settings.root)
         logger = get_run_logger()
         with tempfile.TemporaryDirectory(prefix="xlembed-sweep-") as workdir:

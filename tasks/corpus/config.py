@@ -91,6 +91,10 @@ class MultiwayDirSource(SourceBase):
     path: str
     langs: LangCodes = Field(min_length=1, description="codes as they appear in the file names")
     pattern: str = "{code}.dev"
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="file names for codes that do not follow `pattern` (NTREX's English: {eng = 'newstest2019-src.eng.txt'})",
+    )
 
     @field_validator("pattern")
     @classmethod
@@ -98,6 +102,19 @@ class MultiwayDirSource(SourceBase):
         if "{code}" not in pattern or "/" in pattern:
             raise ValueError(f"pattern {pattern!r} must contain '{{code}}' and no '/'")
         return pattern
+
+    @model_validator(mode="after")
+    def _files_named_langs(self) -> "MultiwayDirSource":
+        unknown = sorted(set(self.files) - set(self.langs))
+        if unknown:
+            raise ValueError(f"files names codes {unknown} that are not in langs {self.langs}")
+        bad = [name for name in self.files.values() if "/" in name or not name.strip()]
+        if bad:
+            raise ValueError(f"files: {bad} must be plain file names inside path (no '/')")
+        return self
+
+    def file_name(self, code: str) -> str:
+        return self.files.get(code) or self.pattern.format(code=code)
 
 
 class TatoebaSource(SourceBase):

@@ -180,8 +180,11 @@ def read_text_files(files: dict[str, str], batch_lines: int, *, locator_prefix: 
         yield from read_aligned_lines(streams, batch_lines, locator_prefix=locator_prefix)
 
 
-def read_multiway_dir(directory: str, langs: Sequence[str], pattern: str, batch_lines: int) -> Iterator[GroupBatch]:
-    files = {lang: f"{directory.rstrip('/')}/{pattern.format(code=lang)}" for lang in langs}
+def read_multiway_dir(
+    directory: str, langs: Sequence[str], pattern: str, batch_lines: int, file_names: dict[str, str] | None = None
+) -> Iterator[GroupBatch]:
+    names = file_names or {}
+    files = {lang: f"{directory.rstrip('/')}/{names.get(lang) or pattern.format(code=lang)}" for lang in langs}
     missing = [path for path in files.values() if not fsspec.core.url_to_fs(path)[0].exists(path)]
     if missing:
         raise SourceError(f"multi-way directory {directory} lacks files: {missing}")

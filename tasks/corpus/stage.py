@@ -83,7 +83,7 @@ def _open_source(
     if isinstance(source, OpusMosesSource):
         return read_moses_zip(Path(_local_copy(config, source.url, source.sha256, downloads)), source.langs, batch)
     if isinstance(source, MultiwayDirSource):
-        return read_multiway_dir(source.path, source.langs, source.pattern, batch)
+        return read_multiway_dir(source.path, source.langs, source.pattern, batch, source.files)
     if isinstance(source, TatoebaSource):
         return read_tatoeba_pair(source.path, shard.params["lang"], batch)
     if isinstance(source, CldrSource):
@@ -197,7 +197,7 @@ def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:
             prints[source.name] = _fingerprint_path(source.url)
         elif isinstance(source, MultiwayDirSource):
             prints[source.name] = {
-                lang: _fingerprint_path(os.path.join(source.path, source.pattern.format(code=lang))) for lang in source.langs
+                lang: _fingerprint_path(os.path.join(source.path, source.file_name(lang))) for lang in source.langs
             }
         elif isinstance(source, TatoebaSource):
             prints[source.name] = {

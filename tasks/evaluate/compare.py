@@ -1,8 +1,12 @@
-"""The comparison report of a sweep: one row per variant, deltas against a baseline, mean ± std over seeds.
+"""The comparison report of a sweep: one row per variant, deltas against a baseline, mean ± std over seeds,
+and paired bootstrap 95% intervals over sentences for the retrieval accuracies.
 
 Input: per variant, its evaluate metrics table (`tasks.evaluate.schema.METRICS_SCHEMA`) or
-None when it has none (a failed variant, a pipeline without evaluate). Output: Markdown,
-one self-contained HTML page, and plain rows for a Prefect table artifact.
+None when it has none (a failed variant, a pipeline without evaluate), and, when the
+evaluation recorded them, its per-query outcomes (`tasks.evaluate.schema.ITEMS_SCHEMA`) and
+those of the untrained base scored beside it. Output: Markdown, one self-contained HTML
+page (with a PNG of the intervals), plain rows for a Prefect table artifact and the
+intervals as plain dicts.
 
 Columns are metric values picked from each table by a spec `benchmark/dataset/language/metric`:
 `language` is a FLORES-200 code, `group:<name>` (a group average row) or `mean` (the
@@ -15,7 +19,17 @@ Deltas are `value - baseline` in the metric's display units (percentage points f
 percentages, x100 for correlations). The baseline is a variant, or a seed group: then it is
 the group's mean. Variants that differ only in their seed keys form a group; a group with
 several seeds gets a row in the "over seeds" table: mean ± sample standard deviation
-(ddof = 1) over its seeds, and the delta of the mean. Nothing here knows about Prefect.
+(ddof = 1) over its seeds, and the delta of the mean.
+
+Intervals (`accuracy_mean` of tatoeba and retrieval only: the benchmarks with per-query
+outcomes): items of the two sides are paired on (benchmark, dataset, src_lang, tgt_lang,
+direction, item); a side with several runs (seeds) is averaged per item first; one stratum
+per language pair (both directions' queries) is resampled by `tasks.evaluate.stats.paired_bootstrap`;
+each stratum is weighted so that the statistic is the column's own average (a group row
+averages its members per target language, the column averages those rows). A delta is
+significant when its interval excludes zero; otherwise it is within noise. A side without
+outcomes (an evaluation older than them) gets no interval. Nothing here knows about
+Prefect or the artifact store.
 """
 
 from __future__ import annotations
@@ -26,15 +40,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from storage.keys import canonical_json
+from tasks.evaluate.groups import LANGUAGE_GROUPS
+from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CSS,
     MISSING,
     Cell,
     Table,
     format_delta,
+    format_interval,
     format_value,
     html_escape,
     html_table,
@@ -43,11 +62,28 @@ from tasks.evaluate.tables import (
     metric_scale,
 )
 
-__all__ = ["MAIN_METRICS", "Column", "Comparison", "VariantResult", "build_comparison", "column_value", "headline_columns"]
+__all__ = [
+    "INTERVALS_FIGURE_FILE",
+    "MAIN_METRICS",
+    "Column",
+    "Comparison",
+    "VariantResult",
+    "build_comparison",
+    "column_value",
+    "headline_columns",
+]
 
 MAIN_METRICS = {"tatoeba": "accuracy_mean", "retrieval": "accuracy_mean", "bucc": "f1", "sts": "spearman", "xnli": "accuracy"}
 MEAN = "mean"
 GROUP_PREFIX = "group:"
+# Benchmarks whose evaluations record per-query outcomes, and the metric those outcomes make up.
+ITEM_BENCHMARKS = frozenset({"tatoeba", "retrieval"})
+ITEM_METRIC = "accuracy_mean"
+ITEM_KEY = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item"]
+INTERVALS_FIGURE_FILE = "intervals.png"
+NO_INTERVAL = "no CI"
+SIGNIFICANT = "*"
+ONE_SEED_NOTE = "one seed: differences are not claims"
 
 
 @dataclass(frozen=True)
@@ -66,6 +102,11 @@ class Column:
         where = self.dataset if self.dataset == self.benchmark else f"{self.benchmark}/{self.dataset}"
         lang = "all languages" if self.lang == MEAN else self.lang.removeprefix(GROUP_PREFIX)
         return f"{where} · {lang} · {self.metric}"
+
+    @property
+    def has_items(self) -> bool:
+        """Whether per-query outcomes make up this column (so it can get a bootstrap interval)."""
+        return self.benchmark in ITEM_BENCHMARKS and self.metric == ITEM_METRIC
 
     @classmethod
     def parse(cls, spec: str) -> Column:
@@ -86,6 +127,10 @@ class VariantResult:
     metrics: pa.Table | None = None
     metrics_key: str | None = None
     error: str | None = None
+    items: pa.Table | None = None  # per-query outcomes of the scored model (ITEMS_SCHEMA); None: no intervals
+    base_metrics: pa.Table | None = None  # the untrained base, scored in the same evaluation (METRICS_SCHEMA)
+    base_items: pa.Table | None = None  # ... and its per-query outcomes
+    trained: bool | None = None  # False: the pipeline trains nothing (the variant is an untrained model itself)
 
 
 @dataclass(frozen=True)
@@ -97,6 +142,12 @@ class Comparison:
     values: dict[str, dict[str, float | None]]  # variant -> column spec -> value (raw units)
     seed_stats: dict[str, dict[str, tuple[float, float | None, int]]]  # group -> spec -> (mean, std, n)
     baseline: dict[str, float | None] | None  # column spec -> baseline value (raw units)
+    # One per (row, reference, retrieval-accuracy column), display units (percentage points):
+    # against ("baseline" | "untrained base"), row, reference, column, delta, low, high,
+    # significant (None: no interval), seeds {row, reference}, items, strata, reason.
+    intervals: list[dict[str, Any]] = field(default_factory=list)
+    untrained: dict[str, float | None] | None = None  # column spec -> the untrained base's value (raw units)
+    figure: bytes | None = None  # PNG (INTERVALS_FIGURE_FILE): deltas and intervals against the baseline
 
 
 # ---------------------------------------------------------------------------- values
@@ -155,6 +206,137 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return math.fsum(present) / len(present) if present else None
 
 
+def _difference(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None else value - base
+
+
+# ---------------------------------------------------------------------------- intervals
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of a comparison: a variant, a seed group (its runs averaged) or an untrained base."""
+
+    name: str
+    values: Mapping[str, float | None]  # column spec -> value (the mean over runs)
+    items: pl.DataFrame | None  # ITEM_KEY + correct (mean over runs); None: a run has no outcomes
+    runs: int
+
+
+def _mean_outcomes(tables: Sequence[pa.Table | None]) -> pl.DataFrame | None:
+    """Per item, `correct` averaged over the runs, keeping items that every run scored.
+
+    None when there is no run or a run has no outcomes: averaging the others would not
+    match the value column, which is the mean over every run."""
+    present = [t for t in tables if t is not None]
+    if not present or len(present) != len(tables):
+        return None
+    frames = [pl.from_arrow(t.select([*ITEM_KEY, "correct"])).cast({"item": pl.Int64, "correct": pl.Float64}) for t in present]
+    if len(frames) == 1:
+        return frames[0]
+    return (
+        pl.concat(frames)
+        .group_by(ITEM_KEY)
+        .agg(pl.col("correct").mean(), pl.len().alias("runs"))
+        .filter(pl.col("runs") == len(frames))
+        .drop("runs")
+    )
+
+
+def _paired(row: _Side, ref: _Side) -> pl.DataFrame | None:
+    """Per item scored on both sides: the difference row - reference (in [-1, 1])."""
+    if row.items is None or ref.items is None:
+        return None
+    joined = row.items.join(ref.items, on=ITEM_KEY, how="inner", suffix="_ref")
+    return joined.select("benchmark", "dataset", "src_lang", "tgt_lang", (pl.col("correct") - pl.col("correct_ref")).alias("diff"))
+
+
+def _column_strata(paired: pl.DataFrame, column: Column) -> list[np.ndarray]:
+    """The column's paired differences, one array per language pair (both directions' queries).
+
+    paired_bootstrap averages strata unweighted; a group column is the mean over target
+    languages of the mean over members, so each stratum is scaled by weight x strata, which
+    turns the unweighted mean into that weighted one (and changes nothing for equal weights)."""
+    frame = paired.filter((pl.col("benchmark") == column.benchmark) & (pl.col("dataset") == column.dataset))
+    group = None
+    if column.lang.startswith(GROUP_PREFIX):
+        group = LANGUAGE_GROUPS.get(column.lang.removeprefix(GROUP_PREFIX))
+        if group is None:
+            return []
+        frame = frame.filter(pl.col("src_lang").is_in(list(group.langs)))
+    elif column.lang != MEAN:
+        frame = frame.filter(pl.col("src_lang") == column.lang)
+    if frame.is_empty():
+        return []
+    frame = frame.sort(["src_lang", "tgt_lang"])
+    sizes = frame.group_by(["src_lang", "tgt_lang"], maintain_order=True).len()["len"].to_numpy()
+    diffs = frame["diff"].to_numpy()
+    if group is not None:
+        weight = 1.0 / (pl.col("tgt_lang").n_unique() * pl.col("src_lang").n_unique().over("tgt_lang"))
+        diffs = diffs * frame.select(weight.alias("weight"))["weight"].to_numpy() * len(sizes)
+    return np.split(diffs, np.cumsum(sizes)[:-1])
+
+
+class _Intervals:
+    """Bootstrap intervals of one side against another, each pair computed once; and their records."""
+
+    def __init__(self, columns: Sequence[Column], resamples: int) -> None:
+        self.columns = [c for c in columns if c.has_items]
+        self.resamples = resamples
+        self.records: list[dict[str, Any]] = []
+        self._done: dict[tuple[str, int, str, int, str], dict[str, BootstrapInterval | None]] = {}
+
+    def get(self, row: _Side, ref: _Side, against: str) -> dict[str, BootstrapInterval | None]:
+        """Column spec -> interval of row - ref in raw units (None: no paired outcomes)."""
+        ident = (row.name, row.runs, ref.name, ref.runs, against)  # a variant and a seed group may share a name
+        if ident in self._done:
+            return self._done[ident]
+        paired = _paired(row, ref) if self.columns else None
+        out: dict[str, BootstrapInterval | None] = {}
+        for column in self.columns:
+            strata = _column_strata(paired, column) if paired is not None else []
+            interval = paired_bootstrap(strata, resamples=self.resamples) if strata else None
+            out[column.spec] = interval
+            self.records.append(self._record(row, ref, against, column, interval, paired is not None))
+        self._done[ident] = out
+        return out
+
+    @staticmethod
+    def _record(
+        row: _Side, ref: _Side, against: str, column: Column, interval: BootstrapInterval | None, had_items: bool
+    ) -> dict[str, Any]:
+        scale = metric_scale(column.metric)
+        value, base = row.values.get(column.spec), ref.values.get(column.spec)
+        record: dict[str, Any] = {
+            "against": against,
+            "row": row.name,
+            "reference": ref.name,
+            "column": column.spec,
+            "units": "percentage points" if scale == 100.0 else "metric units",
+            "delta": None if (delta := _difference(value, base)) is None else round(delta * scale, 6),
+            "low": None,
+            "high": None,
+            "significant": None,
+            "seeds": {"row": row.runs, "reference": ref.runs},
+        }
+        if interval is None:
+            record["reason"] = (
+                "no paired items for this column" if had_items else "no per-sentence outcomes (evaluated before they were recorded)"
+            )
+            return record
+        shown = interval.scaled(scale)
+        record |= {
+            "bootstrap_delta": round(shown.delta, 6),  # the mean paired difference the interval is around
+            "low": round(shown.low, 6),
+            "high": round(shown.high, 6),
+            "significant": interval.significant,
+            "confidence": interval.confidence,
+            "items": interval.items,
+            "strata": interval.strata,
+        }
+        return record
+
+
 # ---------------------------------------------------------------------------- report
 
 
@@ -175,14 +357,28 @@ def _setting(value: Any) -> str:
     return value if isinstance(value, str) else canonical_json(value)
 
 
-def _delta_cell(value: float | None, base: float | None, metric: str, *, is_baseline: bool) -> Cell:
+def _delta_cell(
+    value: float | None,
+    base: float | None,
+    column: Column,
+    *,
+    is_baseline: bool,
+    interval: BootstrapInterval | None = None,
+    reference_label: str = "baseline",
+) -> Cell:
+    """The delta, with its interval where the column has one: coloured only when it excludes zero."""
     if is_baseline:
-        return Cell("baseline", "missing")
+        return Cell(reference_label, "missing")
     if value is None or base is None:
         return Cell(MISSING, "missing")
-    text = format_delta(value - base, metric)
+    text = format_delta(value - base, column.metric)
+    if interval is not None:
+        bounds = format_interval(interval.low, interval.high, column.metric)
+        if interval.significant:
+            return Cell(f"{text} {bounds} {SIGNIFICANT}", "pos" if interval.low > 0 else "neg")
+        return Cell(f"{text} {bounds}", "zero")
     kind = "zero" if text.lstrip("+-").strip("0.") == "" else ("pos" if text.startswith("+") else "neg")
-    return Cell(text, kind)
+    return Cell(f"{text} ({NO_INTERVAL})" if column.has_items else text, kind)
 
 
 def _spread(std: float | None, metric: str) -> str:
@@ -192,17 +388,71 @@ def _spread(std: float | None, metric: str) -> str:
     return f" ± {std * scale:.1f}" if scale != 1.0 else f" ± {std:.3f}"
 
 
+_FigureRow = tuple[str, Mapping[str, float | None], Mapping[str, BootstrapInterval | None]]
+
+
+def _intervals_figure(columns: Sequence[Column], rows: Sequence[_FigureRow]) -> bytes:
+    """PNG: one panel per column, a horizontal error bar per row (its delta and 95% interval), a zero line.
+
+    `rows`: (label, column spec -> delta in raw units, column spec -> interval). Filled green/red
+    where the interval excludes zero, grey within noise, hollow without an interval."""
+    import matplotlib.style
+
+    from tasks.evaluate.report import _STYLE, _new_figure, _png_bytes
+
+    ncols = min(3, len(columns))
+    nrows = math.ceil(len(columns) / ncols)
+    panel_height = 0.9 + 0.28 * len(rows)
+    y = np.arange(len(rows))[::-1].astype(float)
+    labels = [label for label, _, _ in rows]
+    with matplotlib.style.context(_STYLE):
+        fig = _new_figure(4.2 * ncols, panel_height * nrows)
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
+        for ax, column in zip(axes.flat, columns):
+            scale = metric_scale(column.metric)
+            delta = np.array([np.nan if d.get(column.spec) is None else d[column.spec] * scale for _, d, _ in rows], dtype=float)
+            found = [i.get(column.spec) for _, _, i in rows]
+            bounds = np.array([[np.nan, np.nan] if i is None else [i.low * scale, i.high * scale] for i in found], dtype=float)
+            bounds = bounds.reshape(len(rows), 2)
+            has = np.isfinite(bounds[:, 0]) & np.isfinite(delta)
+            up, down = has & (bounds[:, 0] > 0), has & (bounds[:, 1] < 0)
+            for mask, colour in ((up, "#17692b"), (down, "#b3261e"), (has & ~up & ~down, "#777777")):
+                if mask.any():
+                    err = np.abs(np.vstack([delta[mask] - bounds[mask, 0], bounds[mask, 1] - delta[mask]]))
+                    ax.errorbar(delta[mask], y[mask], xerr=err, fmt="o", color=colour, capsize=3, markersize=4, linewidth=1.2)
+            bare = ~has & np.isfinite(delta)
+            if bare.any():
+                ax.plot(delta[bare], y[bare], "o", markerfacecolor="none", color="#777777", markersize=4)
+            ax.axvline(0.0, color="black", linewidth=0.8)
+            ax.set_title(column.label, fontsize=8)
+            ax.set_xlabel("Δ vs baseline" + (" (points)" if scale == 100.0 else ""))
+            ax.set_yticks(y, labels)
+            ax.grid(axis="x", alpha=0.3)
+        for ax in list(axes.flat)[len(columns):]:
+            ax.set_visible(False)
+        return _png_bytes(fig)
+
+
 def build_comparison(
     results: Sequence[VariantResult],
     *,
     baseline: str | None = None,
     title: str = "Sweep comparison",
     columns: Sequence[str] | None = None,
+    untrained_base: str | None = None,
+    single_seed: bool = False,
+    resamples: int = DEFAULT_RESAMPLES,
 ) -> Comparison:
-    """Render the comparison of `results` (in the order given)."""
+    """Render the comparison of `results` (in the order given).
+
+    `untrained_base`: a variant whose pipeline trains nothing, shown as the untrained base;
+    without it, the base scored beside the first trained variant that has one.
+    `single_seed`: the grid opted out of seeds; the title says its differences are not claims."""
     names = [r.name for r in results]
     if len(set(names)) != len(names):
         raise ValueError(f"variant names repeat: {names}")
+    if untrained_base is not None and untrained_base not in names:
+        raise ValueError(f"untrained base {untrained_base!r} is not a variant: {names}")
     tables = [r.metrics for r in results if r.metrics is not None]
     chosen = [Column.parse(c) for c in columns] if columns else headline_columns(tables)
     rows_of = {r.name: _metric_rows(r.metrics) if r.metrics is not None else None for r in results}
@@ -210,6 +460,7 @@ def build_comparison(
         r.name: {c.spec: (column_value(rows_of[r.name], c) if rows_of[r.name] is not None else None) for c in chosen}
         for r in results
     }
+    intervals = _Intervals(chosen, resamples)
 
     members: dict[str, list[VariantResult]] = {}
     for r in results:
@@ -229,16 +480,33 @@ def build_comparison(
                 )
         seed_stats[group] = stats
 
+    def side(name: str, runs: Sequence[VariantResult]) -> _Side:
+        return _Side(
+            name,
+            {c.spec: _mean([values[r.name][c.spec] for r in runs]) for c in chosen},
+            _mean_outcomes([r.items for r in runs]),
+            len(runs),
+        )
+
+    variant_side = {r.name: side(r.name, [r]) for r in results}
+    group_side = {group: side(group, members[group]) for group in seed_stats}
+    # What the report compares: a seed group as one (its seeds averaged), any other variant alone.
+    units: list[tuple[_Side, list[VariantResult]]] = []
+    for group, rs in members.items():
+        units += [(group_side[group], rs)] if group in seed_stats else [(variant_side[r.name], [r]) for r in rs]
+
     base_values: dict[str, float | None] | None = None
-    base_members: set[str] = set()
+    base_members: list[str] = []
+    base_side: _Side | None = None
     if baseline is not None:
         if baseline in values:
-            base_members = {baseline}
+            base_members = [baseline]
         elif baseline in members:
-            base_members = {r.name for r in members[baseline]}
+            base_members = [r.name for r in members[baseline]]
         else:
             raise ValueError(f"baseline {baseline!r} is neither a variant nor a seed group: {names}")
         base_values = {c.spec: _mean([values[n][c.spec] for n in base_members]) for c in chosen}
+        base_side = side(baseline, [r for r in results if r.name in base_members])
 
     varied, common = _varied_settings(results)
     show_group = bool(seed_stats)
@@ -249,7 +517,7 @@ def build_comparison(
         header.append(c.label)
         numeric.append(True)
         if base_values is not None:
-            header.append(f"Δ ({c.metric})")
+            header.append(f"Δ ({c.metric})" + (" [95% CI]" if c.has_items else ""))
             numeric.append(True)
     header += ["metrics artifact", "status"]
     numeric += [False, False]
@@ -262,16 +530,21 @@ def build_comparison(
         if varied:
             line.append(Cell(settings))
         plain: dict[str, Any] = {"variant": r.name, "group": r.group, "settings": settings}
+        is_base = base_members == [r.name]
+        found = intervals.get(variant_side[r.name], base_side, "baseline") if base_side is not None and not is_base else {}
         for c in chosen:
             value = values[r.name][c.spec]
             line.append(Cell(format_value(value, c.metric), "num" if value is not None else "missing"))
             plain[c.label] = None if value is None else round(value * metric_scale(c.metric), 3)
             if base_values is not None:
-                cell = _delta_cell(
-                    value, base_values[c.spec], c.metric, is_baseline=r.name in base_members and len(base_members) == 1
-                )
+                interval = found.get(c.spec)
+                cell = _delta_cell(value, base_values[c.spec], c, is_baseline=is_base, interval=interval)
                 line.append(cell)
-                plain[f"Δ {c.label}"] = cell.text
+                both = not is_base and value is not None and base_values[c.spec] is not None
+                plain[f"Δ {c.label}"] = format_delta(value - base_values[c.spec], c.metric) if both else cell.text
+                if interval is not None:
+                    plain[f"Δ {c.label} 95% CI"] = format_interval(interval.low, interval.high, c.metric)
+                    plain[f"Δ {c.label} significant"] = interval.significant
         status = "ok" if r.error is None else f"failed: {r.error}"
         line += [Cell(r.metrics_key[:12] if r.metrics_key else MISSING, "text" if r.metrics_key else "missing"), Cell(status)]
         plain |= {"metrics artifact": r.metrics_key or "", "status": status}
@@ -287,10 +560,12 @@ def build_comparison(
             s_header.append(f"{c.label} (mean ± std)")
             s_numeric.append(True)
             if base_values is not None:
-                s_header.append(f"Δ mean ({c.metric})")
+                s_header.append(f"Δ mean ({c.metric})" + (" [95% CI]" if c.has_items else ""))
                 s_numeric.append(True)
         s_rows = []
         for group, stats in seed_stats.items():
+            is_base = sorted(base_members) == sorted(m.name for m in members[group])
+            found = intervals.get(group_side[group], base_side, "baseline") if base_side is not None and not is_base else {}
             line = [Cell(group), Cell(str(len(members[group])), "num")]
             for c in chosen:
                 stat = stats.get(c.spec)
@@ -300,10 +575,25 @@ def build_comparison(
                     mean, std, _ = stat
                     line.append(Cell(format_value(mean, c.metric) + _spread(std, c.metric), "num"))
                 if base_values is not None:
-                    is_base = base_members == {m.name for m in members[group]}
-                    line.append(_delta_cell(stat[0] if stat else None, base_values[c.spec], c.metric, is_baseline=is_base))
+                    mean_value = stat[0] if stat else None
+                    line.append(_delta_cell(mean_value, base_values[c.spec], c, is_baseline=is_base, interval=found.get(c.spec)))
             s_rows.append(line)
         seed_table = Table(s_header, s_rows, s_numeric)
+
+    untrained, untrained_table, untrained_note = _untrained_section(results, units, chosen, values, untrained_base, intervals)
+
+    # The figure: each unit against the baseline, for the columns with intervals.
+    figure = None
+    if base_side is not None and intervals.columns:
+        plotted: list[_FigureRow] = []
+        for unit, rs in units:
+            if sorted(r.name for r in rs) == sorted(base_members):
+                continue
+            deltas = {c.spec: _difference(unit.values[c.spec], base_values[c.spec]) for c in intervals.columns}
+            plotted.append((unit.name, deltas, intervals.get(unit, base_side, "baseline")))
+        drawn = [c for c in intervals.columns if any(found.get(c.spec) is not None for _, _, found in plotted)]
+        if drawn:
+            figure = _intervals_figure(drawn, plotted)
 
     ok = sum(1 for r in results if r.error is None)
     intro = f"{len(results)} variants ({ok} ran to the end)"
@@ -314,8 +604,16 @@ def build_comparison(
     intro += (
         ". Accuracy, precision, recall and F1 in %, correlations ×100; Δ in the same units (percentage points for percentages)."
     )
-    md = [f"# {md_escape(title)}", "", md_escape(intro), ""]
-    ht = [f"<h1>{html_escape(title)}</h1>", f'<p class="note">{html_escape(intro)}</p>']
+    if intervals.columns and (base_side is not None or untrained_table is not None):
+        intro += (
+            f" [low, high]: paired bootstrap {DEFAULT_CONFIDENCE:.0%} interval of Δ over sentences ({resamples} resamples within each"
+            " language pair; a side with several seeds is averaged per sentence first, the spread over seeds is the ± of the"
+            f" seed table). {SIGNIFICANT} marks a Δ whose interval excludes zero; any other Δ is within noise."
+            f" {NO_INTERVAL}: an evaluation without per-sentence outcomes (evaluated before they were recorded)."
+        )
+    heading = title + (f" ({ONE_SEED_NOTE})" if single_seed else "")
+    md = [f"# {md_escape(heading)}", "", md_escape(intro), ""]
+    ht = [f"<h1>{html_escape(heading)}</h1>", f'<p class="note">{html_escape(intro)}</p>']
     if common:
         shared = "; ".join(f"{k} = {_setting(v)}" for k, v in common.items())
         md += [f"Every variant sets: {md_escape(shared)}", ""]
@@ -336,12 +634,115 @@ def build_comparison(
             '<p class="note">Variants that differ only in their seed keys, grouped: mean ± sample standard deviation over the seeds.</p>',
             html_table(seed_table),
         ]
+    if untrained_table is not None:
+        md += ["## Against the untrained base", "", md_escape(untrained_note), "", md_table(untrained_table), ""]
+        ht += [
+            "<h2>Against the untrained base</h2>",
+            f'<p class="note">{html_escape(untrained_note)}</p>',
+            html_table(untrained_table),
+        ]
+    if figure is not None:
+        import base64
+
+        caption = (
+            f"Δ against the baseline {baseline} with its paired bootstrap {DEFAULT_CONFIDENCE:.0%} interval over sentences, per column:"
+            " green or red where the interval excludes zero, grey within noise, hollow without an interval."
+        )
+        md += [
+            "## Intervals against the baseline",
+            "",
+            f"![Δ and 95% intervals against the baseline]({INTERVALS_FIGURE_FILE})",
+            "",
+            f"*{md_escape(caption)}*",
+            "",
+        ]
+        data = base64.b64encode(figure).decode("ascii")
+        ht += [
+            "<h2>Intervals against the baseline</h2>",
+            f'<figure><img src="data:image/png;base64,{data}" alt="Δ and 95% intervals against the baseline">'
+            f"<figcaption>{html_escape(caption)}</figcaption></figure>",
+        ]
     if not chosen:
         md += ["No variant has evaluation metrics (no evaluate stage, or every variant failed).", ""]
         ht.append("<p>No variant has evaluation metrics (no evaluate stage, or every variant failed).</p>")
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html_escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
+        f"<title>{html_escape(heading)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(ht) + "\n</body>\n</html>\n"
     )
-    return Comparison("\n".join(md).rstrip("\n") + "\n", page, plain_rows, chosen, values, seed_stats, base_values)
+    return Comparison(
+        "\n".join(md).rstrip("\n") + "\n",
+        page,
+        plain_rows,
+        chosen,
+        values,
+        seed_stats,
+        base_values,
+        intervals.records,
+        untrained,
+        figure,
+    )
+
+
+def _untrained_section(
+    results: Sequence[VariantResult],
+    units: Sequence[tuple[_Side, list[VariantResult]]],
+    chosen: Sequence[Column],
+    values: Mapping[str, Mapping[str, float | None]],
+    untrained_base: str | None,
+    intervals: _Intervals,
+) -> tuple[dict[str, float | None] | None, Table | None, str]:
+    """The untrained base's values, and the table of every trained variant (or seed group) against it."""
+    by_name = {r.name: r for r in results}
+    reference: tuple[pa.Table, pa.Table | None, str] | None = None
+    if untrained_base is not None and by_name[untrained_base].metrics is not None:
+        r = by_name[untrained_base]
+        reference = (r.metrics, r.items, f"variant {r.name}, whose pipeline trains nothing")
+    else:
+        r = next((r for r in results if r.base_metrics is not None), None)
+        if r is not None:
+            reference = (r.base_metrics, r.base_items, f"the base model as scored beside {r.name} in its evaluation")
+    if reference is None or not chosen:
+        return None, None, ""
+    ref_metrics, ref_items, source = reference
+    ref_rows = _metric_rows(ref_metrics)
+    untrained = {c.spec: column_value(ref_rows, c) for c in chosen}
+
+    header = ["Variant / seed group", "seeds"]
+    numeric = [False, True]
+    for c in chosen:
+        header += [c.label, f"Δ vs base ({c.metric})" + (" [95% CI]" if c.has_items else "")]
+        numeric += [True, True]
+    first = [Cell("untrained base"), Cell(MISSING, "missing")]
+    for c in chosen:
+        value = untrained[c.spec]
+        first += [Cell(format_value(value, c.metric), "num" if value is not None else "missing"), Cell("reference", "missing")]
+    rows = [first]
+    own_base_differs = False
+    for unit, rs in units:
+        if all(r.name == untrained_base or r.trained is False for r in rs):
+            continue  # an untrained model: the Variants table already compares it
+        # Each run against the base scored in its own evaluation (same settings and data), else the shown one.
+        bases = [(r.base_metrics, r.base_items) if r.base_metrics is not None else (ref_metrics, ref_items) for r in rs]
+        base_rows = [_metric_rows(m) for m, _ in bases]
+        base_values = {c.spec: _mean([column_value(rows_, c) for rows_ in base_rows]) for c in chosen}
+        own_base_differs |= any(
+            (delta := _difference(base_values[c.spec], untrained[c.spec])) is not None and abs(delta) > 1e-9 for c in chosen
+        )
+        base = _Side(f"untrained base of {unit.name}", base_values, _mean_outcomes([items for _, items in bases]), len(rs))
+        found = intervals.get(unit, base, "untrained base")
+        line = [Cell(unit.name), Cell(str(len(rs)), "num")]
+        for c in chosen:
+            value = unit.values[c.spec]
+            line.append(Cell(format_value(value, c.metric), "num" if value is not None else "missing"))
+            line.append(_delta_cell(value, base_values[c.spec], c, is_baseline=False, interval=found.get(c.spec)))
+        rows.append(line)
+    if len(rows) == 1:
+        return untrained, None, ""
+    note = f"Untrained base: {source}. Δ vs base as above, with its interval where the column has one."
+    if own_base_differs:
+        note += (
+            " Some variants were scored against another untrained base (their evaluation settings or data differ):"
+            " their Δ is against the base scored in their own evaluation."
+        )
+    return untrained, Table(header, rows, numeric), note

@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from tasks.corpus.config import LangCodes
+from tasks.corpus.config import LangCodes, LangKeyed
 from tasks.stage import NOT_KEYED, StageConfig
 
 
@@ -22,12 +22,56 @@ class EncoderSettings(StageConfig):
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
 
 
+class DistractorSource(StageConfig):
+    """A folder of line-aligned files, one per language (FLORES-200 `{code}.dev`; NTREX
+    `newstest2019-ref.{code}.txt` with `files = {eng = "newstest2019-src.eng.txt"}`), whose rows
+    join the Tatoeba candidate pools as distractors. Codes in file names are mapped to
+    FLORES-200; a language with no file here gets no distractors from this folder."""
+
+    name: str = Field(min_length=1, description="names the source in drop counts and fingerprints")
+    path: str
+    pattern: str = "{code}.dev"
+    files: Annotated[dict[str, str], LangKeyed] = Field(
+        default_factory=dict,
+        description="file names for codes that do not follow `pattern`; they win over pattern matches",
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, pattern: str) -> str:
+        if pattern.count("{code}") != 1 or "/" in pattern:
+            raise ValueError(f"pattern {pattern!r} must contain '{{code}}' once and no '/'")
+        return pattern
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in files.values() if "/" in name or not name.strip()]
+        if bad:
+            raise ValueError(f"files: {bad} must be plain file names inside path (no '/')")
+        return files
+
+
 class TatoebaBenchmark(StageConfig):
-    """XTREME/LASER Tatoeba layout: `tatoeba.{xx}-eng.{xx}` and `.eng` in `path`."""
+    """XTREME/LASER Tatoeba layout: `tatoeba.{xx}-eng.{xx}` and `.eng` in `path`.
+
+    With `distractors`, each language is also scored as dataset `tatoeba-distractors`: the
+    candidates of each side are its Tatoeba sentences plus every distractor row of that
+    language (rows equal to a Tatoeba sentence of the same side are removed and counted)."""
 
     kind: Literal["tatoeba"]
     path: str
     langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel")
+    distractors: list[DistractorSource] = Field(default_factory=list)
+
+    @field_validator("distractors")
+    @classmethod
+    def _unique_names(cls, sources: list[DistractorSource]) -> list[DistractorSource]:
+        names = [source.name for source in sources]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"distractor source names must be unique, repeated: {repeated}")
+        return sources
 
 
 class BuccBenchmark(StageConfig):
@@ -52,7 +96,8 @@ class StsBenchmark(StageConfig):
 
 class MultiwayBenchmark(StageConfig):
     """Bitext retrieval between `pivot` and every other language of a line-aligned folder
-    (FLORES-200 `{code}.dev`), on held-out rows [row_start, row_stop)."""
+    (FLORES-200 `{code}.dev`), on held-out rows [row_start, row_stop); with `pairs = "all"`
+    also between every two other languages (and a `group:xx-yy` mean over those pairs)."""
 
     kind: Literal["multiway"]
     name: str = "flores200-dev"
@@ -62,14 +107,17 @@ class MultiwayBenchmark(StageConfig):
     pivot: str = "eng_Latn"
     row_start: int = Field(default=0, ge=0)
     row_stop: int | None = Field(default=None, ge=1)
+    pairs: Literal["pivot", "all"] = Field(default="pivot", description="all: also every pair of two non-pivot languages")
 
 
 class CorpusDevBenchmark(StageConfig):
-    """Bitext retrieval on the corpus artifact's held-out `dev` split: pivot vs every other language."""
+    """Bitext retrieval on the corpus artifact's held-out `dev` split: pivot vs every other language
+    and, with `pairs = "all"`, every two other languages on the rows that have both."""
 
     kind: Literal["corpus_dev"]
     pivot: str = "eng_Latn"
     max_groups: int | None = Field(default=None, ge=2)
+    pairs: Literal["pivot", "all"] = Field(default="pivot", description="all: also every pair of two non-pivot languages")
 
 
 class MtebBenchmark(StageConfig):

@@ -19,6 +19,8 @@ Layouts:
     ``STS.gs.track{N}.{l1}-{l2}.txt`` (one score per line; an empty line = unscored pair).
   * STS TSV: ``sentence1<TAB>sentence2<TAB>score``, optional header line.
   * FLORES-200 multi-way: ``{code}.{split}`` per language, line-aligned.
+  * Distractor folders: one file per language named by a pattern (``{code}.dev``,
+    ``newstest2019-ref.{code}.txt``) or listed by name; any code :func:`to_flores` maps.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.corpus.languages import to_flores
+from tasks.corpus.languages import UnknownLanguageError, to_flores
 
 __all__ = [
     "BUCC_SPLITS",
@@ -39,6 +41,7 @@ __all__ = [
     "BenchmarkDataError",
     "BitextPairs",
     "BuccSplit",
+    "DistractorFolder",
     "MultiwayRows",
     "StsPairs",
     "held_out_rows",
@@ -49,6 +52,7 @@ __all__ = [
     "read_sts2017_folder",
     "read_sts_tsv",
     "read_tatoeba",
+    "scan_distractor_folder",
     "tatoeba_languages",
 ]
 
@@ -491,3 +495,91 @@ def read_multiway_rows(
                 raise BenchmarkDataError(file, i + 1, "empty line (rows are aligned across languages)", code)
         sentences[code] = chosen
     return MultiwayRows(selected, sentences, total)
+
+
+# ------------------------------------------------------------------ distractor folders
+
+
+@dataclass(frozen=True)
+class DistractorFolder:
+    """Which file of a folder of per-language files holds which FLORES-200 language."""
+
+    path: Path
+    by_lang: Mapping[str, Path]  # FLORES-200 code -> file
+    ambiguous: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)  # several files, none preferred
+
+    def file_for(self, lang: str) -> Path | None:
+        """The file of FLORES-200 ``lang``, or None. Raises BenchmarkDataError where several
+        pattern files map to ``lang`` with equally short codes (name one in ``files``)."""
+        if lang in self.ambiguous:
+            names = ", ".join(p.name for p in self.ambiguous[lang])
+            raise BenchmarkDataError(
+                self.path, None, f"several files map to {lang}: {names}; name one in files = {{code = \"file\"}}", "pattern"
+            )
+        return self.by_lang.get(lang)
+
+    def read(self, lang: str) -> tuple[str, ...]:
+        """The lines of ``lang``'s file; () where the folder has none.
+
+        Raises BenchmarkDataError for invalid UTF-8, an empty file or an empty line (the
+        files are line-aligned translations: an empty line means a damaged file)."""
+        path = self.file_for(lang)
+        if path is None:
+            return ()
+        lines = read_lines(path)
+        if not lines:
+            raise BenchmarkDataError(path, None, "no sentences")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                raise BenchmarkDataError(path, number, "empty line (the files are line-aligned: is the file damaged?)", lang)
+        return tuple(lines)
+
+
+def scan_distractor_folder(
+    path: str | Path, pattern: str = "{code}.dev", files: Mapping[str, str] | None = None
+) -> DistractorFolder:
+    """Map the files of ``path`` to FLORES-200 languages.
+
+    ``files`` (code -> file name) come first; then every file whose name fits ``pattern``, its
+    ``{code}`` part mapped with :func:`to_flores` (names whose code maps to no language are
+    not language files and are skipped). Where several pattern files give one language, the
+    shortest code wins (``fra`` over ``fra-CA``); a tie is reported when that language is read.
+
+    Raises:
+        BenchmarkDataError: the folder or a file named in ``files`` does not exist.
+        UnknownLanguageError: a ``files`` code without a FLORES-200 code.
+    """
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise BenchmarkDataError(folder, None, "distractor folder not found")
+    if pattern.count("{code}") != 1:
+        raise ValueError(f"pattern {pattern!r} must contain {{code}} once")
+    by_lang: dict[str, Path] = {}
+    for code, name in (files or {}).items():
+        file = folder / name
+        if not file.is_file():
+            raise BenchmarkDataError(file, None, f"file not found (named in files for {code!r})", "files")
+        by_lang[to_flores(code)] = file
+    prefix, suffix = pattern.split("{code}")
+    named = {folder / name for name in (files or {}).values()}
+    fitting = re.compile(re.escape(prefix) + r"(?P<code>.+)" + re.escape(suffix))
+    candidates: dict[str, list[tuple[str, Path]]] = {}
+    for file in sorted(folder.iterdir()):
+        match = fitting.fullmatch(file.name)
+        if match is None or file in named or not file.is_file():
+            continue
+        try:
+            lang = to_flores(match["code"])
+        except UnknownLanguageError:
+            continue
+        if lang not in by_lang:
+            candidates.setdefault(lang, []).append((match["code"], file))
+    ambiguous: dict[str, tuple[Path, ...]] = {}
+    for lang, found in candidates.items():
+        shortest = min(len(code) for code, _ in found)
+        best = [file for code, file in found if len(code) == shortest]
+        if len(best) == 1:
+            by_lang[lang] = best[0]
+        else:
+            ambiguous[lang] = tuple(best)
+    return DistractorFolder(folder, by_lang, ambiguous)

@@ -37,6 +37,8 @@ __all__ = [
     "WACSE_4",
     "WACSE_5",
     "WACSE_8",
+    "TATOEBA_LOW16",
+    "TATOEBA_MAJOR8",
     "LanguageGroup",
     "dap_28_from_test_sizes",
     "group_average_rows",
@@ -101,7 +103,21 @@ DAP_36 = LanguageGroup.from_codes(
     "DAP appendix A, Tables 7-8",
 )
 
-LANGUAGE_GROUPS: Mapping[str, LanguageGroup] = {g.name: g for g in (WACSE_4, WACSE_5, WACSE_8, DAP_36)}
+# ../shared/data/tatoeba-dev: 24 Tatoeba languages that FLORES-200 and NTREX-128 also cover, a
+# development benchmark (train on FLORES/NTREX rows, measure on Tatoeba); the WACSE-8
+# languages are left out of it on purpose, so they stay untouched test languages.
+TATOEBA_LOW16 = LanguageGroup.from_codes(
+    "tatoeba-low16",
+    "afr amh bel ben ceb cym eus gla gle hye isl khm tat uig urd yid".split(),
+    "shared/data/tatoeba-dev README (lower-resource)",
+)
+TATOEBA_MAJOR8 = LanguageGroup.from_codes(
+    "tatoeba-major8", "ita por pol tur vie kor ukr heb".split(), "shared/data/tatoeba-dev README (major)"
+)
+
+LANGUAGE_GROUPS: Mapping[str, LanguageGroup] = {
+    g.name: g for g in (WACSE_4, WACSE_5, WACSE_8, DAP_36, TATOEBA_LOW16, TATOEBA_MAJOR8)
+}
 
 
 def dap_28_from_test_sizes(pairs_per_language: Mapping[str, int], full_size: int = 1000) -> LanguageGroup:

@@ -11,6 +11,13 @@
 * with a baseline table, a signed "Δ vs {baseline_name}" column after each metric, joined on
   (benchmark, dataset, src_lang, tgt_lang, metric), in the metric's display units
   (percentage points for percentages), "—" where the baseline has no such row;
+* with per-query items of both models (`ITEMS_SCHEMA`: the evaluated model's and the
+  baseline's), the change of each headline (per benchmark/dataset: the mean over all
+  languages, each language group, the xx-yy pairs) with a paired bootstrap 95% interval
+  over sentences (`tasks.evaluate.stats`), an error-bar figure of those changes per language
+  and group (`delta_interval_figure`), and a sentence at the top when in-domain (held-out
+  rows of the training data: benchmark ``retrieval``) and out-of-domain (Tatoeba, ...)
+  headlines disagree;
 * figures with captions: cosine histograms of translation pairs against shuffled pairs
   (`similarity_histogram`) and a 2-D PCA map of word embeddings (`embedding_map`).
 
@@ -45,9 +52,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
+
+from tasks.evaluate.stats import DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CORRELATION_TOKENS,
     CSS,
+    MARGIN_TOKENS,
     MISSING,
     Cell,
     Table,
@@ -62,18 +72,29 @@ from tasks.evaluate.tables import (
 )
 
 __all__ = [
+    "DELTA_INTERVALS_FILE",
     "EMBEDDING_MAP_FILE",
     "SIMILARITY_HISTOGRAM_FILE",
+    "DeltaInterval",
     "EvaluationReport",
     "PairSimilarities",
     "WordMap",
     "build_report",
+    "delta_interval_figure",
+    "disagreement_sentence",
     "embedding_map",
+    "paired_delta_intervals",
     "similarity_histogram",
 ]
 
 SIMILARITY_HISTOGRAM_FILE = "similarity_histogram.png"
 EMBEDDING_MAP_FILE = "embedding_map.png"
+DELTA_INTERVALS_FILE = "delta_intervals.png"
+# Benchmarks whose data are held-out rows of what the encoder is trained on (FLORES/NTREX
+# multi-way rows, the corpus dev split); every other benchmark is out of domain.
+IN_DOMAIN_BENCHMARKS = frozenset({"retrieval"})
+DELTA_ROW_INCHES = 0.2  # per language / group row of the error-bar figure
+DELTA_MAX_LANGUAGES = 40  # language rows per panel beyond which a seeded sample is shown
 
 DPI = 100
 HIST_PANEL_INCHES = (3.5, 2.75)  # per language pair; exact in binary so pixel sizes are exact
@@ -96,6 +117,7 @@ _METRIC_ORDER = (
     "accuracy_src_tgt",
     "accuracy_tgt_src",
     "accuracy_mean",
+    "margin_mean",
     "precision",
     "recall",
     "f1",
@@ -222,11 +244,16 @@ def _metrics_table(
 
 
 def _units_note(metrics: set[str]) -> str:
+    def tokens(metric: str) -> set[str]:
+        return set(re.split(r"[_@\-.\s]+", metric.lower()))
+
     parts = []
-    if any(metric_scale(m) != 1.0 and not set(re.split(r"[_@\-.\s]+", m.lower())) & CORRELATION_TOKENS for m in metrics):
+    if any(metric_scale(m) != 1.0 and not tokens(m) & (CORRELATION_TOKENS | MARGIN_TOKENS) for m in metrics):
         parts.append("accuracy, precision, recall and F1 in %")
-    if any(set(re.split(r"[_@\-.\s]+", m.lower())) & CORRELATION_TOKENS for m in metrics):
+    if any(tokens(m) & CORRELATION_TOKENS for m in metrics):
         parts.append("correlations ×100")
+    if any(tokens(m) & MARGIN_TOKENS for m in metrics):
+        parts.append("margins (cosine of the translation minus that of the best other candidate) ×100")
     if any(metric_scale(m) == 1.0 for m in metrics):
         parts.append("other metrics as computed")
     return "; ".join(parts)
@@ -476,6 +503,217 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
+# Paired deltas with bootstrap intervals
+
+_ITEM_KEY = ("benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item")
+_ITEM_COLUMNS = (*_ITEM_KEY, "correct", "margin")
+
+
+@dataclass(frozen=True)
+class DeltaInterval:
+    """The change of one headline (or one language) between two models on the same sentences."""
+
+    benchmark: str
+    dataset: str
+    kind: Literal["all", "group", "xx-yy", "language"]
+    label: str  # "all languages", a group name, "xx-yy pairs", or a language / pair
+    accuracy: BootstrapInterval  # of accuracy_mean, as a fraction (x100 = percentage points)
+    margin: BootstrapInterval | None = None  # of margin_mean (cosine); None for language rows
+
+    @property
+    def name(self) -> str:
+        return f"{self.benchmark}/{self.dataset}"
+
+    @property
+    def in_domain(self) -> bool:
+        return self.benchmark in IN_DOMAIN_BENCHMARKS
+
+
+def _items_frame(table: pa.Table, what: str) -> Any:
+    import polars as pl
+
+    missing = [c for c in _ITEM_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{what} items table lacks columns {missing}; expected the ITEMS_SCHEMA columns")
+    frame = pl.from_arrow(table.select(list(_ITEM_COLUMNS)))
+    if frame.select(_ITEM_KEY).is_duplicated().any():
+        first = frame.filter(frame.select(_ITEM_KEY).is_duplicated()).row(0, named=True)
+        raise ValueError(f"{what} items table has more than one row for {({k: first[k] for k in _ITEM_KEY})}")
+    return frame
+
+
+_Strata = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (src, tgt) -> (accuracy, margin) differences
+
+
+def _paired_strata(items: pa.Table, baseline_items: pa.Table) -> dict[tuple[str, str], _Strata]:
+    """(benchmark, dataset) -> (src_lang, tgt_lang) -> per-item (accuracy, margin) differences,
+    both directions' queries of the pair together; items are paired on their full key."""
+    import polars as pl
+
+    ours = _items_frame(items, "evaluated")
+    theirs = _items_frame(baseline_items, "baseline")
+    joined = ours.join(theirs, on=list(_ITEM_KEY), how="inner", suffix="_base").sort(list(_ITEM_KEY))
+    joined = joined.with_columns(
+        (pl.col("correct").cast(pl.Float64) - pl.col("correct_base").cast(pl.Float64)).alias("accuracy_diff"),
+        (pl.col("margin").cast(pl.Float64) - pl.col("margin_base").cast(pl.Float64)).alias("margin_diff"),
+    )
+    strata: dict[tuple[str, str], _Strata] = {}
+    parts = joined.partition_by(["benchmark", "dataset", "src_lang", "tgt_lang"], as_dict=True, maintain_order=True)
+    for (benchmark, dataset, src, tgt), part in parts.items():
+        strata.setdefault((benchmark, dataset), {})[src, tgt] = (part["accuracy_diff"].to_numpy(), part["margin_diff"].to_numpy())
+    return strata
+
+
+def paired_delta_intervals(
+    items: pa.Table,
+    baseline_items: pa.Table,
+    metrics: pa.Table | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> list[DeltaInterval]:
+    """Per benchmark/dataset: the paired bootstrap interval of the change in accuracy_mean (and
+    margin_mean) over all languages, over each language group that has rows in ``metrics``, over
+    the xx-yy pairs, and per language (accuracy only).
+
+    A stratum is one language pair with both directions' queries; the statistic is the mean
+    over strata of the per-stratum mean difference, i.e. the change of the metrics table's
+    group rows (all languages: the mean of the per-language accuracy_mean). The pivot of a
+    dataset is the target most pairs share (`retrieval.dataset_pivot`); pairs without it are
+    the xx-yy pairs.
+    """
+    from tasks.evaluate.groups import GROUP_PREFIX, LANGUAGE_GROUPS
+    from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
+
+    group_rows = [] if metrics is None else [r for r in _rows_of(metrics, "metrics") if r["src_lang"].startswith(GROUP_PREFIX)]
+    out: list[DeltaInterval] = []
+    for (benchmark, dataset), pairs in _paired_strata(items, baseline_items).items():
+        pivot = dataset_pivot(pairs)
+        pivot_pairs = {pair: diffs for pair, diffs in pairs.items() if pivot is None or pair[1] == pivot}
+        by_src = {src: diffs for (src, _), diffs in pivot_pairs.items()}
+        chosen: list[tuple[str, str, list[tuple[np.ndarray, np.ndarray]]]] = [
+            ("all", "all languages" if pivot else "all pairs", list(pivot_pairs.values()))
+        ]
+        groups = {
+            r["src_lang"].removeprefix(GROUP_PREFIX)
+            for r in group_rows
+            if (r["benchmark"], r["dataset"], r["tgt_lang"], r["metric"]) == (benchmark, dataset, pivot, "accuracy_mean")
+        }
+        for name in sorted(g for g in groups if g in LANGUAGE_GROUPS):
+            chosen.append(("group", name, [by_src[lang] for lang in LANGUAGE_GROUPS[name].langs if lang in by_src]))
+        if pivot is not None:
+            chosen.append(("xx-yy", f"{XX_YY_GROUP} pairs", [d for (src, tgt), d in pairs.items() if pivot not in (src, tgt)]))
+        chosen += [("language", src if pivot else _pair_label(src, tgt), [d]) for (src, tgt), d in sorted(pivot_pairs.items())]
+        for kind, label, strata in chosen:
+            if not strata:
+                continue
+            accuracy = paired_bootstrap([a for a, _ in strata], resamples=resamples, seed=seed)
+            # per-language rows feed the figure, which plots accuracy only
+            margin = None if kind == "language" else paired_bootstrap([m for _, m in strata], resamples=resamples, seed=seed)
+            out.append(DeltaInterval(benchmark, dataset, kind, label, accuracy, margin))
+    return out
+
+
+def _interval_text(value: BootstrapInterval, metric: str) -> tuple[str, str]:
+    """(signed delta, "low to high") in the metric's display units (no brackets: Markdown would escape them)."""
+    return format_delta(value.delta, metric), f"{format_delta(value.low, metric)} to {format_delta(value.high, metric)}"
+
+
+def _describe(delta: DeltaInterval) -> str:
+    change, bounds = _interval_text(delta.accuracy, "accuracy_mean")
+    verdict = "significant" if delta.accuracy.significant else "not significant"
+    return f"{delta.name} {change} pp (95% interval {bounds}, {verdict})"
+
+
+def disagreement_sentence(deltas: Sequence[DeltaInterval]) -> str | None:
+    """One sentence when an in-domain headline (all languages, accuracy) improves significantly
+    while an out-of-domain one does not (falls or stays within noise), or the other way round;
+    None when they agree."""
+    headlines = [d for d in deltas if d.kind == "all"]
+    inside = [d for d in headlines if d.in_domain]
+    outside = [d for d in headlines if not d.in_domain]
+
+    def gains(d: DeltaInterval) -> bool:
+        return d.accuracy.significant and d.accuracy.delta > 0
+
+    clauses = []
+    for better, worse in [(i, o) for i in inside for o in outside] + [(o, i) for o in outside for i in inside]:
+        if gains(better) and not gains(worse):
+            where = ("in-domain", "out-of-domain") if better.in_domain else ("out-of-domain", "in-domain")
+            clauses.append(f"{where[0]} {_describe(better)}, but {where[1]} {_describe(worse)}")
+    if not clauses:
+        return None
+    return "In-domain and out-of-domain results disagree: " + "; ".join(clauses) + "."
+
+
+def _delta_table(deltas: Sequence[DeltaInterval]) -> Table:
+    header = ["Benchmark / dataset", "Headline", "Δ accuracy_mean", "95% interval", "Significant"]
+    header += ["Δ margin_mean", "95% interval", "Languages", "Items"]
+    numeric = [False, False, True, True, False, True, True, True, True]
+    rows = []
+    for d in deltas:
+        if d.kind == "language":
+            continue
+        change, bounds = _interval_text(d.accuracy, "accuracy_mean")
+        kind = ("pos" if d.accuracy.delta > 0 else "neg") if d.accuracy.significant else "num"
+        line = [Cell(d.name), Cell(d.label), Cell(change, kind), Cell(bounds, "num")]
+        line.append(Cell("yes" if d.accuracy.significant else "no"))
+        if d.margin is None:
+            line += [Cell(MISSING, "missing"), Cell(MISSING, "missing")]
+        else:
+            m_change, m_bounds = _interval_text(d.margin, "margin_mean")
+            m_kind = ("pos" if d.margin.delta > 0 else "neg") if d.margin.significant else "num"
+            line += [Cell(m_change, m_kind), Cell(m_bounds, "num")]
+        line += [Cell(f"{d.accuracy.strata:,}", "num"), Cell(f"{d.accuracy.items:,}", "num")]
+        rows.append(line)
+    return Table(header, rows, numeric)
+
+
+def delta_interval_figure(deltas: Sequence[DeltaInterval], seed: int = 0) -> bytes:
+    """PNG: one panel per benchmark/dataset, the accuracy change (percentage points) of each
+    headline and language with its 95% interval; green = significant gain, red = significant
+    loss, grey = within noise. Over DELTA_MAX_LANGUAGES languages a panel shows a seeded sample."""
+    panels: dict[str, list[DeltaInterval]] = {}
+    for d in deltas:
+        panels.setdefault(d.name, []).append(d)
+    if not panels:
+        raise ValueError("delta_interval_figure needs at least one interval")
+    shown: dict[str, list[DeltaInterval]] = {}
+    for name, members in panels.items():
+        heads = [d for d in members if d.kind != "language"]
+        langs = [d for d in members if d.kind == "language"]
+        langs = [langs[i] for i in _sample(len(langs), DELTA_MAX_LANGUAGES, seed)]
+        shown[name] = heads + langs
+    heights = [len(rows) * DELTA_ROW_INCHES + 0.9 for rows in shown.values()]
+    with matplotlib.style.context(_STYLE):
+        fig = _new_figure(7.0, sum(heights))
+        axes = fig.subplots(len(shown), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+        for ax, (name, rows) in zip(axes, shown.items()):
+            y = np.arange(len(rows))[::-1]
+            centre = np.array([d.accuracy.delta for d in rows]) * 100
+            low = np.array([d.accuracy.low for d in rows]) * 100
+            high = np.array([d.accuracy.high for d in rows]) * 100
+            colours = [
+                ("#17692b" if d.accuracy.delta > 0 else "#b3261e") if d.accuracy.significant else "0.45" for d in rows
+            ]
+            ax.axvline(0.0, color="0.3", linewidth=0.8)
+            for yi, c, lo, hi, colour, d in zip(y, centre, low, high, colours, rows):
+                bold = d.kind != "language"
+                ax.errorbar(
+                    c, yi, xerr=[[c - lo], [hi - c]], fmt="D" if bold else "o", color=colour,
+                    markersize=5 if bold else 3.5, capsize=2, linewidth=1.4 if bold else 0.9,
+                )
+            ax.set_yticks(y, [d.label for d in rows], fontsize=7)
+            ax.set_ylim(-0.7, len(rows) - 0.3)
+            ax.set_title(name, fontsize=9)
+            ax.set_xlabel("Δ accuracy_mean (percentage points), 95% interval")
+            ax.grid(True, axis="x", linewidth=0.3, alpha=0.5)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return _png_bytes(fig)
+
+
+# ---------------------------------------------------------------------------------------------
 # Rendering
 
 
@@ -494,8 +732,27 @@ def _sample(n: int, limit: int, seed: int) -> list[int]:
     return sorted(np.random.default_rng(seed).choice(n, size=limit, replace=False).tolist())
 
 
-def _figures(similarities: Sequence[PairSimilarities], word_map: WordMap | None, seed: int) -> list[_Figure]:
+def _figures(
+    similarities: Sequence[PairSimilarities],
+    word_map: WordMap | None,
+    seed: int,
+    deltas: Sequence[DeltaInterval] = (),
+    baseline_name: str = "baseline",
+) -> list[_Figure]:
     figures = []
+    if deltas:
+        figures.append(
+            _Figure(
+                DELTA_INTERVALS_FILE,
+                f"Change in retrieval accuracy vs {baseline_name} with 95% intervals",
+                f"Change in accuracy_mean from {baseline_name} to this model, in percentage points, with paired "
+                "bootstrap 95% intervals over sentences: first the headlines (diamonds: all languages, language "
+                "groups, xx-yy pairs), then each language (dots); one panel per benchmark/dataset. Green: the "
+                "interval is above zero; red: below; grey: it contains zero. What to look for: a change whose "
+                "interval crosses zero is within the noise of this many sentences.",
+                delta_interval_figure(deltas, seed),
+            )
+        )
     if similarities:
         shown = [similarities[i] for i in _sample(len(similarities), REPORT_MAX_PAIRS, seed)]
         subset = (
@@ -553,11 +810,16 @@ def build_report(
     similarities: Sequence[PairSimilarities] = (),
     word_map: WordMap | None = None,
     seed: int = 0,
+    items: pa.Table | None = None,
+    baseline_items: pa.Table | None = None,
 ) -> EvaluationReport:
     """Render the evaluate stage's metrics (and optional baseline and figure inputs) as Markdown + HTML + PNGs.
 
     `seed` picks the sample shown when there are more than REPORT_MAX_PAIRS language pairs or
-    REPORT_MAX_CONCEPTS concepts to plot.
+    REPORT_MAX_CONCEPTS concepts to plot, and seeds the bootstrap. With `items` and
+    `baseline_items` (ITEMS_SCHEMA tables of this model and of the baseline), the report adds
+    paired bootstrap intervals of the headline changes, their figure, and a sentence at the top
+    when in-domain and out-of-domain headlines disagree.
     """
     rows = _rows_of(metrics, "metrics")
     base_name = baseline_name or "baseline"
@@ -569,8 +831,14 @@ def build_report(
         ours = {tuple(r[c] for c in _KEY_COLUMNS) for r in rows}
         unmatched_baseline = sum(1 for key in base_values if key not in ours)
 
+    paired = items is not None and baseline_items is not None
+    deltas = paired_delta_intervals(items, baseline_items, metrics, seed=seed) if paired else []
     md: list[str] = [f"# {md_escape(title)}", ""]
     ht: list[str] = [f"<h1>{html_escape(title)}</h1>"]
+    disagreement = disagreement_sentence(deltas)
+    if disagreement:  # first thing a reader sees: the benchmarks do not tell one story
+        md += [md_escape(disagreement), ""]
+        ht.append(f"<p><strong>{html_escape(disagreement)}</strong></p>")
 
     card = [(str(k), str(v)) for k, v in model_card.items()]
     if card:
@@ -593,6 +861,26 @@ def build_report(
     if not rows:
         md += ["No metrics were computed.", ""]
         ht.append("<p>No metrics were computed.</p>")
+
+    if paired:
+        heading = f"Change vs {base_name}, with 95% intervals"
+        md += [f"## {md_escape(heading)}", ""]
+        ht.append(f"<h2>{html_escape(heading)}</h2>")
+        if any(d.kind != "language" for d in deltas):
+            table = _delta_table(deltas)
+            note = (
+                f"Δ = this model − {base_name} on the same sentences: accuracy_mean in percentage points, margin_mean "
+                "(cosine of the translation minus the best other candidate) ×100. 95% intervals: paired bootstrap over "
+                "sentences, resampled within each language (both directions together), "
+                f"{DEFAULT_RESAMPLES} resamples, seed {seed}; "
+                "the statistic is the mean over languages, as in the group rows. Significant: the interval excludes 0."
+            )
+            md += [md_table(table), "", f"*{md_escape(note)}*", ""]
+            ht += [html_table(table), f'<p class="note">{html_escape(note)}</p>']
+        else:
+            none = f"No retrieval sentences are shared with {base_name}, so there are no intervals."
+            md += [md_escape(none), ""]
+            ht.append(f"<p>{html_escape(none)}</p>")
 
     for benchmark in benchmarks:
         bench_rows = [r for r in rows if r["benchmark"] == benchmark]
@@ -618,7 +906,7 @@ def build_report(
             md += [f"*{md_escape(note)}*", ""]
             ht.append(f'<p class="note">{html_escape(note)}</p>')
 
-    figures = _figures(similarities, word_map, seed)
+    figures = _figures(similarities, word_map, seed, deltas, base_name)
     if figures:
         md += ["## Figures", ""]
         ht.append("<h2>Figures</h2>")

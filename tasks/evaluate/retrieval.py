@@ -1,34 +1,62 @@
-"""Bitext retrieval: top-1 accuracy of cosine nearest-neighbour search, both directions.
+"""Bitext retrieval: top-1 accuracy and margin of cosine nearest-neighbour search, both directions.
 
 As in DAP and WACSE (and unlike XTREME, which reports one direction), every query row i of
 ``src`` should retrieve row i of ``tgt`` among all ``tgt`` rows, and vice versa. Embeddings
 are float32, L2-normalised (cosine = inner product); search is exact (faiss IndexFlatIP), and
 ties go the way faiss breaks them (the lower index in practice).
 
+Besides accuracy, every query gets a margin: cos(query, its translation) minus the highest
+cosine of the query with any other candidate. It is positive exactly when the query is
+answered correctly (up to ties) and, unlike accuracy, it keeps moving when accuracy is at
+its ceiling. Candidate pools may hold extra rows after the translations (distractors, which
+make the task harder without adding queries).
+
     >>> src_to_tgt, tgt_to_src = bitext_accuracy(kaz_embeddings, eng_embeddings)
-    >>> rows = tatoeba_rows(kaz_embeddings, eng_embeddings, src_lang="kaz")
+    >>> scored = score_pair(kaz_embeddings, eng_embeddings, src_lang="kaz", tgt_lang="eng", dataset="tatoeba")
+    >>> scored.metric_rows(), scored.items()   # metrics-table rows, ITEMS_SCHEMA table
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import faiss
 import numpy as np
+import pyarrow as pa
 
-from tasks.evaluate.groups import metric_row
+from tasks.corpus.languages import to_flores
+from tasks.evaluate.groups import GROUP_PREFIX, metric_row
+from tasks.evaluate.schema import ITEMS_SCHEMA
 
 __all__ = [
+    "NO_OTHER_CANDIDATE_COSINE",
+    "XX_YY_GROUP",
+    "PairRetrieval",
+    "QueryOutcomes",
     "as_unit_float32",
     "bitext_accuracy",
+    "dataset_pivot",
+    "multiway_pair_scores",
     "multiway_retrieval_rows",
     "nearest_neighbours",
+    "query_outcomes",
     "retrieval_rows",
+    "score_pair",
     "tatoeba_rows",
+    "xx_yy_rows",
 ]
 
 NORM_TOLERANCE = 1e-2
+# The "best other candidate" of a query whose pool holds only its translation: the lowest
+# possible cosine, so the margin stays finite and positive (the query cannot be wrong).
+NO_OTHER_CANDIDATE_COSINE = -1.0
+# Summary rows over the pairs of two non-pivot languages: src_lang "group:xx-yy", tgt_lang null.
+XX_YY_GROUP = "xx-yy"
+DIRECTIONS = ("src_tgt", "tgt_src")
 
 
 def as_unit_float32(name: str, x: np.ndarray) -> np.ndarray:
@@ -50,7 +78,9 @@ def as_unit_float32(name: str, x: np.ndarray) -> np.ndarray:
 
 
 def nearest_neighbours(queries: np.ndarray, base: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Exact inner-product k-NN of each query row among ``base`` rows: (similarities, indices), (n, k)."""
+    """Exact inner-product k-NN of each query row among ``base`` rows: (similarities, indices), (n, k).
+
+    Where ``base`` has fewer than k rows, faiss pads with index -1 (and a huge negative similarity)."""
     if queries.shape[1] != base.shape[1]:
         raise ValueError(f"dimension mismatch: queries have {queries.shape[1]}, base {base.shape[1]}")
     index = faiss.IndexFlatIP(base.shape[1])
@@ -58,29 +88,147 @@ def nearest_neighbours(queries: np.ndarray, base: np.ndarray, k: int = 1) -> tup
     return index.search(queries, k)
 
 
-def bitext_accuracy(src: np.ndarray, tgt: np.ndarray) -> tuple[float, float]:
-    """(src->tgt, tgt->src) top-1 accuracy, where row i of ``src`` translates row i of ``tgt``."""
+# ------------------------------------------------------------------ per-query outcomes
+
+
+@dataclass(frozen=True)
+class QueryOutcomes:
+    """One retrieval direction, per query: top-1 correct, and the margin of the translation."""
+
+    correct: np.ndarray  # bool, (n,)
+    margin: np.ndarray  # float32, (n,): cos(query, translation) - max cos(query, other candidate)
+
+    def __len__(self) -> int:
+        return int(self.correct.shape[0])
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.mean(self.correct))
+
+
+def query_outcomes(queries: np.ndarray, candidates: np.ndarray) -> QueryOutcomes:
+    """Query i's translation is candidate row i; rows of ``candidates`` past the queries are distractors.
+
+    Vectorised: one exact top-2 search; the translation's cosine is the row-wise dot product
+    of matched rows; the best wrong candidate is the top-1 hit unless that is the translation,
+    then the top-2 hit. Both arrays must already be unit float32 (see :func:`as_unit_float32`).
+    """
+    n = queries.shape[0]
+    if candidates.shape[0] < n:
+        raise ValueError(f"{candidates.shape[0]} candidates for {n} queries: every query needs its translation among them")
+    similarities, indices = nearest_neighbours(queries, candidates, 2)
+    truth = np.arange(n)
+    true_cosine = np.einsum("ij,ij->i", queries, candidates[:n])
+    top_is_true = indices[:, 0] == truth
+    second = np.where(indices[:, 1] >= 0, similarities[:, 1], NO_OTHER_CANDIDATE_COSINE)
+    best_wrong = np.where(top_is_true, second, similarities[:, 0])
+    return QueryOutcomes(top_is_true, (true_cosine - best_wrong).astype(np.float32))
+
+
+@dataclass(frozen=True)
+class PairRetrieval:
+    """Both directions of retrieval between two languages: per-query outcomes, metric rows, items."""
+
+    benchmark: str
+    dataset: str
+    src_lang: str  # FLORES-200
+    tgt_lang: str  # FLORES-200
+    src_tgt: QueryOutcomes  # queries are the src rows, candidates the tgt rows (+ tgt distractors)
+    tgt_src: QueryOutcomes
+
+    def metric_rows(self) -> list[dict]:
+        """accuracy_src_tgt, accuracy_tgt_src, accuracy_mean and margin_mean (over both directions' queries)."""
+        forward, backward = self.src_tgt.accuracy, self.tgt_src.accuracy
+        margins = np.concatenate([self.src_tgt.margin, self.tgt_src.margin]).astype(np.float64)
+        n = len(self.src_tgt)
+        key = (self.benchmark, self.dataset, self.src_lang, self.tgt_lang)
+        return [
+            metric_row(*key, "accuracy_src_tgt", forward, n),
+            metric_row(*key, "accuracy_tgt_src", backward, n),
+            metric_row(*key, "accuracy_mean", (forward + backward) / 2, n),
+            metric_row(*key, "margin_mean", float(margins.mean()), n),
+        ]
+
+    def items(self) -> pa.Table:
+        """One ITEMS_SCHEMA row per query per direction (built column-wise, no per-row Python)."""
+        sizes = [len(self.src_tgt), len(self.tgt_src)]
+        total = sum(sizes)
+
+        def constant(value: str) -> pa.Array:
+            return pa.repeat(pa.scalar(value, pa.string()), total)
+
+        columns = {
+            "benchmark": constant(self.benchmark),
+            "dataset": constant(self.dataset),
+            "src_lang": constant(self.src_lang),
+            "tgt_lang": constant(self.tgt_lang),
+            "direction": pa.array(np.repeat(np.array(DIRECTIONS, dtype=object), sizes), pa.string()),
+            "item": pa.array(np.concatenate([np.arange(size, dtype=np.int32) for size in sizes]), pa.int32()),
+            "correct": pa.array(np.concatenate([self.src_tgt.correct, self.tgt_src.correct]), pa.bool_()),
+            "margin": pa.array(np.concatenate([self.src_tgt.margin, self.tgt_src.margin]), pa.float32()),
+        }
+        return pa.Table.from_pydict(columns, schema=ITEMS_SCHEMA)
+
+
+def _aligned_pair(src: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     src = as_unit_float32("src", src)
     tgt = as_unit_float32("tgt", tgt)
     if src.shape != tgt.shape:
         raise ValueError(f"src and tgt must have the same shape (row i translates row i), got {src.shape} and {tgt.shape}")
-    expected = np.arange(src.shape[0])
-    _, forward = nearest_neighbours(src, tgt, 1)
-    _, backward = nearest_neighbours(tgt, src, 1)
-    return float(np.mean(forward[:, 0] == expected)), float(np.mean(backward[:, 0] == expected))
+    return src, tgt
+
+
+def score_pair(
+    src: np.ndarray,
+    tgt: np.ndarray,
+    *,
+    src_lang: str,
+    tgt_lang: str,
+    dataset: str,
+    benchmark: str = "retrieval",
+    src_distractors: np.ndarray | None = None,
+    tgt_distractors: np.ndarray | None = None,
+) -> PairRetrieval:
+    """Retrieval both ways between line-aligned ``src`` and ``tgt`` (row i translates row i).
+
+    ``tgt_distractors`` join the candidates of src->tgt queries, ``src_distractors`` those of
+    tgt->src queries; they are never queries themselves. Distractors must not repeat a
+    translation's text (a duplicate would count as a wrong answer): remove those first.
+    """
+    src, tgt = _aligned_pair(src, tgt)
+
+    def pool(aligned: np.ndarray, extra: np.ndarray | None, name: str) -> np.ndarray:
+        if extra is None or len(extra) == 0:
+            return aligned
+        extra = as_unit_float32(name, extra)
+        if extra.shape[1] != aligned.shape[1]:
+            raise ValueError(f"{name}: dimension {extra.shape[1]}, the pair has {aligned.shape[1]}")
+        return np.concatenate([aligned, extra])
+
+    return PairRetrieval(
+        benchmark,
+        dataset,
+        to_flores(src_lang),
+        to_flores(tgt_lang),
+        query_outcomes(src, pool(tgt, tgt_distractors, "tgt_distractors")),
+        query_outcomes(tgt, pool(src, src_distractors, "src_distractors")),
+    )
+
+
+# ------------------------------------------------------------------ metric rows
+
+
+def bitext_accuracy(src: np.ndarray, tgt: np.ndarray) -> tuple[float, float]:
+    """(src->tgt, tgt->src) top-1 accuracy, where row i of ``src`` translates row i of ``tgt``."""
+    src, tgt = _aligned_pair(src, tgt)
+    return query_outcomes(src, tgt).accuracy, query_outcomes(tgt, src).accuracy
 
 
 def retrieval_rows(
     src: np.ndarray, tgt: np.ndarray, *, src_lang: str, tgt_lang: str, dataset: str, benchmark: str = "retrieval"
 ) -> list[dict]:
-    """Metric rows accuracy_src_tgt, accuracy_tgt_src and accuracy_mean for one aligned pair."""
-    forward, backward = bitext_accuracy(src, tgt)
-    n = src.shape[0]
-    return [
-        metric_row(benchmark, dataset, src_lang, tgt_lang, "accuracy_src_tgt", forward, n),
-        metric_row(benchmark, dataset, src_lang, tgt_lang, "accuracy_tgt_src", backward, n),
-        metric_row(benchmark, dataset, src_lang, tgt_lang, "accuracy_mean", (forward + backward) / 2, n),
-    ]
+    """Metric rows accuracy_src_tgt, accuracy_tgt_src, accuracy_mean and margin_mean for one aligned pair."""
+    return score_pair(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset=dataset, benchmark=benchmark).metric_rows()
 
 
 def tatoeba_rows(
@@ -90,6 +238,36 @@ def tatoeba_rows(
     return retrieval_rows(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset=dataset, benchmark="tatoeba")
 
 
+def multiway_pair_scores(
+    embeddings: Mapping[str, np.ndarray],
+    *,
+    dataset: str,
+    pivot: str | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    xx_yy: bool = False,
+    benchmark: str = "retrieval",
+) -> list[PairRetrieval]:
+    """Retrieval over line-aligned embeddings of several languages (e.g. FLORES held-out rows).
+
+    Pairs are ``pairs`` if given, else (lang, ``pivot``) for every other language if ``pivot``
+    is given (plus, with ``xx_yy``, every unordered pair of two other languages), else every
+    unordered pair once. Each result holds both directions.
+    """
+    if pairs is None:
+        langs = list(embeddings)
+        if pivot is not None:
+            if pivot not in embeddings:
+                raise ValueError(f"pivot {pivot!r} has no embeddings")
+            others = [lang for lang in langs if lang != pivot]
+            pairs = [(lang, pivot) for lang in others] + (list(combinations(others, 2)) if xx_yy else [])
+        else:
+            pairs = list(combinations(langs, 2))
+    return [
+        score_pair(embeddings[src], embeddings[tgt], src_lang=src, tgt_lang=tgt, dataset=dataset, benchmark=benchmark)
+        for src, tgt in pairs
+    ]
+
+
 def multiway_retrieval_rows(
     embeddings: Mapping[str, np.ndarray],
     *,
@@ -97,20 +275,39 @@ def multiway_retrieval_rows(
     pivot: str | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
 ) -> list[dict]:
-    """Retrieval rows over line-aligned embeddings of several languages (e.g. FLORES held-out rows).
+    """Metric rows of :func:`multiway_pair_scores` (without its items)."""
+    scores = multiway_pair_scores(embeddings, dataset=dataset, pivot=pivot, pairs=pairs)
+    return [row for scored in scores for row in scored.metric_rows()]
 
-    Pairs are ``pairs`` if given, else (lang, ``pivot``) for every other language if ``pivot``
-    is given, else every unordered pair once (each row holds both directions).
-    """
-    if pairs is None:
-        langs = list(embeddings)
-        if pivot is not None:
-            if pivot not in embeddings:
-                raise ValueError(f"pivot {pivot!r} has no embeddings")
-            pairs = [(lang, pivot) for lang in langs if lang != pivot]
-        else:
-            pairs = list(combinations(langs, 2))
-    rows: list[dict] = []
-    for src_lang, tgt_lang in pairs:
-        rows += retrieval_rows(embeddings[src_lang], embeddings[tgt_lang], src_lang=src_lang, tgt_lang=tgt_lang, dataset=dataset)
+
+def xx_yy_rows(scores: Sequence[PairRetrieval], pivot: str) -> list[dict]:
+    """Per dataset, the mean accuracy_mean and margin_mean over pairs of two non-pivot languages,
+    as rows with src_lang ``group:xx-yy`` and tgt_lang null (n = pairs averaged)."""
+    pivot = to_flores(pivot)
+    by_dataset: dict[tuple[str, str], list[PairRetrieval]] = {}
+    for scored in scores:
+        if pivot not in (scored.src_lang, scored.tgt_lang):
+            by_dataset.setdefault((scored.benchmark, scored.dataset), []).append(scored)
+    rows = []
+    for (benchmark, dataset), members in by_dataset.items():
+        values = [{r["metric"]: r["value"] for r in scored.metric_rows()} for scored in members]
+        for metric in ("accuracy_mean", "margin_mean"):
+            mean = math.fsum(v[metric] for v in values) / len(values)
+            rows.append(metric_row(benchmark, dataset, GROUP_PREFIX + XX_YY_GROUP, None, metric, mean, len(values)))
     return rows
+
+
+def dataset_pivot(pairs: Iterable[tuple[str, str | None]]) -> str | None:
+    """The target language most of a dataset's (src, tgt) pairs share: its pivot.
+
+    Pivot pairs (xx, pivot) are one per other language, while any other target language ends
+    at most one fewer xx-yy pair, so the pivot is the most common target; None where no pair has
+    a target or two targets tie (no pivot to tell).
+    """
+    counts = Counter(tgt for _, tgt in set(pairs) if tgt is not None)
+    if not counts:
+        return None
+    (first, n_first), *rest = counts.most_common(2)
+    if rest and rest[0][1] == n_first:
+        return None
+    return first

@@ -13,3 +13,20 @@ METRICS_SCHEMA = pa.schema(
         pa.field("n", pa.int64(), nullable=False),  # items the metric was computed on
     ]
 )
+
+# Per-query outcomes of the retrieval benchmarks (tatoeba, retrieval): what paired bootstrap
+# intervals between two models resample (tasks/evaluate/stats.py). Written into the evaluate
+# artifact as `items.parquet` (the scored model) and `items/base_items.parquet` (the untrained
+# base, when it is scored beside a trained model).
+ITEMS_SCHEMA = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("src_lang", pa.string(), nullable=False),  # FLORES-200 code
+        pa.field("tgt_lang", pa.string(), nullable=False),  # FLORES-200 code
+        pa.field("direction", pa.string(), nullable=False),  # src_tgt | tgt_src: which side the query is on
+        pa.field("item", pa.int32(), nullable=False),  # the query's row in the benchmark pair
+        pa.field("correct", pa.bool_(), nullable=False),  # top-1 neighbour is the translation
+        pa.field("margin", pa.float32(), nullable=False),  # cos(query, translation) - max cos(query, any other candidate)
+    ]
+)

@@ -5,19 +5,23 @@ the held-out `dev` split; `translate` instead when the pipeline translates) and,
 pipeline trains one, `train` (the trained encoder:
 it is the model scored, and the base model is scored beside it for a before/after report).
 Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, as attached
-files, `report/report.md`, `report/report.html`, the figures and, with a trained model,
-`report/base_metrics.parquet`.
+files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/report.md`,
+`report/report.html`, the figures and, with a trained model, `report/base_metrics.parquet` and
+`items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
+intervals and the sweep comparison read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tasks.corpus.languages import to_flores
 from tasks.evaluate.config import (
@@ -30,11 +34,14 @@ from tasks.evaluate.config import (
     TatoebaBenchmark,
     XnliBenchmark,
 )
-from tasks.evaluate.schema import METRICS_SCHEMA
+from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs
 REPORT_DIR = "report"
+# Attached paths of the per-query items: a contract with the sweep comparison, which reads them.
+ITEMS_FILE = "items.parquet"
+BASE_ITEMS_FILE = "items/base_items.parquet"
 
 
 def check_benchmark_files(config: EvaluateConfig) -> None:
@@ -44,8 +51,11 @@ def check_benchmark_files(config: EvaluateConfig) -> None:
 
     for bench in config.benchmarks:
         if isinstance(bench, TatoebaBenchmark):
-            for lang in bench.langs:
-                datasets.read_tatoeba(bench.path, lang)
+            langs = {datasets.read_tatoeba(bench.path, lang).src_lang for lang in bench.langs} | {"eng_Latn"}
+            for source in bench.distractors:
+                folder = datasets.scan_distractor_folder(source.path, source.pattern, source.files)
+                for lang in sorted(langs):
+                    folder.read(lang)
         elif isinstance(bench, MultiwayBenchmark):
             datasets.read_multiway_rows(bench.path, bench.langs, slice(bench.row_start, bench.row_stop), pattern=bench.pattern)
         elif isinstance(bench, BuccBenchmark):
@@ -101,9 +111,11 @@ class _Evaluation:
             )
         )
         self.rows: list[dict[str, Any]] = []
+        self.items: list[pa.Table] = []
         self.similarities: list[Any] = []
         self.word_map: Any = None
         self._vectors: dict[str, np.ndarray] = {}
+        self._distractor_lines: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts`; each distinct text goes through the model once per evaluation
@@ -119,20 +131,58 @@ class _Evaluation:
     def add_pair(self, src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray) -> None:
         self.similarities.append(pair_similarities(src_lang, tgt_lang, src, tgt, self.config.seed + len(self.similarities)))
 
+    def add_scores(self, scores: Iterable[Any]) -> None:
+        """Metric rows and per-query items of scored pairs (`retrieval.PairRetrieval`)."""
+        for scored in scores:
+            self.rows += scored.metric_rows()
+            self.items.append(scored.items())
+
     # ------------------------------------------------------------ benchmarks
     def tatoeba(self, bench: TatoebaBenchmark) -> None:
-        from tasks.evaluate.datasets import read_tatoeba
-        from tasks.evaluate.retrieval import tatoeba_rows
+        from tasks.evaluate.datasets import read_tatoeba, scan_distractor_folder
+        from tasks.evaluate.retrieval import score_pair
 
+        folders = [(s.name, scan_distractor_folder(s.path, s.pattern, s.files)) for s in bench.distractors]
         for lang in bench.langs:
             pairs = read_tatoeba(bench.path, lang)
             src, tgt = self.encode(pairs.src), self.encode(pairs.tgt)
-            self.rows += tatoeba_rows(src, tgt, src_lang=pairs.src_lang, tgt_lang=pairs.tgt_lang)
+            names = {"src_lang": pairs.src_lang, "tgt_lang": pairs.tgt_lang, "benchmark": "tatoeba"}
+            self.add_scores([score_pair(src, tgt, dataset="tatoeba", **names)])
             self.add_pair(pairs.src_lang, pairs.tgt_lang, src, tgt)
+            if folders:
+                src_pool = self.distractor_pool(folders, pairs.src_lang, pairs.src)
+                tgt_pool = self.distractor_pool(folders, pairs.tgt_lang, pairs.tgt)
+                self.add_scores(
+                    [
+                        score_pair(
+                            src, tgt, dataset="tatoeba-distractors", src_distractors=self.encode(src_pool),
+                            tgt_distractors=self.encode(tgt_pool), **names,
+                        )
+                    ]
+                )
+
+    def distractor_pool(self, folders: Sequence[tuple[str, Any]], lang: str, tatoeba_side: Sequence[str]) -> list[str]:
+        """Distractor rows of `lang` from every folder, each text once, without the texts of
+        `tatoeba_side`: a distractor equal to a sentence's translation would be scored as a
+        wrong answer. Both removals are counted."""
+        pool: dict[str, None] = {}
+        offered = 0
+        for name, folder in folders:
+            if (name, lang) not in self._distractor_lines:  # English is read once for all languages
+                self._distractor_lines[name, lang] = folder.read(lang)
+            lines = self._distractor_lines[name, lang]
+            offered += len(lines)
+            pool.update(dict.fromkeys(line.strip() for line in lines))
+        unique = len(pool)
+        for text in tatoeba_side:
+            pool.pop(text.strip(), None)
+        self.context.drop("tatoeba_distractor_repeated", offered - unique)
+        self.context.drop("tatoeba_distractor_equals_tatoeba_sentence", unique - len(pool))
+        return list(pool)
 
     def multiway(self, bench: MultiwayBenchmark) -> None:
         from tasks.evaluate.datasets import read_multiway_rows
-        from tasks.evaluate.retrieval import multiway_retrieval_rows
+        from tasks.evaluate.retrieval import multiway_pair_scores, xx_yy_rows
 
         rows = slice(bench.row_start, bench.row_stop)
         data = read_multiway_rows(bench.path, bench.langs, rows, pattern=bench.pattern)
@@ -140,13 +190,15 @@ class _Evaluation:
         if pivot not in data.sentences:
             raise ValueError(f"evaluate: multiway pivot {pivot} is not among langs {list(data.sentences)}")
         embeddings = {lang: self.encode(texts) for lang, texts in data.sentences.items()}
-        self.rows += multiway_retrieval_rows(embeddings, dataset=bench.name, pivot=pivot)
+        scores = multiway_pair_scores(embeddings, dataset=bench.name, pivot=pivot, xx_yy=bench.pairs == "all")
+        self.add_scores(scores)
+        self.rows += xx_yy_rows(scores, pivot)
         for lang in embeddings:
             if lang != pivot:
                 self.add_pair(lang, pivot, embeddings[lang], embeddings[pivot])
 
     def corpus_dev(self, bench: CorpusDevBenchmark) -> None:
-        from tasks.evaluate.retrieval import retrieval_rows
+        from tasks.evaluate.retrieval import score_pair, xx_yy_rows
 
         pivot = to_flores(bench.pivot)
         # the multi-way corpus: NLLB's translations when the pipeline translates, else the corpus
@@ -157,15 +209,20 @@ class _Evaluation:
             raise ValueError(f"evaluate: the corpus dev split has no {pivot} rows to pair with")
         if bench.max_groups is not None:
             wide = wide.head(bench.max_groups)
-        langs = [c for c in wide.columns if c not in ("group_id", pivot)]
-        for lang in sorted(langs):
-            pairs = wide.select(pivot, lang).drop_nulls()
+        langs = sorted(c for c in wide.columns if c not in ("group_id", pivot))
+        pairs_to_score = [(lang, pivot) for lang in langs] + (list(combinations(langs, 2)) if bench.pairs == "all" else [])
+        scores = []
+        for src_lang, tgt_lang in pairs_to_score:
+            pairs = wide.select(src_lang, tgt_lang).drop_nulls()  # the groups that have both languages
             if pairs.height < 2:
                 self.context.drop("corpus_dev_pair_too_small", pairs.height)
                 continue
-            src, tgt = self.encode(pairs[lang].to_list()), self.encode(pairs[pivot].to_list())
-            self.rows += retrieval_rows(src, tgt, src_lang=lang, tgt_lang=pivot, dataset="corpus-dev")
-            self.add_pair(lang, pivot, src, tgt)
+            src, tgt = self.encode(pairs[src_lang].to_list()), self.encode(pairs[tgt_lang].to_list())
+            scores.append(score_pair(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset="corpus-dev"))
+            if tgt_lang == pivot:
+                self.add_pair(src_lang, tgt_lang, src, tgt)
+        self.add_scores(scores)
+        self.rows += xx_yy_rows(scores, pivot)
         if self.config.word_map_concepts and self.word_map is None:
             self.word_map = self._word_map(wide, pivot)
 
@@ -228,16 +285,29 @@ class _Evaluation:
         rows = group_average_rows(self.rows, [LANGUAGE_GROUPS[name] for name in self.config.groups])
         return rows_table(rows).cast(METRICS_SCHEMA)
 
-    def report(self, metrics: pa.Table, base_metrics: pa.Table | None = None) -> None:
+    def items_table(self) -> pa.Table:
+        """Per-query outcomes of every retrieval pair scored (ITEMS_SCHEMA; empty without retrieval benchmarks)."""
+        return pa.concat_tables(self.items) if self.items else ITEMS_SCHEMA.empty_table()
+
+    def report(
+        self,
+        metrics: pa.Table,
+        base_metrics: pa.Table | None = None,
+        items: pa.Table | None = None,
+        base_items: pa.Table | None = None,
+    ) -> None:
         from tasks.evaluate.report import build_report
 
-        baseline, baseline_name = None, None
+        baseline, baseline_name, baseline_items = None, None, None
         if self.config.baseline:
             store = self.inputs["base_model"].store
             key = store.resolve("evaluate", self.config.baseline)
             baseline, baseline_name = store.read_table("evaluate", key), f"evaluate {key[:12]}"
+            # an evaluate artifact of code version 1 has no items: then the report has no intervals
+            if any(entry.path == f"files/{ITEMS_FILE}" for entry in store.manifest("evaluate", key).attached_files):
+                baseline_items = pq.read_table(store.attached_dir("evaluate", key) / ITEMS_FILE)
         elif base_metrics is not None:
-            baseline, baseline_name = base_metrics, "untrained base"
+            baseline, baseline_name, baseline_items = base_metrics, "untrained base", base_items
         base = self.inputs["base_model"]
         base_config = base.manifest().config
         card = {}
@@ -254,6 +324,7 @@ class _Evaluation:
         report = build_report(
             metrics, title=self.config.title, model_card=card, baseline=baseline, baseline_name=baseline_name,
             similarities=self.similarities, word_map=self.word_map, seed=self.config.seed,
+            items=items, baseline_items=baseline_items,
         )
         folder = self.context.workdir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -262,22 +333,37 @@ class _Evaluation:
         for name, png in report.figures.items():
             (folder / name).write_bytes(png)
         if base_metrics is not None:
-            import pyarrow.parquet as pq
-
             pq.write_table(base_metrics, folder / "base_metrics.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
 
 
 def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
-    """Per benchmark/dataset, the mean of its main metric: what `xlembed run` and Prefect show."""
+    """Per benchmark/dataset, the mean of its main metric: what `xlembed run` and Prefect show.
+
+    Where a dataset also scored pairs of two non-pivot languages (`pairs = "all"`), its
+    headline stays the mean over pivot pairs and `{benchmark}/{dataset}/xx-yy` is added."""
+    from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
+
     main = {"tatoeba": "accuracy_mean", "retrieval": "accuracy_mean", "bucc": "f1", "sts": "spearman"}
-    frame = pl.from_arrow(metrics).filter(~pl.col("src_lang").str.starts_with("group:"))
+    frame = pl.from_arrow(metrics)
     out: dict[str, Any] = {}
     for (benchmark, dataset), part in frame.group_by(["benchmark", "dataset"], maintain_order=True):
         metric = main.get(benchmark)
-        values = part.filter(pl.col("metric") == metric)["value"] if metric else part["value"]
-        if len(values):
-            out[f"{benchmark}/{dataset}"] = {"metric": metric or "mean", "mean": round(float(values.mean()), 4), "pairs": len(values)}
+        chosen = part.filter(pl.col("metric") == metric) if metric else part
+        languages = chosen.filter(~pl.col("src_lang").str.starts_with("group:"))
+        xx_yy = chosen.filter(pl.col("src_lang") == f"group:{XX_YY_GROUP}")
+        if xx_yy.height:
+            pivot = dataset_pivot(zip(languages["src_lang"], languages["tgt_lang"]))
+            if pivot is not None:
+                languages = languages.filter(pl.col("tgt_lang") == pivot)
+        if languages.height:
+            out[f"{benchmark}/{dataset}"] = {
+                "metric": metric or "mean", "mean": round(float(languages["value"].mean()), 4), "pairs": languages.height
+            }
+        if xx_yy.height:
+            out[f"{benchmark}/{dataset}/{XX_YY_GROUP}"] = {
+                "metric": metric or "mean", "mean": round(float(xx_yy["value"].mean()), 4), "pairs": int(xx_yy["n"].max())
+            }
     return out
 
 
@@ -289,7 +375,8 @@ def trained_model_dir(artifact_dir: Path) -> Path:
     raise FileNotFoundError(f"the train artifact at {artifact_dir} holds no model (no config.json at its root or in model/)")
 
 
-def _score(evaluation: _Evaluation, config: EvaluateConfig) -> pa.Table:
+def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table]:
+    """(metrics, items) of one model."""
     runners = {
         "tatoeba": evaluation.tatoeba,
         "multiway": evaluation.multiway,
@@ -301,24 +388,36 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> pa.Table:
     }
     for bench in config.benchmarks:
         runners[bench.kind](bench)
-    return evaluation.metrics_table()
+    return evaluation.metrics_table(), evaluation.items_table()
 
 
 def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
     base_dir = inputs["base_model"].local_dir()
-    base_metrics = None
+    base_metrics = base_items = None
     if "train" in inputs:
         evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()))
         if config.compare_with_base:
-            base_metrics = _score(_Evaluation(config, inputs, ShardContext(shard.shard_id, workdir=context.workdir), base_dir), config)
+            # its own context: the base reads the same data, which must not be counted twice
+            base_context = ShardContext(shard.shard_id, workdir=context.workdir)
+            base_metrics, base_items = _score(_Evaluation(config, inputs, base_context, base_dir), config)
     else:
         evaluation = _Evaluation(config, inputs, context, base_dir)
-    metrics = _score(evaluation, config)
-    evaluation.report(metrics, base_metrics)
-    context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows}
+    metrics, items = _score(evaluation, config)
+    _attach_items(context, ITEMS_FILE, items)
+    if base_items is not None:
+        _attach_items(context, BASE_ITEMS_FILE, base_items)
+    evaluation.report(metrics, base_metrics, items=items, base_items=base_items)
+    context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
     yield metrics
+
+
+def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
+    path = context.workdir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(items.cast(ITEMS_SCHEMA), path)
+    context.attach(name, path)
 
 
 def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
@@ -335,6 +434,15 @@ def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
             raise FileNotFoundError(f"evaluate.benchmarks[{index}] ({bench.kind}): {root} does not exist")
         files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
         prints[f"{index}:{bench.kind}"] = {p.name: file_fingerprint(p) for p in files}
+        for source in getattr(bench, "distractors", ()):  # tatoeba: distractor folders live outside `path`
+            folder = Path(source.path).expanduser()
+            if not folder.is_dir():
+                raise FileNotFoundError(
+                    f"evaluate.benchmarks[{index}] ({bench.kind}) distractors {source.name!r}: {folder} is not a folder"
+                )
+            prints[f"{index}:{bench.kind}:distractors:{source.name}"] = {
+                p.name: file_fingerprint(p) for p in sorted(folder.iterdir()) if p.is_file()
+            }
     return prints
 
 

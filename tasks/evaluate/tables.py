@@ -16,13 +16,15 @@ from typing import Literal
 # Metric name tokens (split on _ @ - . and space) that make a metric a percentage / a x100 correlation.
 PERCENT_TOKENS = frozenset({"accuracy", "acc", "precision", "recall", "f1", "ndcg", "mrr", "map"})
 CORRELATION_TOKENS = frozenset({"spearman", "pearson"})
+# Retrieval margins (cosine differences, mostly within ±0.2) read best x100, like correlations.
+MARGIN_TOKENS = frozenset({"margin"})
 MISSING = "—"
 
 
 def metric_scale(metric: str) -> float:
-    """100 for percentages and correlations, 1 for anything else (thresholds, counts, ...)."""
+    """100 for percentages, correlations and margins, 1 for anything else (thresholds, counts, ...)."""
     tokens = set(re.split(r"[_@\-.\s]+", metric.lower()))
-    return 100.0 if tokens & (PERCENT_TOKENS | CORRELATION_TOKENS) else 1.0
+    return 100.0 if tokens & (PERCENT_TOKENS | CORRELATION_TOKENS | MARGIN_TOKENS) else 1.0
 
 
 def is_number(value: float | None) -> bool:
@@ -45,6 +47,11 @@ def format_delta(delta: float, metric: str) -> str:
     digits = 1 if scale != 1.0 else 3
     rounded = round(delta * scale, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
     return f"{rounded:+.{digits}f}"
+
+
+def format_interval(low: float, high: float, metric: str) -> str:
+    """A confidence interval of a delta in the delta's display units: `[+1.2, +4.5]`."""
+    return f"[{format_delta(low, metric)}, {format_delta(high, metric)}]"
 
 
 @dataclass

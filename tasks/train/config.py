@@ -39,18 +39,39 @@ class MultiwaySupConConfig(StageConfig):
     )
 
 
-class AlignedWordPredictionConfig(StageConfig):
+class _PerRowByDefault(StageConfig):
+    """`reduction = "per_row"` (the paper's, and the only one before the option) stays out of the key."""
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in data.items() if not (k == "reduction" and v == "per_row")}
+
+
+class AlignedWordPredictionConfig(_PerRowByDefault):
     """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
 
     weight: float = Field(default=0.0, ge=0.0)
     mask_fraction: float = Field(default=0.15, gt=0.0, le=1.0, description="aligned words masked per sentence (at least one)")
+    reduction: Literal["per_row", "per_word"] = Field(
+        default="per_row",
+        description=(
+            "per_row: token losses summed over masked words, divided by 2N rows (WACSE eq. 5: grows with sentence "
+            "length, ~17 nats per row on FLORES); per_word: divided by the masked words instead (comparable in size to TR)"
+        ),
+    )
 
 
-class WordTranslationRankingConfig(StageConfig):
+class WordTranslationRankingConfig(_PerRowByDefault):
     """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
 
     weight: float = Field(default=0.0, ge=0.0)
     temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
+    reduction: Literal["per_row", "per_word"] = Field(
+        default="per_row",
+        description=(
+            "per_row: summed over aligned word pairs, divided by 2N rows (WACSE eq. 8: ~16 nats per FLORES row with plain "
+            "cosine); per_word: divided by the aligned pairs instead (comparable in size to TR)"
+        ),
+    )
 
 
 class RepresentationTranslationConfig(StageConfig):
@@ -86,6 +107,12 @@ class DuEAMConfig(StageConfig):
     sinkhorn_iterations: int = Field(default=50, ge=1)
 
 
+class BaseRegularizationConfig(StageConfig):
+    """lambda * mean ||z - z_orig||^2 against the frozen starting model, for every text (multi-way paper's regulariser)."""
+
+    weight: float = Field(default=0.0, ge=0.0, description="lambda; 0 = off")
+
+
 class ObjectivesConfig(StageConfig):
     translation_ranking: TranslationRankingConfig = TranslationRankingConfig()
     multiway_supcon: MultiwaySupConConfig = MultiwaySupConConfig()
@@ -93,6 +120,7 @@ class ObjectivesConfig(StageConfig):
     word_translation_ranking: WordTranslationRankingConfig = WordTranslationRankingConfig()
     representation_translation: RepresentationTranslationConfig = RepresentationTranslationConfig()
     dueam: DuEAMConfig = DuEAMConfig()
+    base_regularization: BaseRegularizationConfig = BaseRegularizationConfig()
 
     def active(self) -> dict[str, StageConfig]:
         return {name: getattr(self, name) for name in type(self).model_fields if getattr(self, name).weight > 0}
@@ -104,8 +132,8 @@ class ObjectivesConfig(StageConfig):
 
     @model_validator(mode="after")
     def _some_objective(self) -> ObjectivesConfig:
-        if not self.active():
-            raise ValueError("every objective has weight 0: give at least one a positive weight")
+        if not {k: v for k, v in self.active().items() if k != "base_regularization"}:
+            raise ValueError("every training objective has weight 0 (base_regularization alone trains nothing): give one a positive weight")
         return self
 
 
@@ -155,6 +183,15 @@ class TrainConfig(StageConfig):
     seed: int = 42
     min_alignment_score: float = Field(default=0.0, ge=0.0, le=1.0, description="word pairs scored lower are ignored")
 
+    interpolation: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "alpha of the exported weights alpha * trained + (1 - alpha) * base (WiSE-FT, Wortsman et al. 2022): "
+            "keeps what the base does well out of domain; 1.0 = the trained weights as they are"
+        ),
+    )
     eval_every: int = Field(default=0, ge=0, description="dev retrieval every N steps (0: only at the end)")
     eval_max_groups: int | None = Field(default=None, ge=2, description="dev rows per language used for selection")
 
@@ -168,6 +205,12 @@ class TrainConfig(StageConfig):
     stop_after: int | None = Field(
         default=None, ge=1, json_schema_extra=NOT_KEYED, description="testing: stop after this step as if killed"
     )
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        # 1.0 exports the trained weights as they are: artifacts built before the option existed keep their keys
+        if self.interpolation == 1.0:
+            data = {k: v for k, v in data.items() if k != "interpolation"}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

@@ -41,6 +41,7 @@ from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradie
 from tasks.train.model import DualEncoder, RepresentationTranslationHead, VocabularyHead, frozen_copy, load_transformer
 from tasks.train.objectives import (
     AlignedWordPredictionLoss,
+    BaseRegularizationLoss,
     Chunk,
     DuEAMLoss,
     MultiwaySupConLoss,
@@ -128,9 +129,9 @@ def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData
             head = VocabularyHead(model, eps=eps)
             if not head.load_pretrained(base_dir):
                 log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
-            obj = AlignedWordPredictionLoss(head)
+            obj = AlignedWordPredictionLoss(head, cfg.reduction)
         elif name == "word_translation_ranking":
-            obj = WordTranslationRankingLoss(cfg.temperature)
+            obj = WordTranslationRankingLoss(cfg.temperature, cfg.reduction)
         elif name == "representation_translation":
             if data.mask_id is None:
                 raise ValueError("representation_translation needs a tokenizer with a mask token")
@@ -142,6 +143,8 @@ def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData
                 texts = np.unique(rebuilt[rebuilt >= 0])
                 vocab = np.unique(data.token_ids[texts][np.arange(data.token_ids.shape[1])[None, :] < data.lengths[texts][:, None]])
             obj = RepresentationTranslationLoss(head, vocab, model.word_embeddings().weight.shape[0], cfg.direction)
+        elif name == "base_regularization":
+            obj = BaseRegularizationLoss()
         elif name == "dueam":
             obj = DuEAMLoss(cfg.cosine_weight, cfg.pairs, cfg.sinkhorn_epsilon, cfg.sinkhorn_iterations)
         else:  # pragma: no cover - the config lists exactly these
@@ -208,7 +211,7 @@ class Trainer:
         self.model = DualEncoder(transformer, pooling=config.pooling, n_langs=len(self.data.langs) if config.language_embedding else 0).to(self.device)
         if config.freeze_word_embeddings:
             self.model.word_embeddings().weight.requires_grad_(False)
-        needs_frozen = config.objectives.dueam.weight > 0 or (
+        needs_frozen = config.objectives.dueam.weight > 0 or config.objectives.base_regularization.weight > 0 or (
             config.objectives.multiway_supcon.weight > 0 and config.objectives.multiway_supcon.regularization > 0
         )
         self.frozen = frozen_copy(self.model) if needs_frozen else None
@@ -433,6 +436,8 @@ class Trainer:
             from safetensors.torch import load_file
 
             self.model.load_state_dict(load_file(str(best)))
+        if config.interpolation < 1.0:
+            self._interpolate_with_base(config.interpolation)
         out_dir.mkdir(parents=True, exist_ok=True)
         metrics = self._metrics(state, train_seconds)
         export_model(self.model, self.tokenizer, out_dir / "model", pooling=config.pooling, max_length=config.max_length,
@@ -441,6 +446,19 @@ class Trainer:
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
         self.model.load_state_dict(final_state)
         return metrics
+
+    @torch.no_grad()
+    def _interpolate_with_base(self, alpha: float) -> None:
+        """WiSE-FT: the encoder's weights become alpha * trained + (1 - alpha) * base, tensor by tensor.
+
+        The base is read again from its directory (a frozen copy may not exist); tensors the
+        base lacks (the language-ID embedding) keep their trained values.
+        """
+        base = load_transformer(self.inputs.base_dir).state_dict()
+        for name, tensor in self.model.transformer.state_dict().items():
+            start = base.get(name)
+            if start is not None and tensor.is_floating_point() and start.shape == tensor.shape:
+                tensor.mul_(alpha).add_(start.to(tensor.device, tensor.dtype), alpha=1.0 - alpha)
 
     def _metrics(self, state: dict[str, Any], train_seconds: float) -> dict[str, Any]:
         steps = self.config.steps
@@ -458,6 +476,7 @@ class Trainer:
             "dev_base": state.get("base_scores"),
             "final_losses": final_losses,
             "train_seconds": round(train_seconds, 2),
+            "interpolation": self.config.interpolation,
             "examples_per_second": round(steps * self.config.batch_size / train_seconds, 2) if train_seconds > 0 else None,
         }
 

@@ -54,8 +54,13 @@ def test_every_shipped_grid_expands_into_valid_configs(name: str, tmp_path: Path
     grid_path = CONFIGS / "ablations" / name
     found = re.search(r"^#\s*base:\s*configs/(\S+\.toml)", grid_path.read_text(encoding="utf-8"), re.MULTILINE)
     base = CONFIGS / (found.group(1) if found else "cpu-small.toml")
-    configs = variant_configs(base, load_grid(grid_path), workdir=tmp_path)
-    assert len(configs) >= 2
+    grid = load_grid(grid_path, config=base)
+    configs = variant_configs(base, grid, workdir=tmp_path)
+    assert len(configs) >= 2 and set(configs) == {v.name for v in grid.variants}
+    # quality claims need seeds: every variant that trains runs at least 3, unless the grid opts out (seeds = [])
+    groups = {v.group: sum(w.group == v.group for w in grid.variants) for v in grid.variants}
+    trained = [v for v in grid.variants if "train" in configs[v.name].stages]
+    assert grid.seeding == "none" or all(groups[v.group] >= 3 for v in trained), {v.name: groups[v.group] for v in trained}
 
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:

@@ -2,34 +2,44 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 import tomllib
 from pathlib import Path
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import write_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from flows.config import load_config
+from flows.config import PipelineConfig, PipelineSettings, load_config
 from flows.plan import make_plan
 from flows.sweep import (
     GridError,
     SweepPlan,
+    VariantOutcome,
     VariantPlan,
     apply_override,
     load_grid,
     parse_key,
     pipeline_name,
     plan_sweep,
+    resolve_seeds,
     run_variants,
     toml_document,
     variant_configs,
+    write_report,
 )
 from storage import ArtifactStore
+from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
+from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
 
 
 def write_grid(path: Path, text: str) -> Path:
@@ -78,12 +88,68 @@ def test_seed_keys_in_the_grid_are_found_by_name(tmp_path: Path) -> None:
     assert {v.group for v in grid.variants} == {"bucket-5"}
 
 
+TRAINING_CONFIG = """
+[pipeline]
+name = "p"
+stages = ["corpus", "train", "evaluate"]
+[corpus]
+seed = 7
+[train]
+seed = 0
+"""
+SEEDLESS_GRID = """
+baseline = "tr"
+[[variants]]
+name = "base"
+"pipeline.stages" = ["corpus", "evaluate"]
+[[variants]]
+name = "tr"
+"train.objectives" = ["tr"]
+[[variants]]
+name = "fixed"
+"train.seed" = 5
+"""
+
+
+def test_grids_without_seeds_run_each_training_variant_on_three_seeds(tmp_path: Path) -> None:
+    config = write_grid(tmp_path / "train.toml", TRAINING_CONFIG)
+    path = write_grid(tmp_path / "g.toml", SEEDLESS_GRID)
+    grid = load_grid(path, config=config)
+    assert grid.seeding == "default" and grid.seed_keys == ("train.seed",)
+    # base trains nothing (no seed to vary); fixed sets its seed itself; tr runs seeds 1, 2, 3
+    assert [(v.name, v.group, v.seeds) for v in grid.variants] == [
+        ("base", "base", {}),
+        ("tr_seed-1", "tr", {"train.seed": 1}),
+        ("tr_seed-2", "tr", {"train.seed": 2}),
+        ("tr_seed-3", "tr", {"train.seed": 3}),
+        ("fixed", "fixed", {}),
+    ]
+    assert grid.variant("tr_seed-2").overrides == {"train.objectives": ["tr"], "train.seed": 2}
+    assert grid.baseline == "tr"  # the variant's name is now its seed group's
+    # read before the config: the default waits for it, and every later step applies it
+    pending = load_grid(path)
+    assert pending.seeding == "pending" and [v.name for v in pending.variants] == ["base", "tr", "fixed"]
+    assert resolve_seeds(pending, config).variants == grid.variants
+    assert pending.check_baseline("tr_seed-2") == "tr_seed-2"  # `--baseline` may name a seeded variant before the config is read
+    assert resolve_seeds(grid, tmp_path / "nonexistent.toml") is grid  # nothing pending: the config is not read
+    # opting out, a seed axis, explicit seeds, or a config without [train]: no default
+    opt_out = load_grid(write_grid(tmp_path / "one.toml", "seeds = []\n" + SEEDLESS_GRID), config=config)
+    assert opt_out.seeding == "none" and [v.name for v in opt_out.variants] == ["base", "tr", "fixed"]
+    axis = load_grid(write_grid(tmp_path / "axis.toml", '[grid]\n"train.seed" = [4, 5]\n'), config=config)
+    assert axis.seeding == "grid" and [v.name for v in axis.variants] == ["seed-4", "seed-5"]
+    explicit = load_grid(write_grid(tmp_path / "explicit.toml", 'seeds = [8, 9]\nseed_keys = ["corpus.seed"]\n'), config=config)
+    assert [(v.name, v.seeds) for v in explicit.variants] == [("seed-8", {"corpus.seed": 8}), ("seed-9", {"corpus.seed": 9})]
+    untrained = write_grid(tmp_path / "untrained.toml", TRAINING_CONFIG.replace("[train]\nseed = 0\n", ""))
+    assert [v.name for v in load_grid(path, config=untrained).variants] == ["base", "tr", "fixed"]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ('[grid]\n"histogram.bucket" = 5\n', "[grid] histogram.bucket: expected a non-empty list"),
         ('[grid]\n"histogram.bucket" = []\n', "expected a non-empty list"),
         ('seeds = [1]\n[grid]\n"histogram.bucket" = [5]\n', "seeds needs seed_keys"),
+        ('seeds = 3\n', "seeds must be a list (empty: one run per variant)"),
         ('[grid]\n"pipeline.name" = ["a"]\n', "pipeline.name is set by the sweep"),
         ('gird = 1\n', "unknown key(s) ['gird']"),
         ('baseline = "nope"\n[grid]\n"histogram.bucket" = [5]\n', "baseline 'nope' is neither a variant nor a seed group"),
@@ -232,6 +298,132 @@ def test_a_failing_variant_does_not_stop_the_others(toy_pipeline: dict) -> None:
     # nothing may compute in a run that computes nothing
     fresh = SweepPlan(grid, [VariantPlan(p.variant, p.config, p.steps) for p in plan.variants])
     assert "is not cached" in (run_variants(fresh, store, None)["bucket-10"].error or "")
+
+
+# ----------------------------------------------------------------------------- the report's intervals
+
+
+QUERIES = 200  # per direction and language pair
+
+
+def outcomes(rate: float, shift: int = 0) -> pa.Table:
+    """Per-query outcomes (ITEMS_SCHEMA) for kaz-eng and tel-eng retrieval: a `rate` share right, which
+    queries depending on `shift` (seeds of one variant are right on different sentences)."""
+    n = 2 * QUERIES
+    right = (np.arange(n) + shift) % 100 < round(rate * 100)
+    return pa.table(
+        {
+            "benchmark": ["retrieval"] * (2 * n),
+            "dataset": ["corpus-dev"] * (2 * n),
+            "src_lang": ["kaz_Cyrl"] * n + ["tel_Telu"] * n,
+            "tgt_lang": ["eng_Latn"] * (2 * n),
+            "direction": (["src_tgt"] * QUERIES + ["tgt_src"] * QUERIES) * 2,
+            "item": np.tile(np.arange(QUERIES, dtype=np.int32), 4),
+            "correct": np.tile(right, 2),
+            "margin": np.zeros(2 * n, dtype=np.float32),
+        },
+        schema=ITEMS_SCHEMA,
+    )
+
+
+def metrics_of(items: pa.Table) -> pa.Table:
+    from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
+
+    per_pair = pl.from_arrow(items).group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True).agg(
+        pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n")
+    )
+    rows = [r | {"metric": "accuracy_mean"} for r in per_pair.iter_rows(named=True)]
+    return rows_table(group_average_rows(rows, [LANGUAGE_GROUPS["wacse-4"]]))
+
+
+class FakeEvaluateConfig(StageConfig):
+    variant: str
+
+
+def commit_evaluations(store: ArtifactStore, evaluations: dict[str, dict[str, pa.Table]]) -> dict[str, str]:
+    """Variant -> key of an evaluate artifact committed through the real store: `metrics` as its rows,
+    every other entry as an attached Parquet file of that name (items.parquet, ...)."""
+
+    def build(config: FakeEvaluateConfig, inputs, shard, context):
+        tables = evaluations[config.variant]
+        for name, table in tables.items():
+            if name != "metrics":
+                local = context.workdir / name.replace("/", "--")
+                pq.write_table(table, local)
+                context.attach(name, local)
+        yield tables["metrics"]
+
+    stage = Stage("evaluate", "1", FakeEvaluateConfig, METRICS_SCHEMA, lambda config, inputs: [ShardSpec("all")], build)
+    return {name: run_stage(store, stage, FakeEvaluateConfig(variant=name), {})[1].key for name in evaluations}
+
+
+REPORT_GRID = """
+baseline = "tr"
+[[variants]]
+name = "base"
+"pipeline.stages" = ["corpus", "evaluate"]
+[[variants]]
+name = "tr"
+[[variants]]
+name = "awp"
+"train.objectives" = ["tr", "awp"]
+[[variants]]
+name = "old"
+"""
+
+
+def test_report_has_paired_intervals_the_untrained_base_and_a_figure(tmp_path: Path) -> None:
+    config = write_grid(tmp_path / "train.toml", TRAINING_CONFIG)
+    grid = load_grid(write_grid(tmp_path / "g.toml", REPORT_GRID), config=config)
+    assert [v.name for v in grid.variants] == ["base"] + [f"{n}_seed-{s}" for n in ("tr", "awp", "old") for s in (1, 2, 3)]
+    untrained = outcomes(0.5)
+    beside = {"items/base_items.parquet": untrained, "report/base_metrics.parquet": metrics_of(untrained)}
+    evaluations = {"base": {"metrics": metrics_of(untrained), "items.parquet": untrained}}
+    for seed in (1, 2, 3):
+        tr, awp = outcomes(0.6, shift=seed), outcomes(0.9, shift=seed)
+        evaluations[f"tr_seed-{seed}"] = {"metrics": metrics_of(tr), "items.parquet": tr, **beside}
+        evaluations[f"awp_seed-{seed}"] = {"metrics": metrics_of(awp), "items.parquet": awp, **beside}
+        # evaluated before outcomes were recorded: metrics only, nothing attached
+        evaluations[f"old_seed-{seed}"] = {"metrics": metrics_of(outcomes(0.61, shift=seed))}
+    store = ArtifactStore(tmp_path / "artifacts")
+    keys = commit_evaluations(store, evaluations)
+
+    plans, outcomes_by_name = [], {}
+    for variant in grid.variants:
+        stages = ["corpus", "evaluate"] if variant.name == "base" else ["corpus", "train", "evaluate"]
+        pipeline = pipeline_name("p", variant.name)
+        plans.append(VariantPlan(variant, PipelineConfig(tmp_path / "none.toml", PipelineSettings(name=pipeline), dict.fromkeys(stages)), []))
+        outcomes_by_name[variant.name] = VariantOutcome(variant.name, pipeline, keys={"evaluate": keys[variant.name]})
+    report = write_report(SweepPlan(grid, plans), store, outcomes_by_name)
+
+    folder = tmp_path / "artifacts" / "sweeps" / "g"
+    summary = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
+    assert summary["seeding"] == "default" and summary["variants"][1]["seeds"] == {"train.seed": 1}
+    found = {(i["against"], i["row"], i["column"]): i for i in summary["intervals"]}
+    mean = "retrieval/corpus-dev/mean/accuracy_mean"
+    awp = found[("baseline", "awp", mean)]  # the awp seed group against the tr seed group: 90% vs 60%
+    assert awp["delta"] == pytest.approx(30.0) and awp["significant"] is True and awp["low"] > 20
+    assert awp["seeds"] == {"row": 3, "reference": 3} and awp["items"] == 2 * 2 * QUERIES
+    old = found[("baseline", "old", mean)]
+    assert old["delta"] == pytest.approx(1.0) and old["significant"] is None and old["low"] is None
+    base_row = found[("baseline", "base", mean)]  # the untrained variant is a row like any other
+    assert base_row["delta"] == pytest.approx(-10.0) and base_row["significant"] is True
+    tr_vs_base = found[("untrained base", "tr", mean)]
+    assert tr_vs_base["delta"] == pytest.approx(10.0) and tr_vs_base["significant"] is True
+    assert ("untrained base", "base", mean) not in found  # the base is not compared with itself
+    assert summary["untrained_base"][mean] == pytest.approx(0.5)
+
+    md = (folder / "report.md").read_text(encoding="utf-8")
+    assert md == report.markdown and "## Against the untrained base" in md and "variant base, whose pipeline trains nothing" in md
+    assert "one seed" not in md.splitlines()[0]
+    assert "+1.0 (no CI)" in next(line for line in md.splitlines() if line.startswith("| old |"))
+    assert (folder / "intervals.png").read_bytes().startswith(b"\x89PNG")
+    assert 'src="data:image/png;base64,' in (folder / "report.html").read_text(encoding="utf-8")
+
+    # the same grid with seeds = []: one run per variant, said in the title
+    single = dataclasses.replace(grid, seeding="none")
+    again = write_report(SweepPlan(single, plans), store, outcomes_by_name)
+    assert again.markdown.splitlines()[0].endswith("(one seed: differences are not claims)")
 
 
 # ----------------------------------------------------------------------------- the flow and the CLI

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
+from tasks.train.objectives.base_regularization import BaseRegularizationLoss
 from tasks.train.objectives.base import Chunk, SentenceObjective, Side, TokenObjective, TrainContext
 from tasks.train.objectives.dueam_wmd import DuEAMLoss
 from tasks.train.objectives.multiway_supcon import MultiwaySupConLoss
@@ -12,6 +13,7 @@ from tasks.train.objectives.word_translation_ranking import WordTranslationRanki
 
 __all__ = [
     "AlignedWordPredictionLoss",
+    "BaseRegularizationLoss",
     "Chunk",
     "DuEAMLoss",
     "MultiwaySupConLoss",

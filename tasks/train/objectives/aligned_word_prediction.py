@@ -5,7 +5,8 @@ For an aligned word pair (x_j, y_k) of a translation pair, every token of x_j is
 vocabulary head (a word spanning more tokens than its counterpart is clipped to the shorter
 length, as the paper does). Both directions (X -> Y and Y -> X); a fraction of each sentence's
 aligned words is masked per step (at least one), drawn from (seed, step). Loss: summed token
-cross-entropy divided by 2N (N rows), as in the paper's equation 5. Rows without alignments
+cross-entropy divided by 2N (N rows), as in the paper's equation 5, or with
+`reduction="per_word"` by the number of masked words of the batch (both directions). Rows without alignments
 contribute nothing (they still train on the sentence-level objectives).
 
 The head is the base model's MLM head when its checkpoint has one; otherwise (the offline E5)
@@ -23,14 +24,21 @@ import numpy as np
 import torch
 from torch import nn
 
-from tasks.train.data import IGNORE, masked_word_prediction
+from tasks.train.data import IGNORE, StepBatch, TrainingData, masked_word_prediction
 from tasks.train.objectives.base import Chunk, TokenObjective, TrainContext, zero_like_graph
 
 
 class AlignedWordPredictionLoss(TokenObjective):
-    def __init__(self, head: nn.Module) -> None:
+    def __init__(self, head: nn.Module, reduction: str = "per_row") -> None:
         super().__init__()
-        self.head = head
+        if reduction not in ("per_row", "per_word"):
+            raise ValueError(f"reduction must be 'per_row' or 'per_word', got {reduction!r}")
+        self.head, self.reduction = head, reduction
+
+    def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
+        if self.reduction == "per_row":
+            return super().normaliser(data, batch)
+        return max(float(batch.mask_src.sum() + batch.mask_tgt.sum()), 1.0)  # masked words, both directions
 
     def forward(self, ctx: TrainContext, chunk: Chunk) -> torch.Tensor:
         batch, data = chunk.batch, ctx.data

@@ -5,7 +5,8 @@ A word's representation is the mean of its subword tokens' last hidden states. F
 aligned pair (x_j, y_k), the cosine of x_j with y_k must exceed its cosine with every other
 word of Y (softmax over the words of Y, optionally divided by a temperature; the paper uses
 plain cosine), and the same from Y to X. Loss: summed over word pairs, divided by 2N (N
-rows), as in the paper's equation 8. Vectorised: words are pooled with one scatter, pairs
+rows), as in the paper's equation 8; or, with `reduction="per_word"`, divided by the 2P aligned
+pairs of the batch (a mean over words, so the loss does not grow with sentence length). Vectorised: words are pooled with one scatter, pairs
 are gathered, no loop over tokens.
 
 Inputs: rows with word alignments between view 1 and the pivot view 0.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tasks.train.data import StepBatch, TrainingData
 from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, zero_like_graph
 
 
@@ -34,9 +36,16 @@ def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class WordTranslationRankingLoss(TokenObjective):
-    def __init__(self, temperature: float = 1.0) -> None:
+    def __init__(self, temperature: float = 1.0, reduction: str = "per_row") -> None:
         super().__init__()
-        self.temperature = temperature
+        if reduction not in ("per_row", "per_word"):
+            raise ValueError(f"reduction must be 'per_row' or 'per_word', got {reduction!r}")
+        self.temperature, self.reduction = temperature, reduction
+
+    def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
+        if self.reduction == "per_row":
+            return super().normaliser(data, batch)
+        return max(2.0 * float((batch.pairs[..., 0] >= 0).sum()), 1.0)  # both directions of every aligned pair
 
     def forward(self, ctx: TrainContext, chunk: Chunk) -> torch.Tensor:
         pairs = torch.from_numpy(chunk.batch.pairs).to(ctx.device).long()  # [b, A, 2]

@@ -558,3 +558,13 @@ def test_flores_sample(tmp_path: Path) -> None:
     assert run.dropped == {"not_sampled": 697 * 5}
     full = run_corpus(tmp_path, [flores_source()], store_dir="full").groups()
     assert all(full[gid] == g for gid, g in groups.items())
+
+
+def test_multiway_dir_files_must_name_listed_codes_and_plain_file_names() -> None:
+    source = {"kind": "multiway_dir", "name": "ntrex", "path": ".", "langs": ["eng", "kaz"], "pattern": "ref.{code}.txt"}
+    assert config([{**source, "files": {"eng": "src.eng.txt"}}]).sources[0].file_name("eng") == "src.eng.txt"
+    assert config([{**source, "files": {"eng": "src.eng.txt"}}]).sources[0].file_name("kaz") == "ref.kaz.txt"
+    with pytest.raises(ValidationError, match="not in langs"):
+        config([{**source, "files": {"tel": "x.txt"}}])
+    with pytest.raises(ValidationError, match="plain file names"):
+        config([{**source, "files": {"eng": "../src.eng.txt"}}])

@@ -261,3 +261,12 @@ def test_read_parquet_file_and_directory(tmp_path: Path) -> None:
     assert rows == [{"locator": str(i), "eng_Latn": f"p{i}"} for i in range(3)]
     with pytest.raises(SourceError, match="no columns"):
         list(read_parquet(str(tmp_path / "one.parquet"), {"en": "nope"}, 2))
+
+
+def test_read_multiway_dir_takes_named_files_for_codes_off_the_pattern(tmp_path: Path) -> None:
+    # NTREX-128: every language is newstest2019-ref.{code}.txt except English, the source side
+    (tmp_path / "newstest2019-src.eng.txt").write_text("one\ntwo\n")
+    (tmp_path / "newstest2019-ref.kaz.txt").write_text("бір\nекі\n")
+    batches = list(read_multiway_dir(str(tmp_path), ["eng", "kaz"], "newstest2019-ref.{code}.txt", 10, {"eng": "newstest2019-src.eng.txt"}))
+    rows = [r for b in batches for r in b.frame.to_dicts()]
+    assert [(r["eng_Latn"], r["kaz_Cyrl"]) for r in rows] == [("one", "бір"), ("two", "екі")]

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
 import pytest
 
 from tasks.evaluate.compare import Column, VariantResult, build_comparison, headline_columns
-from tasks.evaluate.groups import rows_table
+from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
+from tasks.evaluate.schema import ITEMS_SCHEMA
 
 TATOEBA = {"kaz_Cyrl": 0.0, "tel_Telu": 0.0}
 
@@ -64,16 +69,27 @@ def test_values_deltas_and_seed_statistics_match_hand_computation(results: list[
     # awp_seed-2: 70.0 vs baseline 56.5 -> +13.5 points; awp group: mean of 65 and 70 = 67.5 ± 3.5 -> +11.0
     assert '| awp_seed-2 | awp | train.objectives=\\["tr","awp"\\], train.seed=2 |' in md
     row = next(line for line in md.splitlines() if line.startswith("| awp_seed-2 "))
-    assert "| 70.0 | +13.5 |" in row
+    # these metrics tables come without per-sentence outcomes (older evaluations): no interval, said so
+    assert "| 70.0 | +13.5 (no CI) |" in row
+    assert "| 69.0 | -2.0 |" in row  # STS has no per-sentence outcomes at all: a plain delta
     group_row = next(line for line in md.splitlines() if line.startswith("| awp | 2 |"))
-    assert "67.5 ± 3.5 | +11.0 |" in group_row
+    assert "67.5 ± 3.5 | +11.0 (no CI) |" in group_row
     tr_row = next(line for line in md.splitlines() if line.startswith("| tr | 2 |"))
     assert "baseline" in tr_row
     assert "failed: RuntimeError: out of memory" in md and "—" in next(line for line in md.splitlines() if line.startswith("| broken "))
     assert "Every variant sets" not in md  # nothing is common to all: train.seed differs, broken has none
     # HTML: escaped, self-contained, delta cells coloured
     assert "&lt;wtr&gt;" in report.html and "<wtr>" not in report.html
-    assert '<td class="pos">+13.5</td>' in report.html and "http" not in report.html.replace("http-equiv", "")
+    assert '<td class="pos">+13.5 (no CI)</td>' in report.html and "http" not in report.html.replace("http-equiv", "")
+    assert report.figure is None and "Against the untrained base" not in md  # nothing to draw, no base scored
+    no_ci = [i for i in report.intervals if i["row"] == "awp_seed-2" and i["column"] == mean]
+    assert no_ci == [
+        {
+            "against": "baseline", "row": "awp_seed-2", "reference": "tr", "column": mean, "units": "percentage points",
+            "delta": pytest.approx(13.5), "low": None, "high": None, "significant": None, "seeds": {"row": 1, "reference": 2},
+            "reason": "no per-sentence outcomes (evaluated before they were recorded)",
+        }
+    ]
     plain = next(r for r in report.rows if r["variant"] == "awp_seed-2")
     assert plain["tatoeba · all languages · accuracy_mean"] == pytest.approx(70.0)
     assert plain["Δ tatoeba · all languages · accuracy_mean"] == "+13.5"
@@ -95,3 +111,203 @@ def test_variants_without_metrics_still_get_rows() -> None:
     report = build_comparison([VariantResult("bucket-5", "bucket-5", {"histogram.bucket": 5}), VariantResult("bucket-10", "bucket-10", {"histogram.bucket": 10})])
     assert report.columns == [] and "No variant has evaluation metrics" in report.markdown
     assert [r["variant"] for r in report.rows] == ["bucket-5", "bucket-10"]
+
+
+# ---------------------------------------------------------------------------- intervals over sentences
+
+QUERIES = 100  # per direction and language pair: 200 items per pair
+EVEN = np.arange(2 * QUERIES) % 2 == 0  # 50% correct
+ODD = ~EVEN  # 50% correct, on the other items
+NINETY = np.arange(2 * QUERIES) % 10 < 9  # 90% correct
+ALL = np.ones(2 * QUERIES, dtype=bool)
+KAZ_ENG, TEL_ENG, TEL_KAZ = ("kaz_Cyrl", "eng_Latn"), ("tel_Telu", "eng_Latn"), ("tel_Telu", "kaz_Cyrl")
+MEAN_DEV = "retrieval/corpus-dev/mean/accuracy_mean"
+WACSE4_DEV = "retrieval/corpus-dev/group:wacse-4/accuracy_mean"
+
+
+def outcomes(pairs: Mapping[tuple[str, str], np.ndarray]) -> pa.Table:
+    """Per-query outcomes (ITEMS_SCHEMA) of held-out retrieval: per (src, tgt) pair, the first
+    QUERIES entries are the src->tgt queries, the rest tgt->src."""
+    parts = []
+    for (src, tgt), correct in pairs.items():
+        n = correct.size
+        parts.append(
+            pa.table(
+                {
+                    "benchmark": ["retrieval"] * n,
+                    "dataset": ["corpus-dev"] * n,
+                    "src_lang": [src] * n,
+                    "tgt_lang": [tgt] * n,
+                    "direction": ["src_tgt"] * (n // 2) + ["tgt_src"] * (n // 2),
+                    "item": np.tile(np.arange(n // 2, dtype=np.int32), 2),
+                    "correct": correct,
+                    "margin": np.where(correct, 0.1, -0.1).astype(np.float32),
+                },
+                schema=ITEMS_SCHEMA,
+            )
+        )
+    return pa.concat_tables(parts)
+
+
+def metrics_of(items: pa.Table) -> pa.Table:
+    """The metrics table those outcomes make, as the evaluate stage builds it: accuracy_mean per
+    language pair (both directions) and the wacse-4 group rows per target language."""
+    per_pair = pl.from_arrow(items).group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True).agg(
+        pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n")
+    )
+    rows = [r | {"metric": "accuracy_mean"} for r in per_pair.iter_rows(named=True)]
+    return rows_table(group_average_rows(rows, [LANGUAGE_GROUPS["wacse-4"]]))
+
+
+def scored(name: str, pairs: Mapping[tuple[str, str], np.ndarray] | None, *, group: str | None = None, seed: int | None = None, metrics_pairs=None, **extra) -> VariantResult:
+    """A variant whose metrics come from `pairs` (or `metrics_pairs`), with its outcomes unless pairs is None."""
+    seeds = {"train.seed": seed} if seed is not None else {}
+    table = outcomes(pairs if pairs is not None else metrics_pairs)
+    return VariantResult(name, group or name, seeds, seeds, metrics_of(table), "cd" * 32, items=table if pairs is not None else None, **extra)
+
+
+def record(report, row: str, column: str = MEAN_DEV, against: str = "baseline") -> dict:
+    return next(i for i in report.intervals if (i["row"], i["column"], i["against"]) == (row, column, against))
+
+
+def md_row(report, name: str) -> str:
+    return next(line for line in report.markdown.splitlines() if line.startswith(f"| {name} |"))
+
+
+def test_paired_bootstrap_marks_a_real_difference_and_leaves_noise_unmarked() -> None:
+    report = build_comparison(
+        [
+            scored("tr", {KAZ_ENG: EVEN, TEL_ENG: EVEN}),
+            scored("awp", {KAZ_ENG: NINETY, TEL_ENG: NINETY}),  # 90% vs 50% on 400 paired sentences
+            scored("same", {KAZ_ENG: EVEN, TEL_ENG: EVEN}),  # the baseline's outcomes exactly
+            scored("shuffled", {KAZ_ENG: ODD, TEL_ENG: ODD}),  # the same accuracy on other sentences
+        ],
+        baseline="tr",
+    )
+    for column in (MEAN_DEV, WACSE4_DEV):
+        better = record(report, "awp", column)
+        assert better["delta"] == pytest.approx(40.0) and better["bootstrap_delta"] == pytest.approx(40.0)
+        assert 30 < better["low"] < 40 < better["high"] < 50 and better["significant"] is True
+        assert (better["items"], better["strata"], better["seeds"]) == (400, 2, {"row": 1, "reference": 1})
+        same = record(report, "same", column)
+        assert (same["low"], same["high"], same["significant"]) == (0.0, 0.0, False)  # contains zero: not a win
+        noise = record(report, "shuffled", column)
+        assert noise["delta"] == pytest.approx(0.0) and noise["low"] < -5 and noise["high"] > 5 and noise["significant"] is False
+    # two headline columns, four rows against tr: no record for the baseline itself
+    assert {(i["row"], i["column"]) for i in report.intervals} == {(r, c) for r in ("awp", "same", "shuffled") for c in (WACSE4_DEV, MEAN_DEV)}
+    better = record(report, "awp")
+    bounds = f"[+{better['low']:.1f}, +{better['high']:.1f}]"
+    escaped = bounds.replace("[", "\\[").replace("]", "\\]")  # Markdown escapes brackets and the star
+    assert f"| 90.0 | +40.0 {escaped} \\* |" in md_row(report, "awp")
+    assert "\\*" not in md_row(report, "shuffled") and "\\*" not in md_row(report, "same")
+    assert f'<td class="pos">+40.0 {bounds} *</td>' in report.html
+    noise = record(report, "shuffled")
+    assert f'<td class="zero">+0.0 [{noise["low"]:+.1f}, {noise["high"]:+.1f}]</td>' in report.html
+    assert "within noise" in report.markdown and "Δ (accuracy_mean) \\[95% CI\\]" in report.markdown
+    plain = next(r for r in report.rows if r["variant"] == "awp")
+    label = "retrieval/corpus-dev · all languages · accuracy_mean"
+    assert (plain[f"Δ {label}"], plain[f"Δ {label} 95% CI"], plain[f"Δ {label} significant"]) == ("+40.0", bounds, True)
+    # the figure: each variant's delta and interval against tr, embedded in the HTML and named in the Markdown
+    assert report.figure is not None and report.figure.startswith(b"\x89PNG")
+    assert 'src="data:image/png;base64,' in report.html and "(intervals.png)" in report.markdown
+
+
+def test_seed_groups_are_averaged_per_sentence_before_the_bootstrap() -> None:
+    # tr's two seeds are right on complementary halves: 0.5 on every sentence once averaged. awp's
+    # seeds are right everywhere, so every paired difference is exactly +0.5 and the interval
+    # collapses on +50 points; pooling the runs instead of averaging them would give a wide one.
+    report = build_comparison(
+        [
+            scored("tr_seed-1", {KAZ_ENG: EVEN, TEL_ENG: EVEN}, group="tr", seed=1),
+            scored("tr_seed-2", {KAZ_ENG: ODD, TEL_ENG: ODD}, group="tr", seed=2),
+            scored("awp_seed-1", {KAZ_ENG: ALL, TEL_ENG: ALL}, group="awp", seed=1),
+            scored("awp_seed-2", {KAZ_ENG: ALL, TEL_ENG: ALL}, group="awp", seed=2),
+        ],
+        baseline="tr",
+    )
+    group = record(report, "awp")
+    assert (group["low"], group["high"], group["significant"], group["seeds"]) == (pytest.approx(50.0), pytest.approx(50.0), True, {"row": 2, "reference": 2})
+    seed = record(report, "awp_seed-1")  # one run against the baseline group's per-sentence mean
+    assert (seed["low"], seed["high"], seed["seeds"]) == (pytest.approx(50.0), pytest.approx(50.0), {"row": 1, "reference": 2})
+    member = record(report, "tr_seed-1")  # a member of the baseline group against its mean
+    assert member["delta"] == pytest.approx(0.0) and member["significant"] is False
+    assert "+50.0 \\[+50.0, +50.0\\] \\*" in md_row(report, "awp")  # the over-seeds row
+    assert report.seed_stats["tr"][MEAN_DEV] == (pytest.approx(0.5), pytest.approx(0.0), 2)  # the spread over seeds, apart
+
+
+def test_group_columns_weight_strata_as_the_group_rows_do() -> None:
+    # wacse-4 with two targets: eng (kaz, tel) and kaz (tel only). The group column is the mean of
+    # the two group rows, ((+50 + 0) / 2 + 40) / 2 = +32.5, not the mean of the three pairs (+30).
+    half = {KAZ_ENG: EVEN, TEL_ENG: EVEN, TEL_KAZ: EVEN}
+    report = build_comparison(
+        [scored("tr", half), scored("awp", {KAZ_ENG: ALL, TEL_ENG: EVEN, TEL_KAZ: NINETY})],
+        baseline="tr",
+        columns=[WACSE4_DEV, MEAN_DEV, "retrieval/corpus-dev/tel_Telu/accuracy_mean"],
+    )
+    for column, expected in ((WACSE4_DEV, 32.5), (MEAN_DEV, 30.0), ("retrieval/corpus-dev/tel_Telu/accuracy_mean", 20.0)):
+        found = record(report, "awp", column)
+        assert found["delta"] == pytest.approx(expected) and found["bootstrap_delta"] == pytest.approx(expected), column
+        assert found["low"] < expected < found["high"]
+    assert record(report, "awp", "retrieval/corpus-dev/tel_Telu/accuracy_mean")["strata"] == 2
+
+
+def test_evaluations_without_outcomes_get_no_interval_and_no_error() -> None:
+    both = {KAZ_ENG: EVEN, TEL_ENG: EVEN}
+    report = build_comparison(
+        [
+            scored("tr", both),
+            scored("old", None, metrics_pairs={KAZ_ENG: NINETY, TEL_ENG: NINETY}),  # evaluated before outcomes were recorded
+            scored("mixed_seed-1", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, group="mixed", seed=1),
+            scored("mixed_seed-2", None, group="mixed", seed=2, metrics_pairs={KAZ_ENG: NINETY, TEL_ENG: NINETY}),
+        ],
+        baseline="tr",
+    )
+    for row in ("old", "mixed"):  # a seed group with one run lacking outcomes: no average to bootstrap
+        found = record(report, row)
+        assert found["delta"] == pytest.approx(40.0) and found["significant"] is None and found["low"] is None
+        assert found["reason"].startswith("no per-sentence outcomes")
+    assert "+40.0 (no CI)" in md_row(report, "old") and "+40.0 (no CI)" in md_row(report, "mixed")
+    assert record(report, "mixed_seed-1")["significant"] is True  # its own run has outcomes
+    # and an old baseline: nothing to pair with, every delta without an interval
+    old_base = build_comparison([scored("old", None, metrics_pairs=both), scored("awp", {KAZ_ENG: NINETY, TEL_ENG: NINETY})], baseline="old")
+    assert all(i["significant"] is None for i in old_base.intervals) and "+40.0 (no CI)" in md_row(old_base, "awp")
+    assert old_base.figure is None  # no interval to draw
+
+
+def test_untrained_base_table_compares_every_trained_variant_with_the_base() -> None:
+    base_pairs = {KAZ_ENG: EVEN, TEL_ENG: EVEN}
+    base_items = outcomes(base_pairs)
+    beside = {"base_metrics": metrics_of(base_items), "base_items": base_items, "trained": True}
+    results = [
+        scored("tr_seed-1", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, group="tr", seed=1, **beside),
+        scored("tr_seed-2", {KAZ_ENG: NINETY, TEL_ENG: ALL}, group="tr", seed=2, **beside),
+        scored("same", base_pairs, **beside),  # training changed nothing
+        scored("pooling-cls", {KAZ_ENG: ODD, TEL_ENG: EVEN}, trained=False),  # untrained itself: not in the table
+    ]
+    report = build_comparison(results, baseline="tr", single_seed=True)
+    md = report.markdown
+    assert "## Against the untrained base" in md and "scored beside tr\\_seed-1" in md  # Markdown-escaped
+    assert report.untrained == {WACSE4_DEV: pytest.approx(0.5), MEAN_DEV: pytest.approx(0.5)}
+    assert md_row(report, "untrained base").startswith("| untrained base | — | 50.0 | reference | 50.0 | reference |")
+    tr = record(report, "tr", against="untrained base")  # the group: both seeds against the base
+    assert tr["delta"] == pytest.approx((90 + 95) / 2 - 50) and tr["significant"] is True and tr["seeds"] == {"row": 2, "reference": 2}
+    same = record(report, "same", against="untrained base")
+    assert (same["low"], same["high"], same["significant"]) == (0.0, 0.0, False)
+    assert not any(i["row"] == "pooling-cls" and i["against"] == "untrained base" for i in report.intervals)
+    assert md.startswith("# Sweep comparison (one seed: differences are not claims)")
+    assert "against another untrained base" not in md  # every variant's own base is the one shown
+
+    # a variant evaluated on other settings brings its own base: its delta is against that one, and the note says so
+    other_base = outcomes({KAZ_ENG: NINETY, TEL_ENG: NINETY})
+    cls = scored("cls", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, base_metrics=metrics_of(other_base), base_items=other_base, trained=True)
+    report = build_comparison([*results, cls], baseline="tr")
+    assert record(report, "cls", against="untrained base")["delta"] == pytest.approx(0.0)
+    assert "against another untrained base" in report.markdown
+
+    # a variant of the grid that trains nothing is the base row, from its own metrics and outcomes
+    untrained = scored("base", {KAZ_ENG: ODD, TEL_ENG: ODD}, trained=False)
+    plain = [VariantResult(r.name, r.group, r.overrides, r.seeds, r.metrics, r.metrics_key, items=r.items, trained=True) for r in results[:2]]
+    report = build_comparison([untrained, *plain], baseline="tr", untrained_base="base")
+    assert "variant base, whose pipeline trains nothing" in report.markdown
+    assert record(report, "tr", against="untrained base")["reference"] == "untrained base of tr"
+    assert record(report, "tr", against="untrained base")["significant"] is True

@@ -18,6 +18,7 @@ from tasks.evaluate.datasets import (
     read_sts2017_folder,
     read_sts_tsv,
     read_tatoeba,
+    scan_distractor_folder,
     tatoeba_languages,
 )
 
@@ -267,3 +268,46 @@ def test_multiway_errors(tmp_path):
         read_multiway_rows(tmp_path, ["eng_Latn"], range(2, 5))
     with pytest.raises(BenchmarkDataError, match=r"tel_Telu\.dev: file not found"):
         read_multiway_rows(tmp_path, ["tel_Telu"], range(0, 1))
+
+
+# ------------------------------------------------------------------ distractor folders
+
+
+def test_distractor_folder_maps_file_codes_to_flores(tmp_path):
+    folder = tmp_path / "ntrex"
+    write(folder / "newstest2019-ref.kaz.txt", "бір\nекі\n")
+    write(folder / "newstest2019-ref.fra.txt", "un\n")
+    write(folder / "newstest2019-ref.fra-CA.txt", "un (CA)\n")  # fra wins: the shorter code
+    write(folder / "newstest2019-ref.eng-GB.txt", "one (GB)\n")
+    write(folder / "newstest2019-ref.eng-US.txt", "one (US)\n")
+    write(folder / "newstest2019-src.eng.txt", "one\ntwo\n")
+    write(folder / "newstest2019-ref.xyz1.txt", "not a language\n")  # skipped: no FLORES code
+    write(folder / "README.md", "# about\n")
+    found = scan_distractor_folder(folder, "newstest2019-ref.{code}.txt", {"en": "newstest2019-src.eng.txt"})
+    assert found.read("kaz_Cyrl") == ("бір", "екі")
+    assert found.read("fra_Latn") == ("un",)
+    assert found.read("eng_Latn") == ("one", "two")  # files win over the pattern
+    assert found.read("tel_Telu") == ()  # no file: no distractors
+    without_files = scan_distractor_folder(folder, "newstest2019-ref.{code}.txt")
+    with pytest.raises(BenchmarkDataError, match=r"several files map to eng_Latn: .*eng-GB.*eng-US.*name one in files"):
+        without_files.read("eng_Latn")
+    assert without_files.read("kaz_Cyrl") == ("бір", "екі")  # the tie only matters for English
+
+
+def test_distractor_folder_errors_name_file_and_line(tmp_path):
+    with pytest.raises(BenchmarkDataError, match="distractor folder not found"):
+        scan_distractor_folder(tmp_path / "missing")
+    write(tmp_path / "kaz_Cyrl.dev", "бір\n\nүш\n")
+    write(tmp_path / "tel_Telu.dev", b"ok\n\xff\n")
+    write(tmp_path / "jav_Latn.dev", "")
+    found = scan_distractor_folder(tmp_path)
+    with pytest.raises(BenchmarkDataError, match=r"kaz_Cyrl\.dev:2: kaz_Cyrl: empty line"):
+        found.read("kaz_Cyrl")
+    with pytest.raises(BenchmarkDataError, match=r"tel_Telu\.dev:2: invalid UTF-8"):
+        found.read("tel_Telu")
+    with pytest.raises(BenchmarkDataError, match=r"jav_Latn\.dev: no sentences"):
+        found.read("jav_Latn")
+    with pytest.raises(BenchmarkDataError, match=r"eng\.txt: files: file not found \(named in files for 'eng'\)"):
+        scan_distractor_folder(tmp_path, files={"eng": "eng.txt"})
+    with pytest.raises(UnknownLanguageError):
+        scan_distractor_folder(tmp_path, files={"qqq": "kaz_Cyrl.dev"})

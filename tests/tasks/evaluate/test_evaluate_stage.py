@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from storage import ArtifactStore
@@ -16,6 +18,7 @@ from tasks.corpus.config import CorpusConfig
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.datasets import BenchmarkDataError
+from tasks.evaluate.schema import ITEMS_SCHEMA
 from tasks.stage import run_stage
 
 FLORES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "flores200-dev"
@@ -88,11 +91,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"store": store, "inputs": inputs, "tatoeba": tatoeba, "multiway": multiway, "sts": sts, "tmp": tmp}
 
 
-def independent_accuracy(model_dir: Path, src: list[str], tgt: list[str]) -> tuple[float, float]:
-    """sentence-transformers encodes, numpy scores: no code shared with the stage."""
+@functools.lru_cache(maxsize=2)
+def sentence_transformer(model_dir: Path):
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(model_dir), device="cpu")
+    return SentenceTransformer(str(model_dir), device="cpu")
+
+
+def independent_accuracy(model_dir: Path, src: list[str], tgt: list[str]) -> tuple[float, float]:
+    """sentence-transformers encodes, numpy scores: no code shared with the stage."""
+    model = sentence_transformer(model_dir)
     a = model.encode(src, normalize_embeddings=True)
     b = model.encode(tgt, normalize_embeddings=True)
     similarity = a @ b.T
@@ -155,6 +163,9 @@ def test_baseline_comparison_adds_delta_columns(built: dict) -> None:
     )
     report = (Path(built["store"].artifact_dir("evaluate", second.key)) / "files/report/report.md").read_text(encoding="utf-8")
     assert f"Δ vs evaluate {first.key[:12]}" in report
+    # the earlier artifact's items.parquet pairs with this one's: intervals of the change
+    assert f"## Change vs evaluate {first.key[:12]}, with 95% intervals" in report
+    assert "| tatoeba/tatoeba | all languages |" in report
 
 
 def test_bad_benchmark_data_fails_naming_the_file(built: dict, tmp_path: Path) -> None:
@@ -205,10 +216,32 @@ def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path
     trained = pl.from_arrow(built["store"].read_table("evaluate", ref.key))
     # a random tiny model does not find Kazakh translations the way the real base does
     assert value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") < value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean")
-    assert "Δ vs untrained base" in (folder / "report.md").read_text(encoding="utf-8")
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    assert "Δ vs untrained base" in report
     assert manifest.metrics["base_headline"]["tatoeba/tatoeba"]["mean"] == pytest.approx(
         value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean"), abs=1e-4
     )
+    # per-query items of both models, at the attached paths the sweep comparison reads
+    files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
+    assert {"files/items.parquet", "files/items/base_items.parquet"} <= {f.path for f in manifest.attached_files}
+    trained_items = pq.read_table(files / "items.parquet")
+    base_items = pq.read_table(files / "items/base_items.parquet")
+    assert trained_items.schema == ITEMS_SCHEMA and base_items.schema == ITEMS_SCHEMA
+    assert trained_items.num_rows == base_items.num_rows == 2 * len(SENTENCES["kaz"])
+    for items, metrics in ((trained_items, trained), (base_items, base_only)):
+        frame = pl.from_arrow(items)
+        for direction in ("src_tgt", "tgt_src"):
+            part = frame.filter(pl.col("direction") == direction)
+            assert part["item"].to_list() == list(range(len(SENTENCES["kaz"])))
+            assert part["correct"].mean() == pytest.approx(value(metrics, src_lang="kaz_Cyrl", metric=f"accuracy_{direction}"))
+        assert frame["margin"].mean() == pytest.approx(value(metrics, src_lang="kaz_Cyrl", metric="margin_mean"), abs=1e-6)
+        # positive margin <=> correct, up to ties (a tiny random model may embed two sentences alike)
+        assert (frame.filter(pl.col("correct"))["margin"] >= -1e-6).all() and (frame.filter(~pl.col("correct"))["margin"] <= 1e-6).all()
+    # the report turns the two item files into a paired interval of the change
+    change = value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") - value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean")
+    assert "## Change vs untrained base, with 95% intervals" in report
+    assert f"| tatoeba/tatoeba | all languages | {100 * change:+.1f} |" in report
+    assert "files/report/delta_intervals.png" in {f.path for f in manifest.attached_files}
 
 
 def test_a_bad_file_in_a_later_benchmark_fails_before_any_encoding(built: dict, tmp_path: Path) -> None:
@@ -221,3 +254,88 @@ def test_a_bad_file_in_a_later_benchmark_fails_before_any_encoding(built: dict, 
     )
     with pytest.raises(BenchmarkDataError, match=r"tatoeba\.kaz-eng\.kaz"):
         plan_evaluate_shards(config, {})  # no inputs needed: nothing is loaded or encoded
+
+
+def test_distractors_enlarge_the_pools_and_duplicates_are_removed_and_counted(built: dict, tmp_path: Path) -> None:
+    distractors = tmp_path / "distractors"
+    distractors.mkdir()
+    english = ["The bridge was closed for repairs.", SENTENCES["eng"][3], "Prices rose sharply last year.", "Prices rose sharply last year."]
+    kazakh = ["Көпір жөндеуге жабылды.", SENTENCES["kaz"][0], "Өткен жылы бағалар күрт өсті."]
+    (distractors / "eng_Latn.dev").write_text("\n".join(english) + "\n", encoding="utf-8")
+    (distractors / "kaz_Cyrl.dev").write_text("\n".join(kazakh) + "\n", encoding="utf-8")  # fra has no file: no fra distractors
+    metrics, manifest = evaluate(
+        built,
+        [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"], "distractors": [{"name": "flores", "path": str(distractors)}]}],
+    )
+    # per language scored: English loses the Tatoeba sentence and the repeat; Kazakh (kaz only) its Tatoeba sentence
+    assert manifest.dropped["tatoeba_distractor_equals_tatoeba_sentence"] == 2 + 1
+    assert manifest.dropped["tatoeba_distractor_repeated"] == 2
+    model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
+    pool_eng = [english[0], english[2]]
+    for code, flores, pool_xx in (("kaz", "kaz_Cyrl", [kazakh[0], kazakh[2]]), ("fra", "fra_Latn", [])):
+        forward = independent_accuracy_with_pools(model_dir, SENTENCES[code], SENTENCES["eng"] + pool_eng)
+        backward = independent_accuracy_with_pools(model_dir, SENTENCES["eng"], SENTENCES[code] + pool_xx)
+        assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="accuracy_src_tgt") == pytest.approx(forward)
+        assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="accuracy_tgt_src") == pytest.approx(backward)
+        # a bigger pool can only lower the margin of a query
+        assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="margin_mean") <= value(
+            metrics, dataset="tatoeba", src_lang=flores, metric="margin_mean"
+        ) + 1e-6
+    items = pl.read_parquet(Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/items.parquet")
+    assert items.group_by("dataset").len().sort("dataset").rows() == [("tatoeba", 32), ("tatoeba-distractors", 32)]
+    assert set(items["benchmark"]) == {"tatoeba"}
+
+
+def independent_accuracy_with_pools(model_dir: Path, queries: list[str], candidates: list[str]) -> float:
+    """Query i's answer is candidate i; the rest of the candidates are distractors (numpy, not faiss)."""
+    model = sentence_transformer(model_dir)
+    a = model.encode(queries, normalize_embeddings=True)
+    b = model.encode(candidates, normalize_embeddings=True)
+    return float(np.mean((a @ b.T).argmax(1) == np.arange(len(queries))))
+
+
+def test_pairs_all_adds_xx_yy_rows_and_a_summary(built: dict) -> None:
+    metrics, manifest = evaluate(
+        built,
+        [
+            {"kind": "multiway", "path": str(built["multiway"]), "langs": ["eng_Latn", "kaz_Cyrl", "fra_Latn"], "pairs": "all"},
+            {"kind": "corpus_dev", "pairs": "all"},
+        ],
+        word_map_concepts=0,
+    )
+    flores = metrics.filter(pl.col("dataset") == "flores200-dev")
+    pairs = set(zip(flores["src_lang"], flores["tgt_lang"]))
+    assert {("kaz_Cyrl", "eng_Latn"), ("fra_Latn", "eng_Latn"), ("kaz_Cyrl", "fra_Latn"), ("group:xx-yy", None)} <= pairs
+    model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
+    forward, backward = independent_accuracy(model_dir, SENTENCES["kaz"], SENTENCES["fra"])
+    assert value(flores, src_lang="kaz_Cyrl", tgt_lang="fra_Latn", metric="accuracy_src_tgt") == pytest.approx(forward)
+    assert value(flores, src_lang="kaz_Cyrl", tgt_lang="fra_Latn", metric="accuracy_tgt_src") == pytest.approx(backward)
+    summary = value(flores, src_lang="group:xx-yy", metric="accuracy_mean")
+    assert summary == pytest.approx(value(flores, src_lang="kaz_Cyrl", tgt_lang="fra_Latn", metric="accuracy_mean"))
+    dev = metrics.filter(pl.col("dataset") == "corpus-dev")
+    assert {("fra_Latn", "kaz_Cyrl"), ("fra_Latn", "eng_Latn"), ("kaz_Cyrl", "eng_Latn"), ("group:xx-yy", None)} <= set(zip(dev["src_lang"], dev["tgt_lang"]))
+    # the headline stays the pivot pairs' mean; the xx-yy mean has its own entry
+    headline = manifest.metrics["headline"]
+    assert headline["retrieval/flores200-dev"]["pairs"] == 2
+    assert headline["retrieval/flores200-dev/xx-yy"]["mean"] == pytest.approx(summary, abs=1e-4)
+    items = pl.read_parquet(Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/items.parquet")
+    assert items.filter((pl.col("dataset") == "flores200-dev") & (pl.col("tgt_lang") == "fra_Latn")).height == 2 * len(SENTENCES["kaz"])
+
+
+def test_bad_distractor_file_fails_before_encoding_and_edits_change_the_key(built: dict, tmp_path: Path) -> None:
+    from tasks.evaluate.stage import fingerprint_evaluate_sources, plan_evaluate_shards
+
+    (tmp_path / "eng_Latn.dev").write_text("fine\n", encoding="utf-8")
+    (tmp_path / "kaz_Cyrl.dev").write_text("бір\n\nүш\n", encoding="utf-8")
+    bench = {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"], "distractors": [{"name": "d", "path": str(tmp_path)}]}
+    config = EvaluateConfig.model_validate({"benchmarks": [bench]})
+    with pytest.raises(BenchmarkDataError, match=r"kaz_Cyrl\.dev:2: kaz_Cyrl: empty line"):
+        plan_evaluate_shards(config, {})
+    before = fingerprint_evaluate_sources(config)
+    (tmp_path / "kaz_Cyrl.dev").write_text("бір\nекі\nүш\n", encoding="utf-8")
+    assert fingerprint_evaluate_sources(config) != before
+    plan_evaluate_shards(config, {})
+    with pytest.raises(ValueError, match="distractor source names must be unique"):
+        EvaluateConfig.model_validate({"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a"}, {"name": "d", "path": "b"}]}]})
+    with pytest.raises(ValueError, match="must contain '\\{code\\}' once"):
+        EvaluateConfig.model_validate({"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a", "pattern": "x.dev"}]}]})

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from tasks.evaluate.report import (
+    DELTA_INTERVALS_FILE,
     DPI,
     EMBEDDING_MAP_FILE,
     HIST_LEGEND_INCHES,
@@ -24,9 +25,10 @@ from tasks.evaluate.report import (
     WordMap,
     build_report,
     embedding_map,
+    paired_delta_intervals,
     similarity_histogram,
 )
-from tasks.evaluate.schema import METRICS_SCHEMA
+from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CARD = {"model": "xlembed-kk", "base": "LaBSE", "pooling": "cls", "artifact key": "encoders/0123abcd"}
@@ -313,3 +315,111 @@ def test_empty_metrics_table() -> None:
     report = build_report(METRICS_SCHEMA.empty_table(), title="t", model_card=CARD)
     assert "No metrics were computed." in report.markdown
     assert "No metrics were computed." in report.html
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired bootstrap intervals and the in-domain / out-of-domain sentence
+
+N_ITEMS = 100  # queries per direction per language
+
+
+def _items(benchmark: str, dataset: str, src: str, tgt: str, right: int, margin: float = 0.0) -> pa.Table:
+    """Both directions of one pair: the first `right` of N_ITEMS queries correct, every margin `margin`."""
+    correct = np.arange(N_ITEMS) < right
+    return pa.table(
+        {
+            "benchmark": [benchmark] * 2 * N_ITEMS,
+            "dataset": [dataset] * 2 * N_ITEMS,
+            "src_lang": [src] * 2 * N_ITEMS,
+            "tgt_lang": [tgt] * 2 * N_ITEMS,
+            "direction": ["src_tgt"] * N_ITEMS + ["tgt_src"] * N_ITEMS,
+            "item": np.tile(np.arange(N_ITEMS, dtype=np.int32), 2),
+            "correct": np.tile(correct, 2),
+            "margin": np.full(2 * N_ITEMS, margin, dtype=np.float32),
+        },
+        schema=ITEMS_SCHEMA,
+    )
+
+
+FLORES_PAIRS = (("kaz_Cyrl", "eng_Latn"), ("tel_Telu", "eng_Latn"), ("kaz_Cyrl", "tel_Telu"))
+TATOEBA_LANGS = ("kaz_Cyrl", "kat_Geor", "deu_Latn")
+
+
+def _model_items(flores_right: int, tatoeba_right: int, margin: float) -> pa.Table:
+    tables = [_items("retrieval", "flores200-dev", src, tgt, flores_right, margin) for src, tgt in FLORES_PAIRS]
+    tables += [_items("tatoeba", "tatoeba", lang, "eng_Latn", tatoeba_right, margin) for lang in TATOEBA_LANGS]
+    return pa.concat_tables(tables)
+
+
+def _group_metrics() -> pa.Table:
+    rows = [_row("tatoeba", "tatoeba", lang, "eng_Latn", "accuracy_mean", 0.5) for lang in TATOEBA_LANGS]
+    rows.append(_row("tatoeba", "tatoeba", "group:wacse-4", "eng_Latn", "accuracy_mean", 0.5, 2))
+    rows += [_row("retrieval", "flores200-dev", src, tgt, "accuracy_mean", 0.5) for src, tgt in FLORES_PAIRS]
+    return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
+
+
+def test_intervals_per_headline_and_the_disagreement_sentence() -> None:
+    # in domain (FLORES rows): 50 -> 90 of 100 right, a +40-point change; out of domain (Tatoeba): 60 -> 60
+    base, trained = _model_items(50, 60, 0.1), _model_items(90, 60, 0.15)
+    report = build_report(
+        _group_metrics(), title="t", model_card={}, baseline=_group_metrics(), baseline_name="untrained base",
+        items=trained, baseline_items=base,
+    )
+    md = report.markdown
+    sentence = md.split("\n\n")[1]
+    assert sentence.startswith("In-domain and out-of-domain results disagree: in-domain retrieval/flores200-dev +40.0 pp")
+    assert "significant), but out-of-domain tatoeba/tatoeba +0.0 pp (95% interval +0.0 to +0.0, not significant)." in sentence
+    assert "<p><strong>In-domain and out-of-domain results disagree" in report.html
+    table = _table_rows(md, "Change vs untrained base, with 95% intervals", "")
+    header, *lines = table
+    assert header[:5] == ["Benchmark / dataset", "Headline", "Δ accuracy_mean", "95% interval", "Significant"]
+    by_headline = {(line[0], line[1]): line for line in lines}
+    assert set(by_headline) == {
+        ("retrieval/flores200-dev", "all languages"),
+        ("retrieval/flores200-dev", "xx-yy pairs"),
+        ("tatoeba/tatoeba", "all languages"),
+        ("tatoeba/tatoeba", "wacse-4"),
+    }
+    flores = by_headline["retrieval/flores200-dev", "all languages"]
+    low, high = (float(x) for x in flores[3].split(" to "))
+    assert flores[2] == "+40.0" and 30 < low < 40 < high < 50 and flores[4] == "yes"
+    assert flores[5] == "+5.0"  # margin 0.10 -> 0.15, x100; every item moves alike: no spread
+    assert flores[7:] == ["2", "400"]  # kaz and tel (both directions); the kaz-tel pair is an xx-yy pair
+    assert by_headline["retrieval/flores200-dev", "xx-yy pairs"][7:] == ["1", "200"]
+    assert by_headline["tatoeba/tatoeba", "wacse-4"][7:] == ["2", "400"]  # kaz, kat: wacse-4 members present
+    assert by_headline["tatoeba/tatoeba", "all languages"][2:5] == ["+0.0", "+0.0 to +0.0", "no"]
+    assert DELTA_INTERVALS_FILE in report.figures and _image(report.figures[DELTA_INTERVALS_FILE]).shape[1] == _px(7.0)
+    assert "Change in accuracy_mean from untrained base" in report.html
+
+
+def test_no_sentence_when_in_and_out_of_domain_agree_or_without_items() -> None:
+    both_gain = build_report(
+        _group_metrics(), title="t", model_card={}, items=_model_items(90, 95, 0.2), baseline_items=_model_items(50, 50, 0.1)
+    )
+    assert "disagree" not in both_gain.markdown and "disagree" not in both_gain.html
+    assert "Change vs baseline, with 95% intervals" in both_gain.markdown
+    out_of_domain_gain = build_report(
+        _group_metrics(), title="t", model_card={}, items=_model_items(50, 95, 0.2), baseline_items=_model_items(50, 50, 0.1)
+    )
+    assert "disagree: out-of-domain tatoeba/tatoeba +45.0 pp" in out_of_domain_gain.markdown  # and the other way round
+    plain = build_report(_group_metrics(), title="t", model_card={}, baseline=_group_metrics())
+    assert "95% interval" not in plain.markdown and DELTA_INTERVALS_FILE not in plain.figures
+    elsewhere = build_report(
+        _group_metrics(), title="t", model_card={}, items=_model_items(90, 95, 0.2),
+        baseline_items=_items("sts", "other", "kaz_Cyrl", "eng_Latn", 10),
+    )
+    assert "No retrieval sentences are shared with baseline" in elsewhere.markdown
+
+
+def test_interval_statistic_is_the_mean_over_languages() -> None:
+    # kaz gains 40 points, kat none: the all-languages change is 20 points (the group rows' mean), not item-weighted
+    base = pa.concat_tables([_items("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", 50), _items("tatoeba", "tatoeba", "kat_Geor", "eng_Latn", 50)])
+    trained = pa.concat_tables([_items("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", 90), _items("tatoeba", "tatoeba", "kat_Geor", "eng_Latn", 50)])
+    deltas = {d.label: d for d in paired_delta_intervals(trained, base)}
+    assert deltas["all languages"].accuracy.delta == pytest.approx(0.2)
+    assert deltas["kaz_Cyrl"].accuracy.delta == pytest.approx(0.4) and deltas["kaz_Cyrl"].accuracy.significant
+    assert deltas["kat_Geor"].accuracy.delta == 0 and not deltas["kat_Geor"].accuracy.significant
+    with pytest.raises(ValueError, match="evaluated items table has more than one row"):
+        paired_delta_intervals(pa.concat_tables([trained, trained.slice(0, 1)]), base)
+    with pytest.raises(ValueError, match="baseline items table lacks columns"):
+        paired_delta_intervals(trained, base.drop_columns(["margin"]))

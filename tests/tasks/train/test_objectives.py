@@ -112,3 +112,39 @@ def test_dueam_trains_on_the_chosen_pairs(pairs):
         assert nothing.item() == 0.0 and nothing.requires_grad
     with pytest.raises(ValueError, match="pairs"):
         DuEAMLoss(pairs="weak")
+
+
+def test_base_regularization_is_the_mean_squared_distance_to_the_frozen_vectors():
+    from tasks.train.objectives import BaseRegularizationLoss
+
+    torch.manual_seed(2)
+    emb, start = unit(torch.randn(4, 3, 8)), unit(torch.randn(4, 3, 8))
+    valid = torch.ones(4, 3, dtype=torch.bool)
+    valid[1, 2] = valid[3, 1] = False  # rows without that view
+    got = BaseRegularizationLoss()(emb, valid, {"z_orig": start})
+    # ||z - z0||^2 = 2 - 2 cos for unit vectors, averaged over the 10 present texts
+    want = (2 - 2 * (emb * start).sum(-1))[valid].mean()
+    torch.testing.assert_close(got, want)
+    assert float(BaseRegularizationLoss()(start, valid, {"z_orig": start})) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_per_word_reduction_divides_by_the_aligned_words_of_the_batch():
+    from tasks.train.data import StepBatch
+    from tasks.train.objectives import WordTranslationRankingLoss
+    from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
+
+    pairs = np.full((3, 4, 2), -1, dtype=np.int32)
+    pairs[0, :3] = [[0, 0], [1, 2], [2, 1]]
+    pairs[2, :2] = [[0, 1], [1, 0]]  # row 1 has no alignment
+    mask_src = np.zeros((3, 4), dtype=bool)
+    mask_src[0, 1] = mask_src[2, 0] = True
+    mask_tgt = mask_src.copy()
+    mask_tgt[0, 2] = True
+    batch = StepBatch(np.zeros((3, 2), np.int64), np.zeros((3, 2), np.int64), pairs, mask_src, mask_tgt)
+    assert WordTranslationRankingLoss().normaliser(None, batch) == 6.0  # 2 x 3 rows: the paper's eq. 8
+    assert WordTranslationRankingLoss(reduction="per_word").normaliser(None, batch) == 10.0  # 2 x 5 aligned pairs
+    head = nn.Linear(2, 2)
+    assert AlignedWordPredictionLoss(head).normaliser(None, batch) == 6.0
+    assert AlignedWordPredictionLoss(head, reduction="per_word").normaliser(None, batch) == 5.0  # masked words, both sides
+    with pytest.raises(ValueError, match="reduction"):
+        WordTranslationRankingLoss(reduction="mean")

@@ -1,0 +1,34 @@
+"""Stay near the start: lambda * mean ||z - z_orig||^2 against the frozen base model.
+
+The multi-way paper (Fazili & Goswami) adds this term to its SupCon loss so that training on
+a few languages does not drag the whole space away from what the pretrained encoder already
+does well; here it is an objective of its own, so it can sit beside any other (TR, WTR, ...).
+Its weight is lambda. Every valid text of the batch counts: z is the trained model's
+L2-normalised sentence vector, z_orig the frozen starting model's vector of the same text
+(computed without gradient before the step), so ||z - z_orig||^2 = 2 - 2 cos(z, z_orig).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_like_graph
+
+
+class BaseRegularizationLoss(SentenceObjective):
+    needs_frozen_model = True
+
+    def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
+        from tasks.train.trainer import encode_views
+
+        if ctx.frozen is None:
+            raise ValueError("base_regularization needs the frozen starting model, and the trainer built none")
+        with torch.no_grad():
+            return {"z_orig": encode_views(ctx, ctx.frozen, batch)}
+
+    def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
+        if not valid.any():
+            return zero_like_graph(embeddings)
+        z = embeddings[valid].float()
+        z_orig = extras["z_orig"][valid].float()
+        return ((z - z_orig) ** 2).sum(-1).mean()
