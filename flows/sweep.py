@@ -363,6 +363,10 @@ def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, A
     def run_seeds(settings: Mapping[str, Any]) -> list[Any]:
         """The seeds one variant runs with; a variant that fixes a seed key itself keeps it."""
         if seeding == "grid":
+            # a train seed means nothing to a variant that does not train (the untrained `base`): it runs once
+            only_train_keys = all(k.startswith("train.") for k in seed_keys)
+            if only_train_keys and config is not None and not _trains(config, settings):
+                return []
             return list(seeds or [])
         if seeding == "default" and config is not None and _trains(config, settings) and not any(k in settings for k in seed_keys):
             return list(DEFAULT_SEEDS)

@@ -9,7 +9,9 @@ about Prefect: flows call these functions from tasks, tests call them directly.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -137,6 +139,12 @@ class Stage(Generic[ConfigT]):
     # that a changed input file changes the key even though the config did not change.
     fingerprint_sources: Callable[[ConfigT], dict[str, Any]] | None = None
     description: str = ""
+    # Shards of such stages run one at a time within a process (several variants of a sweep on a
+    # thread pool): each already uses every core or the GPU, and transformers' lazy imports and
+    # matplotlib's font-pattern parser are not thread-safe (seen: ImportError of AutoTokenizer
+    # and a pyparsing ParseException when two trainings started at once). Processes (Dask, Ray)
+    # are not limited by it.
+    one_at_a_time: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.name, "stage")
@@ -207,6 +215,22 @@ def run_shard(
     done = store.completed_shard(stage.name, key, shard.shard_id)
     if done is not None:
         return done
+    with _ONE_AT_A_TIME if stage.one_at_a_time else contextlib.nullcontext():
+        return _build_and_commit(store, stage, key, config, input_keys, shard, progress)
+
+
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def _build_and_commit(
+    store: ArtifactStore,
+    stage: Stage[Any],
+    key: str,
+    config: StageConfig,
+    input_keys: Mapping[str, str],
+    shard: ShardSpec,
+    progress: Callable[[int], None] | None,
+) -> ShardRecord:
     started = time.perf_counter()
     inputs = resolve_inputs(store, stage, input_keys)
     with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -63,6 +63,13 @@ class TatoebaBenchmark(StageConfig):
     path: str
     langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel")
     distractors: list[DistractorSource] = Field(default_factory=list)
+    max_pairs: int | None = Field(
+        default=None, ge=2, description="the first N pairs of each language only (cheaper CPU sweeps, wider intervals); unset: all"
+    )
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        # unset = every pair, as before the option existed: such evaluations keep their keys
+        return {k: v for k, v in data.items() if not (k == "max_pairs" and v is None)}
 
     @field_validator("distractors")
     @classmethod

@@ -13,6 +13,7 @@ intervals and the sweep comparison read).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import combinations
 from pathlib import Path
@@ -145,6 +146,9 @@ class _Evaluation:
         folders = [(s.name, scan_distractor_folder(s.path, s.pattern, s.files)) for s in bench.distractors]
         for lang in bench.langs:
             pairs = read_tatoeba(bench.path, lang)
+            if bench.max_pairs is not None and len(pairs) > bench.max_pairs:
+                self.context.drop("tatoeba_pair_beyond_max_pairs", len(pairs) - bench.max_pairs)
+                pairs = dataclasses.replace(pairs, src=pairs.src[: bench.max_pairs], tgt=pairs.tgt[: bench.max_pairs])
             src, tgt = self.encode(pairs.src), self.encode(pairs.tgt)
             names = {"src_lang": pairs.src_lang, "tgt_lang": pairs.tgt_lang, "benchmark": "tatoeba"}
             self.add_scores([score_pair(src, tgt, dataset="tatoeba", **names)])
@@ -457,4 +461,5 @@ EVALUATE_STAGE: Stage[EvaluateConfig] = Stage(
     optional_inputs=("translate", "train"),
     fingerprint_sources=fingerprint_evaluate_sources,
     description="score the encoder on Tatoeba, BUCC, STS and held-out retrieval; write a report",
+    one_at_a_time=True,
 )

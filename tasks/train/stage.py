@@ -162,4 +162,5 @@ TRAIN_STAGE: Stage[TrainConfig] = Stage(
     inputs=("corpus", "base_model"),
     optional_inputs=("translate", "align"),
     description="train a cross-lingual sentence encoder (TR, SupCon, AWP, WTR, RTL, DuEAM)",
+    one_at_a_time=True,
 )

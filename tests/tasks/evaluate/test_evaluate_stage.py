@@ -339,3 +339,14 @@ def test_bad_distractor_file_fails_before_encoding_and_edits_change_the_key(buil
         EvaluateConfig.model_validate({"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a"}, {"name": "d", "path": "b"}]}]})
     with pytest.raises(ValueError, match="must contain '\\{code\\}' once"):
         EvaluateConfig.model_validate({"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a", "pattern": "x.dev"}]}]})
+
+
+def test_tatoeba_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dict) -> None:
+    metrics, manifest = evaluate(built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"], "max_pairs": 5}])
+    model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
+    forward, backward = independent_accuracy(model_dir, SENTENCES["kaz"][:5], SENTENCES["eng"][:5])
+    assert value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_src_tgt") == pytest.approx(forward)
+    assert value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_mean", dataset="tatoeba") == pytest.approx(
+        (forward + backward) / 2
+    )
+    assert manifest.dropped["tatoeba_pair_beyond_max_pairs"] == len(SENTENCES["kaz"]) - 5
