@@ -141,6 +141,10 @@ def test_grids_without_seeds_run_each_training_variant_on_three_seeds(tmp_path: 
     assert [(v.name, v.seeds) for v in explicit.variants] == [("seed-8", {"corpus.seed": 8}), ("seed-9", {"corpus.seed": 9})]
     untrained = write_grid(tmp_path / "untrained.toml", TRAINING_CONFIG.replace("[train]\nseed = 0\n", ""))
     assert [v.name for v in load_grid(path, config=untrained).variants] == ["base", "tr", "fixed"]
+    # explicit train seeds: the untrained base still runs once (a train seed means nothing to it)
+    seeded = load_grid(write_grid(tmp_path / "seeded.toml", 'seed_keys = ["train.seed"]\nseeds = [42, 1]\n' + SEEDLESS_GRID), config=config)
+    assert [v.name for v in seeded.variants if v.group == "base"] == ["base"]
+    assert [v.name for v in seeded.variants if v.group == "tr"] == ["tr_seed-42", "tr_seed-1"]
 
 
 @pytest.mark.parametrize(

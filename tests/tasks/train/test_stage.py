@@ -57,8 +57,10 @@ def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir
 
 
 def test_config_rejects_no_objective_and_unknown_keys():
-    with pytest.raises(ValueError, match="every objective has weight 0"):
+    with pytest.raises(ValueError, match="every training objective has weight 0"):
         TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 0}}})
+    with pytest.raises(ValueError, match="base_regularization alone trains nothing"):
+        TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 0}, "base_regularization": {"weight": 1}}})
     with pytest.raises(ValueError, match="Extra inputs"):
         TrainConfig.model_validate({"objectivs": {}})
     with pytest.raises(ValueError, match="must divide"):
