@@ -38,6 +38,10 @@ PACKAGE_VERSION = "0.1.0"
 # Mark a config field with `Field(json_schema_extra=NOT_KEYED)` when changing it cannot
 # change the output (worker counts, batch sizes for reading, timeouts): it stays out of the key.
 NOT_KEYED = {"keyed": False}
+# Mark a field added after artifacts existed with `Field(json_schema_extra=KEYED_UNLESS_DEFAULT)`:
+# at its default (which reproduces the behaviour before it) it stays out of the key, so those
+# artifacts keep their keys; any other value is keyed.
+KEYED_UNLESS_DEFAULT = {"keyed": "unless_default"}
 
 
 class StageConfig(BaseModel):
@@ -65,6 +69,8 @@ def _drop_unkeyed(model: Any, data: Any) -> Any:
         for name, info in type(model).model_fields.items():
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             if extra.get("keyed") is False:
+                continue
+            if extra.get("keyed") == "unless_default" and getattr(model, name) == info.default:
                 continue
             out[name] = _drop_unkeyed(getattr(model, name), data[name])
         return model.keyed_view(out) if isinstance(model, StageConfig) else out
@@ -202,6 +208,9 @@ def resolve_inputs(store: ArtifactStore, stage: Stage[Any], input_keys: Mapping[
     return {name: InputArtifact(store, name, input_keys[name]) for name in (*stage.inputs, *optional)}
 
 
+_ONE_AT_A_TIME = threading.Lock()
+
+
 def run_shard(
     store: ArtifactStore,
     stage: Stage[Any],
@@ -216,43 +225,28 @@ def run_shard(
     if done is not None:
         return done
     with _ONE_AT_A_TIME if stage.one_at_a_time else contextlib.nullcontext():
-        return _build_and_commit(store, stage, key, config, input_keys, shard, progress)
-
-
-_ONE_AT_A_TIME = threading.Lock()
-
-
-def _build_and_commit(
-    store: ArtifactStore,
-    stage: Stage[Any],
-    key: str,
-    config: StageConfig,
-    input_keys: Mapping[str, str],
-    shard: ShardSpec,
-    progress: Callable[[int], None] | None,
-) -> ShardRecord:
-    started = time.perf_counter()
-    inputs = resolve_inputs(store, stage, input_keys)
-    with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:
-        context = ShardContext(shard.shard_id, progress, Path(workdir))
-        tables = stage.build_shard(config, inputs, shard, context)
-        if stage.schema is None:
-            if any(table.num_rows for table in tables):
-                raise TypeError(f"stage {stage.name!r} declares no schema but yielded rows")
-            files = []
-        else:
-            files = store.write_shard_files(stage.name, key, shard.shard_id, tables, stage.schema)
-        files += store.write_attached_files(stage.name, key, context.attachments)
-    record = ShardRecord(
-        shard_id=shard.shard_id,
-        files=files,
-        rows_in=context.rows_in,
-        rows_out=sum(f.rows or 0 for f in files),
-        dropped=dict(sorted(context.dropped.items())),
-        metrics=context.metrics,
-        wall_time_s=round(time.perf_counter() - started, 3),
-    )
-    return store.commit_shard(stage.name, key, record)
+        started = time.perf_counter()
+        inputs = resolve_inputs(store, stage, input_keys)
+        with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:
+            context = ShardContext(shard.shard_id, progress, Path(workdir))
+            tables = stage.build_shard(config, inputs, shard, context)
+            if stage.schema is None:
+                if any(table.num_rows for table in tables):
+                    raise TypeError(f"stage {stage.name!r} declares no schema but yielded rows")
+                files = []
+            else:
+                files = store.write_shard_files(stage.name, key, shard.shard_id, tables, stage.schema)
+            files += store.write_attached_files(stage.name, key, context.attachments)
+        record = ShardRecord(
+            shard_id=shard.shard_id,
+            files=files,
+            rows_in=context.rows_in,
+            rows_out=sum(f.rows or 0 for f in files),
+            dropped=dict(sorted(context.dropped.items())),
+            metrics=context.metrics,
+            wall_time_s=round(time.perf_counter() - started, 3),
+        )
+        return store.commit_shard(stage.name, key, record)
 
 
 def merge_metrics(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

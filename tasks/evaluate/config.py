@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from tasks.corpus.config import LangCodes, LangKeyed
-from tasks.stage import NOT_KEYED, StageConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
 
 
 class EncoderSettings(StageConfig):
@@ -64,12 +64,11 @@ class TatoebaBenchmark(StageConfig):
     langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel")
     distractors: list[DistractorSource] = Field(default_factory=list)
     max_pairs: int | None = Field(
-        default=None, ge=2, description="the first N pairs of each language only (cheaper CPU sweeps, wider intervals); unset: all"
+        default=None,
+        ge=2,
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description="the first N pairs of each language only (cheaper CPU sweeps, wider intervals); unset: all",
     )
-
-    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        # unset = every pair, as before the option existed: such evaluations keep their keys
-        return {k: v for k, v in data.items() if not (k == "max_pairs" and v is None)}
 
     @field_validator("distractors")
     @classmethod

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from tasks.corpus.config import LangCodes
-from tasks.stage import NOT_KEYED, StageConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
 
 DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"
 
@@ -39,20 +39,14 @@ class MultiwaySupConConfig(StageConfig):
     )
 
 
-class _PerRowByDefault(StageConfig):
-    """`reduction = "per_row"` (the paper's, and the only one before the option) stays out of the key."""
-
-    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in data.items() if not (k == "reduction" and v == "per_row")}
-
-
-class AlignedWordPredictionConfig(_PerRowByDefault):
+class AlignedWordPredictionConfig(StageConfig):
     """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
 
     weight: float = Field(default=0.0, ge=0.0)
     mask_fraction: float = Field(default=0.15, gt=0.0, le=1.0, description="aligned words masked per sentence (at least one)")
     reduction: Literal["per_row", "per_word"] = Field(
         default="per_row",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
         description=(
             "per_row: token losses summed over masked words, divided by 2N rows (WACSE eq. 5: grows with sentence "
             "length, ~17 nats per row on FLORES); per_word: divided by the masked words instead (comparable in size to TR)"
@@ -60,13 +54,14 @@ class AlignedWordPredictionConfig(_PerRowByDefault):
     )
 
 
-class WordTranslationRankingConfig(_PerRowByDefault):
+class WordTranslationRankingConfig(StageConfig):
     """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
 
     weight: float = Field(default=0.0, ge=0.0)
     temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
     reduction: Literal["per_row", "per_word"] = Field(
         default="per_row",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
         description=(
             "per_row: summed over aligned word pairs, divided by 2N rows (WACSE eq. 8: ~16 nats per FLORES row with plain "
             "cosine); per_word: divided by the aligned pairs instead (comparable in size to TR)"
@@ -187,6 +182,7 @@ class TrainConfig(StageConfig):
         default=1.0,
         gt=0.0,
         le=1.0,
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
         description=(
             "alpha of the exported weights alpha * trained + (1 - alpha) * base (WiSE-FT, Wortsman et al. 2022): "
             "keeps what the base does well out of domain; 1.0 = the trained weights as they are"
@@ -205,12 +201,6 @@ class TrainConfig(StageConfig):
     stop_after: int | None = Field(
         default=None, ge=1, json_schema_extra=NOT_KEYED, description="testing: stop after this step as if killed"
     )
-
-    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        # 1.0 exports the trained weights as they are: artifacts built before the option existed keep their keys
-        if self.interpolation == 1.0:
-            data = {k: v for k, v in data.items() if k != "interpolation"}
-        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
