@@ -423,6 +423,184 @@ def artifacts_head(
         out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
 
 
+# lineage, query and index: looking into the store
+def _config_line(name: str, value: Any) -> str:
+    import json
+
+    return f"{name} = {json.dumps(value, ensure_ascii=False, default=str)}"
+
+
+def _leaf_tables(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts down to the innermost tables of scalars (one fingerprint per line)."""
+    if isinstance(value, dict) and (not prefix or any(isinstance(v, dict) for v in value.values())):
+        found: dict[str, Any] = {}
+        for name, item in value.items():
+            found.update(_leaf_tables(item, f"{prefix}.{name}" if prefix else str(name)))
+        return found
+    return {prefix: value}
+
+
+def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]], tree: Any | None = None, via: str = "") -> Any:
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from storage.lineage import flatten
+
+    head = Text.assemble((f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan"))
+    if node.missing:
+        head.append("  missing from the store (collected?)", style="red")
+    elif (node.stage, node.key) in seen:
+        head.append("  (shown above)", style="dim")
+    else:
+        m = node.manifest
+        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
+    branch = tree.add(head) if tree is not None else Tree(head)
+    if node.missing or (node.stage, node.key) in seen:
+        return branch
+    seen.add((node.stage, node.key))
+    changes = record.get("config_changes")
+    if "config_changes" in record and changes is None:
+        title = Text.assemble("config ", ("(stage not in --config)", "yellow"))
+    elif changes:
+        title = Text.assemble("config ", (f"({len(changes)} {'differs' if len(changes) == 1 else 'differ'} from --config: marked ≠)", "yellow"))
+    else:
+        title = Text("config" + (" (same as --config)" if changes == {} else ""))
+    config_branch = branch.add(title)
+    recorded = flatten(node.manifest.config)
+    for name in sorted(set(recorded) | set(changes or {})):
+        if changes and name in changes:
+            change = changes[name]
+            shown = _config_line(name, change["recorded"]) if "recorded" in change else f"{name} (not set)"
+            now = _config_line("now", change["current"]).removeprefix("now = ") if "current" in change else "(not set)"
+            config_branch.add(Text.assemble(("≠ " + shown, "bold yellow"), ("  current: " + now, "yellow")))
+        else:
+            config_branch.add(Text(_config_line(name, recorded[name])))
+    sources = record["sources"]
+    if sources["locations"] or sources["fingerprints"]:
+        source_branch = branch.add("sources")
+        for name, value in sources["locations"].items():
+            source_branch.add(Text(_config_line(name, value)))
+        for name, value in _leaf_tables(sources["fingerprints"]).items():
+            source_branch.add(Text(_config_line(f"fingerprint {name}", value), style="dim"))
+    for name, child in node.inputs.items():
+        _lineage_tree(child, record["inputs"][name], seen, branch, name)
+    return branch
+
+
+@artifacts_app.command("lineage")
+def artifacts_lineage(
+    stage: str,
+    key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="pipeline config TOML to compare each artifact's config with")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the tree as JSON")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """The tree of artifacts this one was built from: keys, configs, sources, creation time, code version."""
+    import json
+
+    from storage.lineage import lineage, node_record
+    from tasks.stage import keyed_config
+
+    store = _store(root)
+    full = _resolve(store, stage, key, pipeline)
+    compare = None
+    if config is not None:
+        cfg = _load(config, None)
+        compare = {name: keyed_config(section) for name, section in cfg.stage_configs.items()}
+    tree = lineage(store, stage, full)
+    record = node_record(tree, compare)
+    if as_json:
+        typer.echo(json.dumps(record, indent=2, ensure_ascii=False, default=str))
+        return
+    out.print(_lineage_tree(tree, record, set()), highlight=False)
+
+
+@artifacts_app.command("query")
+def artifacts_query(
+    sql: Annotated[str, typer.Argument(help="SQL; tables: STAGE (what its ref points to) or STAGE@KEY (a key or prefix), e.g. \"SELECT lang, count(*) FROM corpus GROUP BY lang\"", show_default=False)],
+    pipeline: Annotated[Optional[str], typer.Option(help="take STAGE's key from this pipeline's ref")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="rows to print (--output writes them all)")] = 20,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the whole result to FILE.parquet or FILE.csv (streamed)")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """SQL over artifacts by stage name, read lazily from the store (local or s3://) with polars."""
+    import polars as pl
+
+    from storage import StoreError
+    from storage.query import QueryError, collect_error, s3_storage_options, scan_artifact, sql_query
+
+    if output is not None and output.suffix.lower() not in (".parquet", ".csv"):
+        raise fail(f"--output {output}: write .parquet or .csv", 2)
+    store = _store(root)
+    options = None if store.is_local else s3_storage_options(store)
+    committed = set(store.stages())
+
+    def named(name: str) -> Any:
+        if name not in committed:
+            return None
+        return scan_artifact(store, name, _resolve(store, name, None, pipeline), options)
+
+    def versioned(mention: Any) -> Any:
+        if mention.stage not in committed:
+            raise fail(f"unknown stage {mention.stage!r} in {mention.stage}@{mention.key}; stages: {', '.join(sorted(committed)) or 'none'}", 2)
+        return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None), options)
+
+    def available() -> list[str]:
+        refs = [r for r in store.list_refs() if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
+        return sorted({r.stage for r in refs if store.is_committed(r.stage, r.key) and store.manifest(r.stage, r.key).table_files})
+
+    try:
+        result = sql_query(sql, named, versioned, available)
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            (result.sink_parquet if output.suffix.lower() == ".parquet" else result.sink_csv)(output)
+            rows = pl.scan_parquet(output).select(pl.len()).collect().item() if output.suffix.lower() == ".parquet" else pl.scan_csv(output).select(pl.len()).collect().item()
+            out.print(f"wrote {rows:,} rows to {output}", highlight=False)
+            return
+        shown = result.head(limit + 1).collect(engine="streaming")
+    except QueryError as exc:
+        raise fail(str(exc), 2) from None
+    except StoreError:
+        raise
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise fail(str(collect_error(exc, options))) from None
+    more = shown.height > limit
+    with pl.Config(tbl_rows=limit, fmt_str_lengths=80, tbl_width_chars=200, tbl_hide_dataframe_shape=True):
+        out.print(str(shown.head(limit)), highlight=False, markup=False)
+    if more:
+        err.print(f"first {limit} rows shown; --limit N shows more, --output FILE.parquet writes them all", highlight=False)
+
+
+@artifacts_app.command("index")
+def artifacts_index(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the page here instead of ROOT/index.html (links stay relative to it)")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
+    from flows.sweep import SWEEPS_DIR
+    from storage.index import INDEX_FILE, build_index
+
+    store = _store(root)
+    if output is None:
+        page = build_index(store, reports_dir=SWEEPS_DIR)
+        where = store.write_root_file(INDEX_FILE, page.html.encode("utf-8"))
+    else:
+        if output.suffix.lower() not in (".html", ".htm"):
+            output = output / INDEX_FILE
+        output = output.expanduser().resolve()
+        if store.is_local:
+            base = os.path.relpath(store.root_uri, output.parent).replace(os.sep, "/")
+            link_base = "" if base == "." else f"{base}/"
+        else:  # a local page over a remote store: absolute links, which a browser may not open
+            link_base = f"{store.root_uri}/"
+        page = build_index(store, link_base=link_base, reports_dir=SWEEPS_DIR)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(page.html, encoding="utf-8")
+        where = str(output)
+    out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, soft_wrap=True)
+
+
 def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool) -> None:
     from storage.transfer import copy_artifact, copy_refs
 

@@ -280,6 +280,13 @@ class ArtifactStore:
         self.fs.pipe_file(path, data)
         return True
 
+    def write_root_file(self, name: str, data: bytes) -> str:
+        """Write `{root}/{name}` whole (a page such as index.html beside the stage folders)."""
+        check_name(name.replace(".", "-"), "file name")
+        path = f"{self._root}/{name}"
+        self._write_bytes(path, data)
+        return f"{self.root_uri}/{name}"
+
     def put_local_file(self, local: str, dest: str) -> None:
         """Place a copy of a local file at `dest` whole (temp + rename locally, one upload on S3)."""
         if self.is_local:

@@ -237,7 +237,10 @@ def test_secret_never_appears(
     cli("gc")
     cli("gc", "--yes")
     cli("show", STAGE, "0000", code=2)
-    assert len(cli.outputs) == 9 and all(cli.outputs)
+    cli("query", f"SELECT n >= 20 AS big, count(*) AS c FROM {STAGE} GROUP BY big")
+    cli("lineage", STAGE, "--json")
+    cli("index")
+    assert len(cli.outputs) == 12 and all(cli.outputs)
     for output in cli.outputs:
         assert s3_server.secret not in output
     blobs = read_all(store)
@@ -248,3 +251,68 @@ def test_secret_never_appears(
         assert s3_server.key_id.encode() not in blobs[path], path
     for blob in blobs.values():
         assert s3_server.secret.encode() not in blob
+
+
+def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[str, Manifest]) -> None:
+    """Polars reads the Parquet files itself: from the folder, or from moto with the store's endpoint."""
+    def counts(output: str) -> dict[str, str]:
+        cells = [[c.strip(" │") for c in line.split("┆")] for line in output.splitlines() if "┆" in line]
+        return {row[0]: row[1] for row in cells if row[0] in ("true", "false")}
+
+    sql = "SELECT n >= 30 AS big, count(*) AS c FROM {table} GROUP BY big ORDER BY big"
+    assert counts(cli("query", sql.format(table=STAGE)).stdout) == {"false": "3", "true": "4"}  # current: n = 0, 10, ..., 60
+    old = populated["old"]
+    assert counts(cli("query", sql.format(table=f"{STAGE}@{old.key[:10]}")).stdout) == {"false": "3", "true": "7"}
+    out = cli("query", f"SELECT e.id FROM {STAGE} e JOIN corpus c USING (id) ORDER BY e.id").stdout
+    assert "id-00004" in out and "id-00005" not in out  # the corpus has 5 rows
+
+
+def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    out = cli("query", "SELECT * FROM nope", code=2).output
+    assert "unknown table 'nope'; available: corpus, embed (or STAGE@KEY for any version)" in out
+    store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree: as `show`, ask which
+    assert "give a KEY (or --pipeline)" in cli("query", f"SELECT count(*) FROM {STAGE}", code=2).output
+    assert "│ 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
+
+
+def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, kit: Any, tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+    from urllib.parse import unquote
+
+    # an artifact with a report and a figure attached, and a sweep report beside the stages
+    report, figure = tmp_path / "report.html", tmp_path / "curves.png"
+    report.write_text("<h1>scores</h1>", encoding="utf-8")
+    figure.write_bytes(b"\x89PNG fake")
+    config = {"model": "<b>trained</b>"}
+    key = kit.key("train", config)
+    records = kit.write(store, "train", key, rows=1)
+    attached = store.write_attached_files("train", key, {"report/report.html": report, "curves.png": figure})
+    manifest = kit.manifest("train", key, config, records)
+    store.commit(manifest.model_copy(update={"files": [*manifest.files, *attached]}))
+    store.set_ref("demo", "train", key)
+    store.fs.makedirs(f"{store._root}/sweeps/grid-1", exist_ok=True)
+    store.fs.pipe_file(f"{store._root}/sweeps/grid-1/report.html", b"<p>sweep</p>")
+
+    assert "index.html: 5 artifacts" in cli("index").stdout
+    html = store.fs.cat_file(f"{store._root}/index.html").decode("utf-8")
+
+    class Links(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hrefs: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                self.hrefs.append(dict(attrs)["href"] or "")
+
+    parser = Links()
+    parser.feed(html)
+    files = [h for h in parser.hrefs if not h.startswith("#")]
+    assert f"train/{key}/files/report/report.html" in files and f"train/{key}/files/curves.png" in files
+    assert "sweeps/grid-1/report.html" in files
+    for href in files:
+        assert store.fs.exists(f"{store._root}/{unquote(href)}"), href
+    for m in [*populated.values()]:
+        assert m.key[:12] in html
+    assert "<b>trained</b>" not in html and "<script" not in html
+    assert "index.html" not in store.stages() and store.list_manifests("train")
