@@ -95,6 +95,12 @@ def _plan_table(plan: list[Any]) -> Table:
     return table
 
 
+def _print_plan_notes(plan: Any) -> None:
+    """The key-scheme change (once, when old artifacts will be rebuilt) and what hashing cost."""
+    for line in plan.notes():
+        out.print(f"[yellow]{line}[/yellow]" if line.startswith("key scheme") else f"[dim]{line}[/dim]", highlight=False)
+
+
 GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
 
 
@@ -109,12 +115,14 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
     cfg = _load(config, root)
     _, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
+    _print_plan_notes(steps)
 
 
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     store, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
+    _print_plan_notes(steps)
     if not any(step.action == "compute" for step in steps):
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":

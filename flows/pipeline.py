@@ -140,6 +140,8 @@ def pipeline_flow(
     store = ArtifactStore(config.settings.root)
     plan = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force or [])
     logger = get_run_logger()
+    for line in plan.notes():
+        logger.info("%s", line)
     keys: dict[str, str] = {}
     for step in plan:
         if step.action == "skip":

@@ -1,4 +1,8 @@
-"""What a run would do, per stage: cached, compute (and why), or skip — computing nothing."""
+"""What a run would do, per stage: cached, compute (and why), or skip — computing nothing.
+
+Planning hashes the local input files that stages key by content (only those the hash index
+does not already know unchanged); the plan reports what that cost.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from typing import Any, Literal
 
 from flows.config import PipelineConfig
 from storage import ArtifactNotFound, ArtifactStore
+from storage.content_hash import HashStats, hash_stats
+from storage.keys import KEY_SCHEME, KEY_SCHEMES
 from tasks.stage import Stage, keyed_config, source_fingerprints, stage_key
 
 Action = Literal["cached", "compute", "skip"]
@@ -22,6 +28,29 @@ class StepPlan:
     input_keys: dict[str, str] = field(default_factory=dict)
     fingerprints: dict[str, Any] = field(default_factory=dict)
     forced: bool = False
+    # the pipeline's last artifact of this stage was keyed under an older KEY_SCHEME
+    rekeyed: bool = False
+
+
+class Plan(list[StepPlan]):
+    """The steps in dependency order, and what planning cost (`hashing`)."""
+
+    def __init__(self, steps: Iterable[StepPlan] = (), hashing: HashStats | None = None) -> None:
+        super().__init__(steps)
+        self.hashing = hashing if hashing is not None else HashStats()
+
+    def notes(self) -> list[str]:
+        """Lines to print once under the plan: a key-scheme change, the hashing cost."""
+        lines = []
+        rekeyed = sum(1 for step in self if step.rekeyed and step.action == "compute")
+        if rekeyed:
+            artifacts = "artifact" if rekeyed == 1 else "artifacts"
+            lines.append(
+                f"key scheme v{KEY_SCHEME} ({KEY_SCHEMES[KEY_SCHEME]}): {rekeyed} {artifacts} built under the old scheme "
+                "will be rebuilt (once; see docs/operations.md, 'Content keys')"
+            )
+        lines.append(self.hashing.summary())
+        return lines
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -52,14 +81,41 @@ def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str) 
     return lines
 
 
-def _why_stale(store: ArtifactStore, pipeline: str, stage: Stage[Any], config: Any, input_keys: Mapping[str, str], prints: Mapping[str, Any]) -> list[str]:
+def fingerprint_changes(old: Any, new: Any, prefix: str, paths: Mapping[str, str]) -> list[str]:
+    """The changed leaves of two fingerprints; a changed content hash names the file now read
+    (from `paths`: digest -> a path that had it, as collected while hashing)."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping) and not ("sha256" in new and "sha256" in old):
+        lines = []
+        for name in sorted(set(old) | set(new), key=str):
+            where = f"{prefix}.{name}"
+            if name not in old:
+                lines.append(f"{where} added")
+            elif name not in new:
+                lines.append(f"{where} removed")
+            else:
+                lines.extend(fingerprint_changes(old[name], new[name], where, paths))
+        return lines
+    if old == new:
+        return []
+    digest = new.get("sha256") if isinstance(new, Mapping) else None
+    if digest is not None and digest in paths:
+        return [f"{prefix}: {paths[digest]} changed"]
+    return [f"{prefix} changed"]
+
+
+def _why_stale(
+    store: ArtifactStore, pipeline: str, stage: Stage[Any], config: Any, input_keys: Mapping[str, str], prints: Mapping[str, Any], paths: Mapping[str, str]
+) -> tuple[list[str], bool]:
+    """Why the stage must compute, and whether its last artifact predates the key scheme."""
     ref = store.read_ref(pipeline, stage.name)
     if ref is None:
-        return [f"never built by pipeline {pipeline!r}"]
+        return [f"never built by pipeline {pipeline!r}"], False
     try:
         previous = store.manifest(stage.name, ref.key)
     except ArtifactNotFound:
-        return [f"the artifact {ref.key[:12]} that refs/{pipeline}/{stage.name} points to is gone"]
+        return [f"the artifact {ref.key[:12]} that refs/{pipeline}/{stage.name} points to is gone"], False
+    if previous.key_scheme != KEY_SCHEME:  # every key changed once: the diff would list paths and old fingerprints
+        return [f"key scheme v{previous.key_scheme} -> v{KEY_SCHEME} ({KEY_SCHEMES.get(KEY_SCHEME, '')})"], True
     reasons = config_changes(previous.config, keyed_config(config), stage.name)
     if previous.code_version != stage.code_version:
         reasons.append(f"code version {previous.code_version} -> {stage.code_version}")
@@ -67,9 +123,11 @@ def _why_stale(store: ArtifactStore, pipeline: str, stage: Stage[Any], config: A
         if previous.input_keys.get(name) != key:
             reasons.append(f"input {name} changed")
     for name in sorted(set(prints) | set(previous.source_fingerprints)):
-        if prints.get(name) != previous.source_fingerprints.get(name):
-            reasons.append(f"source {name} changed")
-    return reasons or ["output missing"]
+        if name not in prints or name not in previous.source_fingerprints:
+            reasons.append(f"source {name} {'added' if name in prints else 'removed'}")
+        elif prints[name] != previous.source_fingerprints[name]:
+            reasons.extend(fingerprint_changes(previous.source_fingerprints[name], prints[name], f"source {name}", paths))
+    return reasons or ["output missing"], False
 
 
 def downstream_of(stages: Mapping[str, Stage[Any]], start: str) -> set[str]:
@@ -99,7 +157,7 @@ def make_plan(
     only: str | None = None,
     from_stage: str | None = None,
     force: Iterable[str] = (),
-) -> list[StepPlan]:
+) -> Plan:
     """Per configured stage, in dependency order: its key, and whether to compute it and why."""
     configured = {name: stages[name] for name in config.stages}
     force = set(force)
@@ -119,23 +177,39 @@ def make_plan(
     needed = upstream_of(configured, targets)
 
     keys: dict[str, str] = {}
-    plan = []
-    for name, stage in configured.items():
-        stage_config = config.stage_configs[name]
-        input_keys = {i: keys[i] for i in stage.input_names(keys)}
-        prints = source_fingerprints(stage, stage_config)
-        key = keys[name] = stage_key(stage, stage_config, input_keys, prints)
-        committed = store.is_committed(name, key)
-        if name in force:
-            action, reasons = "compute", ["forced (--force)"]
-        elif name not in targets and name not in needed:
-            action, reasons = "skip", ["not selected"]
-        elif committed:
-            action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
-        else:
-            action = "compute"
-            reasons = _why_stale(store, config.name, stage, stage_config, input_keys, prints)
-            if name not in targets:
-                reasons = ["needed as input, not built: " + "; ".join(reasons)]
-        plan.append(StepPlan(name, key, action, reasons, input_keys, prints, forced=name in force))
+    with hash_stats() as hashing:
+        plan = Plan(hashing=hashing)
+        for name, stage in configured.items():
+            plan.append(_plan_step(config, store, configured, stage, keys, name in force, targets, needed, hashing))
     return plan
+
+
+def _plan_step(
+    config: PipelineConfig,
+    store: ArtifactStore,
+    configured: Mapping[str, Stage[Any]],
+    stage: Stage[Any],
+    keys: dict[str, str],
+    forced: bool,
+    targets: set[str],
+    needed: set[str],
+    hashing: HashStats,
+) -> StepPlan:
+    name = stage.name
+    stage_config = config.stage_configs[name]
+    input_keys = {i: keys[i] for i in stage.input_names(keys)}
+    prints = source_fingerprints(stage, stage_config)
+    key = keys[name] = stage_key(stage, stage_config, input_keys, prints)
+    rekeyed = False
+    if forced:
+        action, reasons = "compute", ["forced (--force)"]
+    elif name not in targets and name not in needed:
+        action, reasons = "skip", ["not selected"]
+    elif store.is_committed(name, key):
+        action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
+    else:
+        action = "compute"
+        reasons, rekeyed = _why_stale(store, config.name, stage, stage_config, input_keys, prints, hashing.paths)
+        if name not in targets:
+            reasons = ["needed as input, not built: " + "; ".join(reasons)]
+    return StepPlan(name, key, action, reasons, input_keys, prints, forced=forced, rekeyed=rekeyed)

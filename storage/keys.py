@@ -4,6 +4,10 @@ A key is a sha256 over exactly what determines a stage's output: the stage name,
 stage's explicit code version, its config section, the keys of its input artifacts and
 fingerprints of any external sources it reads. Anything else (timeouts, worker counts,
 logging) must be left out by the caller so that it does not invalidate the cache.
+
+`KEY_SCHEME` names how the callers build those ingredients; it is hashed too, so a new
+scheme changes every key once (2: input files by content, their paths out of the config;
+1: by size and mtime, paths in the config).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "embed\n" through
 KEY_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,63}\Z")
+KEY_SCHEME = 2
+KEY_SCHEMES = {1: "size and mtime keys", 2: "content keys"}
 
 
 class InvalidNameError(ValueError):
@@ -35,11 +41,12 @@ def artifact_key(
     input_keys: Mapping[str, str],
     source_fingerprints: Mapping[str, Any] | None = None,
 ) -> str:
-    """sha256 over (stage, code version, canonical config, input keys, source fingerprints)."""
+    """sha256 over (key scheme, stage, code version, canonical config, input keys, source fingerprints)."""
     check_name(stage, "stage")
     for key in input_keys.values():
         check_key(key)
     payload = {
+        "scheme": KEY_SCHEME,
         "stage": stage,
         "code_version": str(code_version),
         "config": dict(config),

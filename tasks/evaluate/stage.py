@@ -36,7 +36,7 @@ from tasks.evaluate.config import (
     XnliBenchmark,
 )
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint, folder_fingerprint
 
 CODE_VERSION = "2"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs
 REPORT_DIR = "report"
@@ -425,7 +425,8 @@ def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
 
 
 def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
-    """Sizes and mtimes of the benchmark files, so edited benchmark data re-evaluates."""
+    """The contents of the benchmark files (a folder's by file name, not by its path), so edited
+    benchmark data re-evaluates and the same data elsewhere does not."""
     prints: dict[str, Any] = {}
     for index, bench in enumerate(config.benchmarks):
         if getattr(bench, "train_file", None):  # xnli: the training pairs live outside `path`
@@ -436,17 +437,19 @@ def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
         root = Path(path).expanduser()
         if not root.exists():
             raise FileNotFoundError(f"evaluate.benchmarks[{index}] ({bench.kind}): {root} does not exist")
-        files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
-        prints[f"{index}:{bench.kind}"] = {p.name: file_fingerprint(p) for p in files}
+        if root.is_file():  # its name stays: it can name the dataset (an STS .tsv)
+            prints[f"{index}:{bench.kind}"] = {root.name: file_fingerprint(root)}
+        else:
+            prints[f"{index}:{bench.kind}"] = folder_fingerprint(root, (p for p in root.iterdir() if p.is_file()))
         for source in getattr(bench, "distractors", ()):  # tatoeba: distractor folders live outside `path`
             folder = Path(source.path).expanduser()
             if not folder.is_dir():
                 raise FileNotFoundError(
                     f"evaluate.benchmarks[{index}] ({bench.kind}) distractors {source.name!r}: {folder} is not a folder"
                 )
-            prints[f"{index}:{bench.kind}:distractors:{source.name}"] = {
-                p.name: file_fingerprint(p) for p in sorted(folder.iterdir()) if p.is_file()
-            }
+            prints[f"{index}:{bench.kind}:distractors:{source.name}"] = folder_fingerprint(
+                folder, (p for p in folder.iterdir() if p.is_file())
+            )
     return prints
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -60,6 +61,17 @@ class TranslateModelConfig(StageConfig):
     )
     low_cpu_mem_usage: bool = Field(default=True, json_schema_extra=NOT_KEYED)
     tiny: TinyModelSpec | None = None
+
+    def located_fields(self) -> set[str]:
+        # local folders are keyed by their files' contents (the stage's fingerprint), not their paths
+        if self.source not in ("local", "ctranslate2"):
+            return set()
+        tokenizer = self.tokenizer is not None and Path(self.tokenizer).expanduser().is_dir()
+        return {"model", "tokenizer"} if tokenizer else {"model"}
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        # a local folder's name is the model's default name in the output (nllb:{name})
+        return {**data, "display_name": self.display_name} if "model" in self.located_fields() else data
 
     @model_validator(mode="after")
     def _fields_fit_source(self) -> TranslateModelConfig:

@@ -22,7 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
 from tasks.translate.config import DEFAULT_QUANTIZATION, TranslateModelConfig
 from tasks.translate.languages import NLLB_LANGUAGE_CODES
 
@@ -177,12 +177,10 @@ def fingerprint_translate_model(config: TranslateModelConfig) -> dict[str, Any]:
         root = Path(config.model or "").expanduser()
         if not root.is_dir():
             raise TranslationModelError(f"model directory not found: {root}")
-        prints["files"] = {p.name: file_fingerprint(p) for p in sorted(root.iterdir()) if p.is_file()}
+        prints["files"] = folder_fingerprint(root, (p for p in root.iterdir() if p.is_file()))
         if config.tokenizer:
             tok = Path(config.tokenizer).expanduser()
-            prints["tokenizer"] = (
-                {p.name: file_fingerprint(p) for p in sorted(tok.iterdir()) if p.is_file()} if tok.is_dir() else config.tokenizer
-            )
+            prints["tokenizer"] = folder_fingerprint(tok, (p for p in tok.iterdir() if p.is_file())) if tok.is_dir() else config.tokenizer
     return prints
 
 

@@ -6,6 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from flows.config import load_config
+from flows.plan import StepPlan, make_plan
+from storage import ArtifactStore
+from tasks.stage import run_stage
+
 REPO = Path(__file__).resolve().parents[2]
 TOY_STAGES = "tests.flows.toy_stages:PIPELINE_STAGES"
 
@@ -71,6 +76,29 @@ def prefect_server():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+def plan_for(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
+    config = load_config(config_path)
+    store = ArtifactStore(config.settings.root)
+    return {step.stage: step for step in make_plan(config, store, stages, **options)}
+
+
+def build(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
+    """Execute a plan in-process (what the Prefect flow does, minus Prefect)."""
+    config = load_config(config_path)
+    store = ArtifactStore(config.settings.root)
+    plan = make_plan(config, store, stages, **options)
+    for step in plan:
+        if step.action == "compute":
+            run_stage(store, stages[step.stage], config.stage_configs[step.stage], step.input_keys, force=step.forced)
+        if step.action != "skip":
+            store.set_ref(config.name, step.stage, step.key)
+    return {step.stage: step for step in plan}
+
+
+def actions(plan: dict[str, StepPlan]) -> dict[str, str]:
+    return {name: step.action for name, step in plan.items()}
 
 
 def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -3,38 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-from conftest import write_config
+from conftest import actions, build, plan_for, write_config
 
-from flows.config import load_config
-from flows.plan import StepPlan, make_plan
 from storage import ArtifactStore
-from tasks.stage import run_stage
-
-
-def plan_for(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
-    config = load_config(config_path)
-    store = ArtifactStore(config.settings.root)
-    return {step.stage: step for step in make_plan(config, store, stages, **options)}
-
-
-def build(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
-    """Execute a plan in-process (what the Prefect flow does, minus Prefect)."""
-    config = load_config(config_path)
-    store = ArtifactStore(config.settings.root)
-    plan = make_plan(config, store, stages, **options)
-    for step in plan:
-        if step.action == "compute":
-            run_stage(store, stages[step.stage], config.stage_configs[step.stage], step.input_keys, force=step.forced)
-        if step.action != "skip":
-            store.set_ref(config.name, step.stage, step.key)
-    return {step.stage: step for step in plan}
-
-
-def actions(plan: dict[str, StepPlan]) -> dict[str, str]:
-    return {name: step.action for name, step in plan.items()}
 
 
 def test_fresh_pipeline_computes_everything_then_nothing(toy_pipeline: dict, toy_stages: dict) -> None:
@@ -76,7 +49,8 @@ def test_changed_source_file_recomputes_corpus(toy_pipeline: dict, toy_stages: d
             f.write("one more line\n")
     plan = plan_for(toy_pipeline["config"], toy_stages)
     assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
-    assert plan["corpus"].reasons == ["source pairs changed"]
+    text = toy_pipeline["text"]
+    assert plan["corpus"].reasons == [f"source pairs.en: {text['en'].resolve()} changed", f"source pairs.kk: {text['kk'].resolve()} changed"]
 
 
 def test_only_builds_missing_inputs_and_nothing_downstream(toy_pipeline: dict, toy_stages: dict) -> None:

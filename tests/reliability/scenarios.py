@@ -34,7 +34,7 @@ def write_parallel_text(folder: Path, name: str, lines: int, langs: tuple[str, .
     files = {}
     for lang in langs:
         path = folder / f"{name}.{lang}"
-        if not path.exists():  # written once: rewriting would change the source fingerprint (mtime) and the key
+        if not path.exists():  # written once: the same bytes keep the key (content keys), and skipping saves time
             path.write_text("".join(_sentence(lang, i) + "\n" for i in range(lines)), encoding="utf-8")
         files[lang] = str(path)
     return files

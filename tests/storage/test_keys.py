@@ -22,7 +22,7 @@ BASE: dict[str, Any] = dict(
     code_version="3",
     config={"model": "labse", "batch": 32, "langs": ["de", "fr"], "norm": {"kind": "l2", "eps": 1e-6}},
     input_keys={"corpus": K1, "vocab": K2},
-    source_fingerprints={"wiki.tsv": {"size": 1234, "mtime": 1700000000}},
+    source_fingerprints={"wiki": {"de": {"sha256": "c" * 64}, "fr": {"sha256": "d" * 64}}},
 )
 
 
@@ -51,14 +51,22 @@ def test_key_is_64_hex_and_deterministic() -> None:
         {"input_keys": {"corpus": K2, "vocab": K2}},  # an input's key
         {"input_keys": {"corpus2": K1, "vocab": K2}},  # an input's name
         {"input_keys": {"corpus": K1}},  # an input fewer
-        {"source_fingerprints": {"wiki.tsv": {"size": 1235, "mtime": 1700000000}}},
-        {"source_fingerprints": {"wiki.tsv": {"size": 1234, "mtime": 1700000001}}},
+        {"source_fingerprints": {"wiki": {"de": {"sha256": "e" * 64}, "fr": {"sha256": "d" * 64}}}},
+        {"source_fingerprints": {"wiki": {"fr": {"sha256": "c" * 64}, "de": {"sha256": "d" * 64}}}},  # swapped
         {"source_fingerprints": None},
     ],
     ids=lambda c: ",".join(c),
 )
 def test_every_ingredient_changes_the_key(changes: dict[str, Any]) -> None:
     assert key_of(**changes) != key_of()
+
+
+def test_the_key_scheme_is_in_every_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.keys
+
+    before = key_of()
+    monkeypatch.setattr(storage.keys, "KEY_SCHEME", storage.keys.KEY_SCHEME + 1)
+    assert key_of() != before
 
 
 def test_ingredients_do_not_bleed_into_each_other() -> None:

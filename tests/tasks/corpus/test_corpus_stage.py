@@ -392,6 +392,35 @@ def test_tatoeba_layout_one_shard_per_pair(tmp_path: Path) -> None:
     assert sampled.dropped == {"not_sampled": 6}
 
 
+
+def corpus_key(sources: list[dict[str, Any]], **settings: Any) -> str:
+    from tasks.stage import source_fingerprints, stage_key
+
+    config = CorpusConfig.model_validate({"sources": sources, **settings})
+    return stage_key(CORPUS_STAGE, config, {}, source_fingerprints(CORPUS_STAGE, config))
+
+
+def test_keys_follow_content_not_paths(tmp_path: Path) -> None:
+    """Same bytes elsewhere: same key; language order, file names inside a folder and a renamed
+    part of a Parquet dataset still count."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    a = text_source(tmp_path / "a", {"en": ["one", "two"], "kk": ["бір", "екі"]})
+    b = text_source(tmp_path / "b", {"en": ["one", "two"], "kk": ["бір", "екі"]})
+    assert a["files"] != b["files"] and corpus_key([a]) == corpus_key([b])
+    swapped = {**a, "files": {"kk": a["files"]["kk"], "en": a["files"]["en"]}}
+    assert corpus_key([swapped]) != corpus_key([a])  # the first language is the pivot
+    assert corpus_key([{**a, "files": {"en": a["files"]["kk"], "kk": a["files"]["en"]}}]) != corpus_key([a])
+    dataset = tmp_path / "ds"
+    dataset.mkdir()
+    pq.write_table(pa.table({"en": ["x"], "kk": ["y"]}), dataset / "a.parquet")
+    pq.write_table(pa.table({"en": ["z"], "kk": ["w"]}), dataset / "b.parquet")
+    source = {"kind": "parquet", "name": "ds", "path": str(dataset), "columns": {"en": "en", "kk": "kk"}}
+    before = corpus_key([source])
+    (dataset / "a.parquet").rename(dataset / "c.parquet")  # now read after b.parquet
+    assert corpus_key([source]) != before
+
+
 @pytest.fixture
 def http_dir(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A plain HTTP server on 127.0.0.1 serving a temporary directory."""
