@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from storage.keys import canonical_json
 from tasks.evaluate.groups import LANGUAGE_GROUPS
+from tasks.evaluate.report import IN_DOMAIN_BENCHMARKS
 from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CSS,
@@ -684,6 +685,30 @@ def build_comparison(
     )
 
 
+def _disagreement(name: str, chosen: Sequence[Column], found: Mapping[str, BootstrapInterval | None]) -> list[str]:
+    """A clause for each all-languages column pair where one side (in domain: held-out rows of the
+    training corpus; out of domain: every other benchmark) gains significantly and the other does not."""
+    headline = [(c, found.get(c.spec)) for c in chosen if c.has_items and c.lang == MEAN]
+    measured = [(c, i) for c, i in headline if i is not None]
+
+    def gains(interval: BootstrapInterval) -> bool:
+        return interval.significant and interval.delta > 0
+
+    def described(c: Column, i: BootstrapInterval) -> str:
+        verdict = "significant" if i.significant else "within noise"
+        return f"{c.benchmark}/{c.dataset} {format_delta(i.delta, c.metric)} {format_interval(i.low, i.high, c.metric)} ({verdict})"
+
+    clauses = []
+    for better, better_i in measured:
+        for worse, worse_i in measured:
+            inside = better.benchmark in IN_DOMAIN_BENCHMARKS
+            if inside == (worse.benchmark in IN_DOMAIN_BENCHMARKS) or not gains(better_i) or gains(worse_i):
+                continue
+            where = ("in domain", "out of domain") if inside else ("out of domain", "in domain")
+            clauses.append(f"{name}: {where[0]} {described(better, better_i)}, but {where[1]} {described(worse, worse_i)}")
+    return clauses
+
+
 def _untrained_section(
     results: Sequence[VariantResult],
     units: Sequence[tuple[_Side, list[VariantResult]]],
@@ -718,6 +743,7 @@ def _untrained_section(
         value = untrained[c.spec]
         first += [Cell(format_value(value, c.metric), "num" if value is not None else "missing"), Cell("reference", "missing")]
     rows = [first]
+    disagreements: list[str] = []
     own_base_differs = False
     for unit, rs in units:
         if all(r.name == untrained_base or r.trained is False for r in rs):
@@ -737,9 +763,12 @@ def _untrained_section(
             line.append(Cell(format_value(value, c.metric), "num" if value is not None else "missing"))
             line.append(_delta_cell(value, base_values[c.spec], c, is_baseline=False, interval=found.get(c.spec)))
         rows.append(line)
+        disagreements += _disagreement(unit.name, chosen, found)
     if len(rows) == 1:
         return untrained, None, ""
     note = f"Untrained base: {source}. Δ vs base as above, with its interval where the column has one."
+    if disagreements:  # the first thing to read: in-domain gains that do not carry out of domain, or the reverse
+        note += " In-domain and out-of-domain results disagree: " + "; ".join(disagreements) + "."
     if own_base_differs:
         note += (
             " Some variants were scored against another untrained base (their evaluation settings or data differ):"

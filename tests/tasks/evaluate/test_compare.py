@@ -311,3 +311,31 @@ def test_untrained_base_table_compares_every_trained_variant_with_the_base() -> 
     assert "variant base, whose pipeline trains nothing" in report.markdown
     assert record(report, "tr", against="untrained base")["reference"] == "untrained base of tr"
     assert record(report, "tr", against="untrained base")["significant"] is True
+
+
+def _as_tatoeba(items: pa.Table) -> pa.Table:
+    """The same outcomes labelled as an out-of-domain benchmark (Tatoeba) instead of held-out rows."""
+    n = items.num_rows
+    relabelled = items.set_column(0, "benchmark", pa.array(["tatoeba"] * n)).set_column(1, "dataset", pa.array(["tatoeba"] * n))
+    return relabelled.cast(ITEMS_SCHEMA)
+
+
+def test_untrained_base_note_says_when_in_domain_and_out_of_domain_disagree() -> None:
+    def both(dev: np.ndarray, tatoeba: np.ndarray) -> pa.Table:
+        return pa.concat_tables([outcomes({KAZ_ENG: dev, TEL_ENG: dev}), _as_tatoeba(outcomes({KAZ_ENG: tatoeba, TEL_ENG: tatoeba}))])
+
+    def variant(name: str, items: pa.Table, trained: bool = True) -> VariantResult:
+        return VariantResult(name, name, {}, {}, metrics_of(items), "cd" * 32, items=items, trained=trained)
+
+    results = [
+        variant("base", both(EVEN, NINETY), trained=False),
+        variant("phrases", both(ALL, EVEN)),  # held-out rows up 50 points, Tatoeba down 40
+        variant("sentences", both(ALL, ALL)),  # up on both: nothing to flag
+    ]
+    report = build_comparison(results, baseline="base", untrained_base="base")
+    note = next(line for line in report.markdown.splitlines() if "disagree" in line)
+    assert "phrases: in domain retrieval/corpus-dev +50.0" in note and "but out of domain tatoeba/tatoeba -40.0" in note
+    assert "(significant)" in note and "sentences" not in note
+    assert "In-domain and out-of-domain results disagree" in report.html
+    agreeing = build_comparison(results[::2], baseline="base", untrained_base="base")
+    assert "disagree" not in agreeing.markdown
