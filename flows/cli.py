@@ -448,10 +448,27 @@ def _leaf_tables(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+def _fingerprint_text(value: Any) -> str:
+    """A recorded fingerprint as a reader wants it: `sha256 3fa2b1c4d5e6…` (with the size when
+    recorded), `12.4 KiB, modified 2026-…` for key scheme 1's size and mtime; else as recorded."""
+    import json
+
+    if isinstance(value, dict):
+        size = value.get("bytes", value.get("size"))
+        shown_size = f"  {_size(size)}" if isinstance(size, int) and not isinstance(size, bool) else ""
+        if isinstance(value.get("sha256"), str) and set(value) <= {"sha256", "bytes", "size"}:
+            return f"sha256 {value['sha256'][:12]}…{shown_size}"
+        if set(value) == {"size", "mtime_ns"} and shown_size and isinstance(value["mtime_ns"], int):
+            modified = dt.datetime.fromtimestamp(value["mtime_ns"] / 1e9, dt.timezone.utc).isoformat(timespec="seconds")
+            return f"{shown_size.strip()}, modified {modified}"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]], tree: Any | None = None, via: str = "") -> Any:
     from rich.text import Text
     from rich.tree import Tree
 
+    from storage.keys import KEY_SCHEME, KEY_SCHEMES
     from storage.lineage import flatten
 
     head = Text.assemble((f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan"))
@@ -461,7 +478,9 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
         head.append("  (shown above)", style="dim")
     else:
         m = node.manifest
-        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
+        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · ", style="dim")
+        head.append(f"key scheme {m.key_scheme} ({KEY_SCHEMES.get(m.key_scheme, 'unknown')})", style="dim" if m.key_scheme == KEY_SCHEME else "yellow")
+        head.append(f" · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
     branch = tree.add(head) if tree is not None else Tree(head)
     if node.missing or (node.stage, node.key) in seen:
         return branch
@@ -487,9 +506,10 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
     if sources["locations"] or sources["fingerprints"]:
         source_branch = branch.add("sources")
         for name, value in sources["locations"].items():
-            source_branch.add(Text(_config_line(name, value)))
+            for dotted, place in flatten(value, name).items():
+                source_branch.add(Text(_config_line(dotted, place)))
         for name, value in _leaf_tables(sources["fingerprints"]).items():
-            source_branch.add(Text(_config_line(f"fingerprint {name}", value), style="dim"))
+            source_branch.add(Text(f"fingerprint {name}: {_fingerprint_text(value)}", style="dim"))
     for name, child in node.inputs.items():
         _lineage_tree(child, record["inputs"][name], seen, branch, name)
     return branch
