@@ -227,6 +227,7 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
                 f"({counts['compute_without_sharing']} without sharing)",
                 highlight=False,
             )
+            _print_plan_notes(sweep_plan)
             if dry_run:
                 return
             if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run

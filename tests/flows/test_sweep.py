@@ -504,3 +504,31 @@ def test_cli_plan_and_dry_run_count_shared_stage_runs_once(toy_pipeline: dict) -
     assert not (toy_pipeline["root"] / "corpus").exists()  # a dry run computes nothing
     bad = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--baseline", "nope", "--dry-run"])
     assert bad.exit_code == 2 and "baseline 'nope'" in bad.output
+
+
+def test_sweep_plan_notes_are_said_once_for_all_variants(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes of `xlembed plan` (hashing cost, key-scheme change) once per sweep, not per variant."""
+    from flows.plan import Plan
+    from storage import content_hash
+
+    monkeypatch.setattr(content_hash, "RACY_NS", 0)  # files written a moment ago count as settled
+    tmp = toy_pipeline["tmp"]
+    grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"lengths.unit" = ["chars", "bytes"]\n"histogram.bucket" = [5, 10]\n'))
+    store = ArtifactStore(toy_pipeline["root"])
+    plan = plan_sweep(toy_pipeline["config"], grid, store, toy_pipeline_stages())
+    # four variants planned in turn: the two source files are read once, then come from the index
+    assert plan.notes() == [plan.notes()[0]] and plan.notes()[0].startswith("hashed 2 files (0.0 MB) in ")
+    assert plan.notes()[0].endswith("; 6 unchanged from the index")
+
+    # as if every variant's refs pointed at artifacts of key scheme 1: the 7 distinct stage runs
+    # (corpus shared by all four variants, lengths by two each) are counted once each
+    old = SweepPlan(grid, [
+        VariantPlan(v.variant, v.config, Plan([dataclasses.replace(s, rekeyed=True) for s in v.steps], v.steps.hashing)) for v in plan.variants
+    ])
+    assert old.notes()[0] == (
+        "key scheme v2 (content keys): 7 artifacts built under the old scheme will be rebuilt (once; see docs/operations.md, 'Content keys')"
+    )
+
+    shown = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(tmp / "g.toml"), "--dry-run"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("hashed ") == 1 and "0 files (0.0 MB)" in shown.output and "8 unchanged from the index" in shown.output
