@@ -118,6 +118,20 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
     _print_plan_notes(steps)
 
 
+def _refresh_index(store: Any, cfg: PipelineConfig) -> None:
+    """For a run or sweep that starts no flow (everything cached) but may have moved refs: what
+    the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
+    if not cfg.settings.write_index:
+        return
+    from flows.sweep import SWEEPS_DIR
+    from storage.index import INDEX_FILE, write_index
+
+    try:
+        write_index(store, reports_dir=SWEEPS_DIR)
+    except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
+        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
+
+
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     store, steps = _plan(cfg, only, from_stage, force)
@@ -127,6 +141,7 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
                 store.set_ref(cfg.name, step.stage, step.key, note="up to date")
+        _refresh_index(store, cfg)
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -232,6 +247,7 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
                 return
             if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
                 report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
+                _refresh_index(store, cfg)
                 out.print("[green]Every variant is up to date; nothing to compute.[/green]")
                 _print_sweep_report(report)
                 return
@@ -608,12 +624,12 @@ def artifacts_index(
 ) -> None:
     """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
     from flows.sweep import SWEEPS_DIR
-    from storage.index import INDEX_FILE, build_index
+    from storage.index import INDEX_FILE, build_index, write_index
 
     store = _store(root)
     if output is None:
-        page = build_index(store, reports_dir=SWEEPS_DIR)
-        where = store.write_root_file(INDEX_FILE, page.html.encode("utf-8"))
+        page = write_index(store, reports_dir=SWEEPS_DIR)
+        where = f"{store.root_uri}/{INDEX_FILE}"
     else:
         if output.suffix.lower() not in (".html", ".htm"):
             output = output / INDEX_FILE

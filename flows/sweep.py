@@ -830,7 +830,7 @@ def _prefect_flow() -> Any:
     from prefect import flow, get_run_logger
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    from flows.pipeline import run_step
+    from flows.pipeline import publish_store_index, run_step
     from flows.stages import stage_registry
 
     @flow(name="xlembed-sweep", log_prints=True)
@@ -856,6 +856,8 @@ def _prefect_flow() -> Any:
         create_markdown_artifact(report.markdown, key=f"{artifact_key}-report", description=f"sweep {grid.name}: comparison of {len(plan.variants)} variants")
         create_table_artifact(report.rows or [{"variant": "(none)"}], key=artifact_key, description=f"sweep {grid.name}: one row per variant")
         logger.info("sweep report: %s", report.uri)
+        if base.settings.write_index:  # also after failed variants: the report and the refs that moved are there
+            publish_store_index(store, f"{artifact_key}-store-index", logger)
         failed = {name: o.error for name, o in outcomes.items() if not o.ok}
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(outcomes)} variants failed: " + "; ".join(f"{n}: {e}" for n, e in failed.items()))

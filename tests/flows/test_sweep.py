@@ -449,7 +449,7 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     assert set(result) == {"unit-chars_bucket-5", "unit-chars_bucket-10", "unit-bytes_bucket-5", "unit-bytes_bucket-10"}
     assert len({keys["corpus"] for keys in result.values()}) == 1
     assert len({keys["lengths"] for keys in result.values()}) == 2
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
 
     this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
 
@@ -477,7 +477,13 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     assert tomllib.loads((folder / "variants" / "unit-bytes_bucket-10.toml").read_text(encoding="utf-8"))["histogram"]["bucket"] == 10
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_artifacts()}
+        links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["toy-grid-sweep-store-index"])))
     assert {"toy-grid-sweep", "toy-grid-sweep-report"} <= keys
+    # the store's index page, rewritten at the end: every variant's refs and the sweep's report
+    index = toy_pipeline["root"] / "index.html"
+    page = index.read_text(encoding="utf-8")
+    assert all(f'<h3 id="pipeline-toy--{name}">' in page for name in result) and 'href="sweeps/toy-grid/report.html"' in page
+    assert [(link.flow_run_id, link.data) for link in links] == [(state.state_details.flow_run_id, f"[{index.as_uri()}]({index.as_uri()})")]
 
     # the CLI's plan over the same grid: everything is cached now
     shown = CliRunner().invoke(app(), ["plan", str(toy_pipeline["config"]), "--grid", str(grid_path)])
