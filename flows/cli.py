@@ -118,6 +118,20 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
     _print_plan_notes(steps)
 
 
+def _refresh_index(store: Any, cfg: PipelineConfig) -> None:
+    """For a run or sweep that starts no flow (everything cached) but may have moved refs: what
+    the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
+    if not cfg.settings.write_index:
+        return
+    from flows.sweep import SWEEPS_DIR
+    from storage.index import INDEX_FILE, write_index
+
+    try:
+        write_index(store, reports_dir=SWEEPS_DIR)
+    except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
+        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
+
+
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     store, steps = _plan(cfg, only, from_stage, force)
@@ -127,6 +141,7 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
                 store.set_ref(cfg.name, step.stage, step.key, note="up to date")
+        _refresh_index(store, cfg)
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -227,10 +242,12 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
                 f"({counts['compute_without_sharing']} without sharing)",
                 highlight=False,
             )
+            _print_plan_notes(sweep_plan)
             if dry_run:
                 return
             if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
                 report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
+                _refresh_index(store, cfg)
                 out.print("[green]Every variant is up to date; nothing to compute.[/green]")
                 _print_sweep_report(report)
                 return
@@ -448,10 +465,27 @@ def _leaf_tables(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+def _fingerprint_text(value: Any) -> str:
+    """A recorded fingerprint as a reader wants it: `sha256 3fa2b1c4d5e6…` (with the size when
+    recorded), `12.4 KiB, modified 2026-…` for key scheme 1's size and mtime; else as recorded."""
+    import json
+
+    if isinstance(value, dict):
+        size = value.get("bytes", value.get("size"))
+        shown_size = f"  {_size(size)}" if isinstance(size, int) and not isinstance(size, bool) else ""
+        if isinstance(value.get("sha256"), str) and set(value) <= {"sha256", "bytes", "size"}:
+            return f"sha256 {value['sha256'][:12]}…{shown_size}"
+        if set(value) == {"size", "mtime_ns"} and shown_size and isinstance(value["mtime_ns"], int):
+            modified = dt.datetime.fromtimestamp(value["mtime_ns"] / 1e9, dt.timezone.utc).isoformat(timespec="seconds")
+            return f"{shown_size.strip()}, modified {modified}"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]], tree: Any | None = None, via: str = "") -> Any:
     from rich.text import Text
     from rich.tree import Tree
 
+    from storage.keys import KEY_SCHEME, KEY_SCHEMES
     from storage.lineage import flatten
 
     head = Text.assemble((f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan"))
@@ -461,7 +495,9 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
         head.append("  (shown above)", style="dim")
     else:
         m = node.manifest
-        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
+        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · ", style="dim")
+        head.append(f"key scheme {m.key_scheme} ({KEY_SCHEMES.get(m.key_scheme, 'unknown')})", style="dim" if m.key_scheme == KEY_SCHEME else "yellow")
+        head.append(f" · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
     branch = tree.add(head) if tree is not None else Tree(head)
     if node.missing or (node.stage, node.key) in seen:
         return branch
@@ -487,9 +523,10 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
     if sources["locations"] or sources["fingerprints"]:
         source_branch = branch.add("sources")
         for name, value in sources["locations"].items():
-            source_branch.add(Text(_config_line(name, value)))
+            for dotted, place in flatten(value, name).items():
+                source_branch.add(Text(_config_line(dotted, place)))
         for name, value in _leaf_tables(sources["fingerprints"]).items():
-            source_branch.add(Text(_config_line(f"fingerprint {name}", value), style="dim"))
+            source_branch.add(Text(f"fingerprint {name}: {_fingerprint_text(value)}", style="dim"))
     for name, child in node.inputs.items():
         _lineage_tree(child, record["inputs"][name], seen, branch, name)
     return branch
@@ -587,12 +624,12 @@ def artifacts_index(
 ) -> None:
     """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
     from flows.sweep import SWEEPS_DIR
-    from storage.index import INDEX_FILE, build_index
+    from storage.index import INDEX_FILE, build_index, write_index
 
     store = _store(root)
     if output is None:
-        page = build_index(store, reports_dir=SWEEPS_DIR)
-        where = store.write_root_file(INDEX_FILE, page.html.encode("utf-8"))
+        page = write_index(store, reports_dir=SWEEPS_DIR)
+        where = f"{store.root_uri}/{INDEX_FILE}"
     else:
         if output.suffix.lower() not in (".html", ".htm"):
             output = output / INDEX_FILE

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from prefect import flow, get_run_logger, task, unmapped
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.config import PipelineConfig, load_config
@@ -113,6 +113,23 @@ def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], in
     return key
 
 
+def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) -> None:
+    """Rewrite `{root}/index.html` and link it from this flow run's artifacts (`artifact_key`).
+    The page is a view of the store, not part of a run's result: failing to write it is one
+    warning line, never a failed run."""
+    from flows.sweep import SWEEPS_DIR
+    from storage.index import index_url, write_index
+
+    url = index_url(store)
+    try:
+        page = write_index(store, reports_dir=SWEEPS_DIR)
+        create_link_artifact(url, link_text=url, key=artifact_key, description=f"index of the artifact store: {page.artifacts} artifacts, refs, reports")
+    except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
+        logger.warning("store index %s not refreshed: %s: %s", url, type(exc).__name__, exc)
+        return
+    logger.info("store index: %s (%d artifacts)", url, page.artifacts)
+
+
 def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> None:
     stage_config = config.stage_configs[step.stage]
     as_json = stage_config.model_dump(mode="json")
@@ -155,4 +172,6 @@ def pipeline_flow(
         keys[step.stage] = step.key
     rows = [{"stage": s.stage, "action": s.action, "key": s.key[:12], "why": "; ".join(s.reasons)} for s in plan]
     create_table_artifact(rows, key=f"{config.name.replace('_', '-')}-run", description=f"what pipeline {config.name} did")
+    if config.settings.write_index:
+        publish_store_index(store, f"{config.name.replace('_', '-')}-store-index", logger)
     return keys

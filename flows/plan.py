@@ -41,16 +41,21 @@ class Plan(list[StepPlan]):
 
     def notes(self) -> list[str]:
         """Lines to print once under the plan: a key-scheme change, the hashing cost."""
-        lines = []
-        rekeyed = sum(1 for step in self if step.rekeyed and step.action == "compute")
-        if rekeyed:
-            artifacts = "artifact" if rekeyed == 1 else "artifacts"
-            lines.append(
-                f"key scheme v{KEY_SCHEME} ({KEY_SCHEMES[KEY_SCHEME]}): {rekeyed} {artifacts} built under the old scheme "
-                "will be rebuilt (once; see docs/operations.md, 'Content keys')"
-            )
-        lines.append(self.hashing.summary())
-        return lines
+        return plan_notes(sum(1 for step in self if step.rekeyed and step.action == "compute"), self.hashing)
+
+
+def plan_notes(rekeyed: int, hashing: HashStats) -> list[str]:
+    """The notes of a plan (or of a sweep's plans together): how many artifacts built under an
+    older key scheme will be rebuilt, if any, and what hashing the inputs cost."""
+    lines = []
+    if rekeyed:
+        artifacts = "artifact" if rekeyed == 1 else "artifacts"
+        lines.append(
+            f"key scheme v{KEY_SCHEME} ({KEY_SCHEMES[KEY_SCHEME]}): {rekeyed} {artifacts} built under the old scheme "
+            "will be rebuilt (once; see docs/operations.md, 'Content keys')"
+        )
+    lines.append(hashing.summary())
+    return lines
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

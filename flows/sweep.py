@@ -59,8 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from flows.config import ConfigError, PipelineConfig, load_config
-from flows.plan import StepPlan, make_plan
+from flows.plan import Plan, StepPlan, make_plan, plan_notes
 from storage import ArtifactStore
+from storage.content_hash import HashStats
 from storage.keys import NAME_PATTERN, canonical_json
 
 GRID_TOP_KEYS = ("name", "description", "baseline", "seeds", "seed_keys", "common", "grid", "variants", "report")
@@ -580,6 +581,12 @@ class SweepPlan:
                     out.setdefault((step.stage, step.key), []).append(plan.variant.name)
         return out
 
+    def notes(self) -> list[str]:
+        """`xlembed plan`'s notes once for the whole sweep: artifacts of an older key scheme among
+        the distinct stage runs to compute, and what hashing cost over every variant's planning."""
+        rekeyed = {(s.stage, s.key) for v in self.variants for s in v.steps if s.rekeyed and s.action == "compute"}
+        return plan_notes(len(rekeyed), HashStats.combined(v.steps.hashing for v in self.variants if isinstance(v.steps, Plan)))
+
     def counts(self) -> dict[str, Any]:
         """Per variant and in total: stage runs cached and to compute (deduplicated across variants)."""
         users = self.users()
@@ -823,7 +830,7 @@ def _prefect_flow() -> Any:
     from prefect import flow, get_run_logger
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    from flows.pipeline import run_step
+    from flows.pipeline import publish_store_index, run_step
     from flows.stages import stage_registry
 
     @flow(name="xlembed-sweep", log_prints=True)
@@ -841,12 +848,16 @@ def _prefect_flow() -> Any:
                 "sweep %s: %d variants, %d distinct stage runs: %d cached, %d to compute (%d without sharing)",
                 grid.name, len(plan.variants), len(plan.distinct()), counts["distinct_cached"], counts["distinct_compute"], counts["compute_without_sharing"],
             )
+            for line in plan.notes():
+                logger.info("%s", line)
             outcomes = run_variants(plan, store, run_step, log=logger.info)
             report = write_report(plan, store, outcomes, baseline=baseline)
         artifact_key = f"{slug(grid.name)}-sweep".replace("_", "-")
         create_markdown_artifact(report.markdown, key=f"{artifact_key}-report", description=f"sweep {grid.name}: comparison of {len(plan.variants)} variants")
         create_table_artifact(report.rows or [{"variant": "(none)"}], key=artifact_key, description=f"sweep {grid.name}: one row per variant")
         logger.info("sweep report: %s", report.uri)
+        if base.settings.write_index:  # also after failed variants: the report and the refs that moved are there
+            publish_store_index(store, f"{artifact_key}-store-index", logger)
         failed = {name: o.error for name, o in outcomes.items() if not o.ok}
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(outcomes)} variants failed: " + "; ".join(f"{n}: {e}" for n, e in failed.items()))

@@ -26,7 +26,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +83,19 @@ class HashStats:
                 self.hashed_files += 1
                 self.hashed_bytes += size
                 self.seconds += seconds
+
+    @classmethod
+    def combined(cls, parts: Iterable[HashStats]) -> HashStats:
+        """The cost of several collections together (a sweep plans each variant in turn)."""
+        total = cls()
+        for part in parts:
+            total.hashed_files += part.hashed_files
+            total.hashed_bytes += part.hashed_bytes
+            total.seconds += part.seconds
+            total.from_index += part.from_index
+            for digest, path in part.paths.items():
+                total.paths.setdefault(digest, path)
+        return total
 
     def summary(self) -> str:
         """E.g. "hashed 3 files (12.4 MB) in 0.05 s; 120 unchanged from the index"."""

@@ -13,6 +13,7 @@ import datetime as dt
 import html
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
 from storage.manifest import Manifest, Ref
@@ -125,6 +126,19 @@ def build_index(
         f"<title>{_e(title)}</title>\n<style>\n{CSS}\n</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
     )
     return IndexPage(document, len(manifests), page.links)
+
+
+def write_index(store: ArtifactStore, *, reports_dir: str | None = "sweeps") -> IndexPage:
+    """Build the page and write it whole to `{root}/index.html` (a temporary file renamed over
+    it locally, one PUT on S3: a reader never sees half a page)."""
+    page = build_index(store, reports_dir=reports_dir)
+    store.write_root_file(INDEX_FILE, page.html.encode("utf-8"))
+    return page
+
+
+def index_url(store: ArtifactStore) -> str:
+    """Where the page lies, for a link: a file:// URI for a local root, s3://... for a bucket."""
+    return Path(store.root_uri, INDEX_FILE).as_uri() if store.is_local else f"{store.root_uri}/{INDEX_FILE}"
 
 
 def _pipelines(page: _Page, refs: list[Ref], by_key: dict[tuple[str, str], Manifest], now: dt.datetime) -> None:

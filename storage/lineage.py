@@ -1,13 +1,15 @@
 """Lineage: the tree of artifacts an artifact was built from, read from manifests alone.
 
 Every manifest records the keys of its input artifacts, the config section that went into
-its key, the fingerprints of the external sources it read, its code version and when it was
-committed. Following `input_keys` from one artifact gives its whole upstream tree; an input
-that is no longer in the store (collected by `gc`) is a leaf marked missing.
+its key, the fingerprints of the external sources it read, where it read them (`locations`,
+since key scheme 2; before that the paths were in the config), its code version and when it
+was committed. Following `input_keys` from one artifact gives its whole upstream tree; an
+input that is no longer in the store (collected by `gc`) is a leaf marked missing.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +92,34 @@ def source_locations(config: Mapping[str, Any], prefix: str = "") -> dict[str, A
     return found
 
 
+def recorded_locations(manifest: Manifest) -> dict[str, Any]:
+    """Where an artifact's sources were read from, by dotted key: the manifest's `locations`
+    (key scheme 2 keeps content-keyed paths out of the config) and the config entries that
+    still name places (a hub model id; every path of a manifest from before `locations`).
+    List items are named as in `source_locations` (`sources[0]` -> `sources[pairs]`)."""
+    found = source_locations(manifest.config)
+    for dotted, value in manifest.locations.items():
+        found[_named_items(dotted, manifest.config)] = value
+    return found
+
+
+_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _named_items(dotted: str, config: Mapping[str, Any]) -> str:
+    """`sources[0].files` -> `sources[pairs].files` where the config's item 0 has a `name`."""
+    out, node = "", config
+    for name, index in _PART.findall(dotted):
+        if name:
+            out += f".{name}" if out else name
+            node = node.get(name) if isinstance(node, Mapping) else None
+        else:
+            item = node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
+            out += f"[{item.get('name', index) if isinstance(item, Mapping) else index}]"
+            node = item
+    return out
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts as dotted keys; lists of tables as `key[i]` (as `xlembed plan` words changes)."""
     if isinstance(value, Mapping):
@@ -118,11 +148,12 @@ def node_record(node: LineageNode, compare: Mapping[str, Mapping[str, Any] | Non
     record.update(
         created_at=m.created_at,
         code_version=m.code_version,
+        key_scheme=m.key_scheme,
         package_version=m.package_version,
         rows_out=m.rows_out,
         bytes=m.total_bytes,
         config=m.config,
-        sources={"locations": source_locations(m.config), "fingerprints": m.source_fingerprints},
+        sources={"locations": recorded_locations(m), "fingerprints": m.source_fingerprints},
     )
     if compare is not None:
         record["config_changes"] = config_differences(m.config, compare.get(node.stage)) if node.stage in compare else None

@@ -58,10 +58,13 @@ def test_lineage_tree_names_every_upstream_artifact_with_config_sources_and_code
         assert f"{stage} {keys[stage][:12]}" in text
         assert "code 1 · xlembed 0.1.0" in text
     assert "bucket = 10" in text and "unit = \"chars\"" in text and "seed = 7" in text
-    # the corpus source: the paths from its config, the fingerprints its manifest recorded
-    assert str(built["text"]["en"]) in text and str(built["text"]["kk"]) in text
-    size = built["text"]["en"].stat().st_size
-    assert f'"size": {size}' in text and "fingerprint pairs.en" in text
+    assert "key scheme 2 (content keys)" in text
+    # the corpus source: the paths its manifest recorded (out of the key), named by source, and
+    # the content hashes it was keyed by, readably
+    for lang in ("en", "kk"):
+        assert f'sources[pairs].files.{lang} = "{built["text"][lang]}"' in text
+    digest = built["store"].manifest("corpus", keys["corpus"]).source_fingerprints["pairs"]["en"]["sha256"]
+    assert f"fingerprint pairs.en: sha256 {digest[:12]}…" in text and digest not in text
     assert "≠" not in text  # nothing to compare with
 
     by_prefix = artifacts("lineage", "lengths", keys["lengths"][:8], root=root)
@@ -78,6 +81,7 @@ def test_lineage_json_and_differences_from_a_config(built: dict) -> None:
     assert lengths["config"] == {"shards": 2, "unit": "chars"}
     assert corpus["sources"]["locations"]["sources[pairs].files"] == {"en": str(built["text"]["en"]), "kk": str(built["text"]["kk"])}
     assert corpus["sources"]["fingerprints"] == built["store"].manifest("corpus", keys["corpus"]).source_fingerprints
+    assert corpus["key_scheme"] == 2 and "files" not in corpus["config"]["sources"][0]  # the paths: only in locations
     assert "config_changes" not in tree
 
     # compared with an edited config: lengths differs, the others are the same
@@ -89,6 +93,26 @@ def test_lineage_json_and_differences_from_a_config(built: dict) -> None:
     assert compared["inputs"]["lengths"]["inputs"]["corpus"]["config_changes"] == {}
     text = artifacts("lineage", "histogram", "--config", str(edited), root=root)
     assert '≠ unit = "chars"  current: "bytes"' in text and "1 differs from --config" in text
+
+
+def test_lineage_of_a_manifest_from_before_content_keys_shows_its_config_paths_and_sizes(built: dict) -> None:
+    """Key scheme 1 kept the paths in the config and fingerprinted files by size and mtime."""
+    keys, root, store = built["keys"], built["root"], built["store"]
+    path = Path(store.artifact_dir("corpus", keys["corpus"])) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    locations = manifest.pop("locations")
+    del manifest["key_scheme"]
+    manifest["config"]["sources"][0]["files"] = locations["sources[0].files"]
+    en = built["text"]["en"]
+    manifest["source_fingerprints"] = {"pairs": {"en": {"size": 12_400, "mtime_ns": 1_790_000_000_000_000_000}, "kk": {"size": 3, "mtime_ns": 1}}}
+    path.write_text(json.dumps(manifest))
+
+    text = artifacts("lineage", "corpus", root=root)
+    assert "key scheme 1 (size and mtime keys)" in text
+    assert f'sources[pairs].files.en = "{en}"' in text
+    assert "fingerprint pairs.en: 12.1 KiB, modified 2026-09-21T" in text
+    tree = json.loads(artifacts("lineage", "corpus", "--json", root=root))
+    assert tree["key_scheme"] == 1 and tree["sources"]["locations"] == {"sources[pairs].files": {"en": str(en), "kk": str(built["text"]["kk"])}}
 
 
 def test_lineage_marks_a_collected_input_missing_and_refuses_an_unknown_key(built: dict) -> None:
@@ -223,3 +247,4 @@ def test_index_page_renders_in_headless_chromium(built: dict) -> None:
     for stage, key in keys.items():
         assert f'<h3 id="stage-{stage}">' in dom and key[:12] in dom
     assert dom.count("manifest.json") == len(keys) and "<table>" in dom
+

@@ -116,3 +116,19 @@ def test_stage_reading_an_absent_stage_is_an_error(tmp_path: Path, toy_stages: d
     text = GOOD.replace('name = "p"', 'name = "p"\nstages = ["corpus", "histogram"]') + "\n[histogram]\nbucket = 5\n"
     with pytest.raises(ConfigError, match=r"\[histogram\] reads \['lengths'\]"):
         load_config(write(tmp_path, text))
+
+
+def test_write_index_is_a_run_setting_in_no_stage_key(tmp_path: Path, toy_pipeline: dict, toy_stages: dict) -> None:
+    from flows.plan import make_plan
+    from storage import ArtifactStore
+
+    text = toy_pipeline["config"].read_text(encoding="utf-8")
+    default = load_config(toy_pipeline["config"])
+    quiet = load_config(write(tmp_path, text.replace("[pipeline]\n", "[pipeline]\nwrite_index = false\n", 1)))
+    assert default.settings.write_index is True and quiet.settings.write_index is False
+    store = ArtifactStore(default.settings.root)
+    keys = [{step.stage: step.key for step in make_plan(config, store, toy_stages)} for config in (default, quiet)]
+    assert keys[0] == keys[1] and len(keys[0]) == 3
+    with pytest.raises(ConfigError, match="pipeline.write_index"):
+        load_config(write(tmp_path, text.replace("[pipeline]\n", '[pipeline]\nwrite_index = "sometimes"\n', 1)))
+

@@ -73,6 +73,63 @@ def test_flow_only_and_force(toy_pipeline: dict, prefect_server: None) -> None:
     assert sorted(committed(toy_pipeline["root"])) == ["corpus", "histogram", "lengths"]
 
 
+def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    import storage.index
+    from flows.pipeline import pipeline_flow
+
+    root, config = toy_pipeline["root"], toy_pipeline["config"]
+    index = root / "index.html"
+
+    def index_links(state) -> list:
+        this_run = ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
+        with get_client(sync_client=True) as client:
+            return client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=this_run, key=ArtifactFilterKey(any_=["toy-store-index"])))
+
+    state = pipeline_flow(config_path=str(config), return_state=True)
+    keys = state.result()
+    page = index.read_text(encoding="utf-8")
+    assert '<h3 id="pipeline-toy">' in page
+    for stage, key in keys.items():  # the run's artifacts, each with its manifest linked
+        assert f'href="{stage}/{key}/manifest.json"' in page
+    assert [p.name for p in root.iterdir() if p.name.startswith("index.html")] == ["index.html"]  # no temporary file left
+    (link,) = index_links(state)
+    assert link.data == f"[{index.as_uri()}]({index.as_uri()})"  # Prefect keeps a link artifact as markdown
+
+    # [pipeline] write_index = false: no page, no link, and the same keys (the setting is in no key)
+    quiet = toy_pipeline["tmp"] / "quiet.toml"
+    quiet.write_text(config.read_text(encoding="utf-8").replace("[pipeline]\n", "[pipeline]\nwrite_index = false\n", 1), encoding="utf-8")
+    index.unlink()
+    state = pipeline_flow(config_path=str(quiet), return_state=True)
+    assert state.result() == keys and not index.exists() and index_links(state) == []
+
+    # a page that cannot be written: one warning line, and the run still succeeds
+    def broken(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    warnings: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: warnings.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("prefect.flow_runs").addHandler(handler)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(storage.index, "write_index", broken)
+            state = pipeline_flow(config_path=str(config), return_state=True)
+    finally:
+        logging.getLogger("prefect.flow_runs").removeHandler(handler)
+    assert state.is_completed() and state.result() == keys and index_links(state) == []
+    assert warnings == [f"store index {index.as_uri()} not refreshed: OSError: No space left on device"]
+
+    # a CLI run with everything cached starts no flow, but its refs may move: it rewrites the page too
+    again = CliRunner().invoke(app, ["run", str(config)])
+    assert again.exit_code == 0 and "nothing to compute" in again.output, again.output
+    assert index.is_file() and f"{keys['histogram'][:12]}" in index.read_text(encoding="utf-8")
+
+
 def test_bad_config_exits_2_with_message(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[pipeline]\nname = \"x\"\n[corpus]\nseed = \"no\"\n")

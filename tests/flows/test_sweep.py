@@ -449,7 +449,7 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     assert set(result) == {"unit-chars_bucket-5", "unit-chars_bucket-10", "unit-bytes_bucket-5", "unit-bytes_bucket-10"}
     assert len({keys["corpus"] for keys in result.values()}) == 1
     assert len({keys["lengths"] for keys in result.values()}) == 2
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
 
     this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
 
@@ -477,7 +477,13 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     assert tomllib.loads((folder / "variants" / "unit-bytes_bucket-10.toml").read_text(encoding="utf-8"))["histogram"]["bucket"] == 10
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_artifacts()}
+        links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["toy-grid-sweep-store-index"])))
     assert {"toy-grid-sweep", "toy-grid-sweep-report"} <= keys
+    # the store's index page, rewritten at the end: every variant's refs and the sweep's report
+    index = toy_pipeline["root"] / "index.html"
+    page = index.read_text(encoding="utf-8")
+    assert all(f'<h3 id="pipeline-toy--{name}">' in page for name in result) and 'href="sweeps/toy-grid/report.html"' in page
+    assert [(link.flow_run_id, link.data) for link in links] == [(state.state_details.flow_run_id, f"[{index.as_uri()}]({index.as_uri()})")]
 
     # the CLI's plan over the same grid: everything is cached now
     shown = CliRunner().invoke(app(), ["plan", str(toy_pipeline["config"]), "--grid", str(grid_path)])
@@ -504,3 +510,31 @@ def test_cli_plan_and_dry_run_count_shared_stage_runs_once(toy_pipeline: dict) -
     assert not (toy_pipeline["root"] / "corpus").exists()  # a dry run computes nothing
     bad = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--baseline", "nope", "--dry-run"])
     assert bad.exit_code == 2 and "baseline 'nope'" in bad.output
+
+
+def test_sweep_plan_notes_are_said_once_for_all_variants(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes of `xlembed plan` (hashing cost, key-scheme change) once per sweep, not per variant."""
+    from flows.plan import Plan
+    from storage import content_hash
+
+    monkeypatch.setattr(content_hash, "RACY_NS", 0)  # files written a moment ago count as settled
+    tmp = toy_pipeline["tmp"]
+    grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"lengths.unit" = ["chars", "bytes"]\n"histogram.bucket" = [5, 10]\n'))
+    store = ArtifactStore(toy_pipeline["root"])
+    plan = plan_sweep(toy_pipeline["config"], grid, store, toy_pipeline_stages())
+    # four variants planned in turn: the two source files are read once, then come from the index
+    assert plan.notes() == [plan.notes()[0]] and plan.notes()[0].startswith("hashed 2 files (0.0 MB) in ")
+    assert plan.notes()[0].endswith("; 6 unchanged from the index")
+
+    # as if every variant's refs pointed at artifacts of key scheme 1: the 7 distinct stage runs
+    # (corpus shared by all four variants, lengths by two each) are counted once each
+    old = SweepPlan(grid, [
+        VariantPlan(v.variant, v.config, Plan([dataclasses.replace(s, rekeyed=True) for s in v.steps], v.steps.hashing)) for v in plan.variants
+    ])
+    assert old.notes()[0] == (
+        "key scheme v2 (content keys): 7 artifacts built under the old scheme will be rebuilt (once; see docs/operations.md, 'Content keys')"
+    )
+
+    shown = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(tmp / "g.toml"), "--dry-run"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("hashed ") == 1 and "0 files (0.0 MB)" in shown.output and "8 unchanged from the index" in shown.output
