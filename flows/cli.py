@@ -51,6 +51,42 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _one_line(exc: BaseException, root: str | None = None) -> str:
+    """An exception as the one line a user reads: a storage failure explained (root, cause, fix),
+    a data error as its own message, anything else as `Type: message` (never an empty message)."""
+    from storage.errors import explain
+    from tasks.stage import DataError
+
+    explained = explain(exc, root)
+    if explained is not None:
+        return explained
+    text = str(exc) or repr(exc)
+    return text if isinstance(exc, DataError) else f"{type(exc).__name__}: {text}"
+
+
+class _DropDataTracebacks:
+    """A logging filter: bad input data and store problems are reported by their message, so
+    Prefect's task-failure logs leave out the traceback (about 100 lines) for them."""
+
+    def filter(self, record: Any) -> bool:
+        from storage import StoreError
+        from tasks.stage import DataError
+
+        if record.exc_info and isinstance(record.exc_info[1], (DataError, StoreError)) and not os.environ.get("XLEMBED_DEBUG"):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _one_line_data_errors() -> None:
+    import logging
+
+    quiet = _DropDataTracebacks()
+    for name in ("", "prefect", "prefect.flow_runs", "prefect.task_runs"):
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, _DropDataTracebacks) for f in handler.filters):
+                handler.addFilter(quiet)
+
+
 def _version(value: bool) -> None:
     if value:
         from tasks.stage import PACKAGE_VERSION
@@ -154,12 +190,13 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
     from flows.runners import make_task_runner
 
     flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
     try:
         keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
-        raise fail(f"run failed: {type(exc).__name__}: {exc}") from None
+        raise fail(f"run failed: {_one_line(exc, cfg.settings.root)}") from None
     table = Table(title="artifacts", title_justify="left")
     for column in ("stage", "key", "rows in", "rows out", "dropped", "uri"):
         table.add_column(column)
@@ -261,12 +298,13 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
     from flows.sweep import sweep_dir, sweep_flow
 
     flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
     try:
         flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
-        raise fail(f"sweep failed: {type(exc).__name__}: {exc} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
+        raise fail(f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
 
 
@@ -986,6 +1024,14 @@ def entrypoint() -> None:
         if os.environ.get("XLEMBED_DEBUG"):
             raise
         err.print(Text.assemble(("error:", "red"), " ", str(exc)), highlight=False)
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - object-storage failures become one line too
+        from storage.errors import explain
+
+        message = explain(exc, os.environ.get(ROOT_ENV))
+        if message is None or os.environ.get("XLEMBED_DEBUG"):
+            raise
+        err.print(Text.assemble(("error:", "red"), " ", message), highlight=False)
         sys.exit(1)
 
 
