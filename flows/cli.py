@@ -16,6 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
 
@@ -45,8 +46,45 @@ StoreRootOpt = Annotated[str, typer.Option("--root", envvar=ROOT_ENV, help="arti
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    """Print `error: MESSAGE` (the message literally: paths and TOML sections hold brackets)."""
+    err.print(Text.assemble(("error:", "red"), " ", str(message)), highlight=False)
     return typer.Exit(code)
+
+
+def _one_line(exc: BaseException, root: str | None = None) -> str:
+    """An exception as the one line a user reads: a storage failure explained (root, cause, fix),
+    a data error as its own message, anything else as `Type: message` (never an empty message)."""
+    from storage.errors import explain
+    from tasks.stage import DataError
+
+    explained = explain(exc, root)
+    if explained is not None:
+        return explained
+    text = str(exc) or repr(exc)
+    return text if isinstance(exc, DataError) else f"{type(exc).__name__}: {text}"
+
+
+class _DropDataTracebacks:
+    """A logging filter: bad input data and store problems are reported by their message, so
+    Prefect's task-failure logs leave out the traceback (about 100 lines) for them."""
+
+    def filter(self, record: Any) -> bool:
+        from storage import StoreError
+        from tasks.stage import DataError
+
+        if record.exc_info and isinstance(record.exc_info[1], (DataError, StoreError)) and not os.environ.get("XLEMBED_DEBUG"):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _one_line_data_errors() -> None:
+    import logging
+
+    quiet = _DropDataTracebacks()
+    for name in ("", "prefect", "prefect.flow_runs", "prefect.task_runs"):
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, _DropDataTracebacks) for f in handler.filters):
+                handler.addFilter(quiet)
 
 
 def _version(value: bool) -> None:
@@ -73,16 +111,33 @@ def _load(config: Path, root: str | None) -> PipelineConfig:
         raise fail(str(exc), 2) from None
 
 
-def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str]) -> tuple[Any, list[Any]]:
-    from flows.plan import make_plan
+def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str], *, create: bool = True) -> tuple[Any, list[Any]]:
+    """The store and the plan; then every computing stage's input data is checked (line
+    counts, columns, readable files), so that bad data fails now, not hours into a run."""
+    from flows.plan import check_plan_data, make_plan
     from flows.stages import stage_registry
-    from storage import ArtifactStore, StoreError
+    from storage import StoreError
 
+    store = _store(config.settings.root, must_exist=False) if create else None
     try:
-        store = ArtifactStore(config.settings.root)
-        return store, make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
-    except (ValueError, StoreError, FileNotFoundError) as exc:
+        if store is None:  # `plan` reads only: a root that is not there yet is not created
+            from storage import ArtifactStore
+
+            store = ArtifactStore(config.settings.root, create=False)
+            if not store.check_root(must_exist=False):
+                err.print(Text(f"artifact root {store.root_uri} does not exist yet (`run` creates it)", style="yellow"), highlight=False)
+        steps = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
+    except StoreError as exc:
+        raise fail(str(exc), 1 if type(exc).__name__ == "StoreAccessError" else 2) from None
+    except (ValueError, FileNotFoundError) as exc:
         raise fail(str(exc), 2) from None
+    problems = check_plan_data(config, steps, stage_registry())
+    if problems:
+        out.print(_plan_table(steps))
+        for problem in problems:
+            err.print(Text.assemble(("error:", "red"), " ", problem), highlight=False)
+        raise fail(f"{len(problems)} input data problem(s) found before running anything; fix the data or the config", 1)
+    return store, steps
 
 
 def _plan_table(plan: list[Any]) -> Table:
@@ -91,14 +146,14 @@ def _plan_table(plan: list[Any]) -> Table:
         table.add_column(column)
     colour = {"cached": "green", "compute": "yellow", "skip": "dim"}
     for step in plan:
-        table.add_row(step.stage, f"[{colour[step.action]}]{step.action}[/]", step.key[:12], "\n".join(step.reasons))
+        table.add_row(step.stage, Text(step.action, style=colour[step.action]), step.key[:12], Text("\n".join(step.reasons)))
     return table
 
 
 def _print_plan_notes(plan: Any) -> None:
     """The key-scheme change (once, when old artifacts will be rebuilt) and what hashing cost."""
     for line in plan.notes():
-        out.print(f"[yellow]{line}[/yellow]" if line.startswith("key scheme") else f"[dim]{line}[/dim]", highlight=False)
+        out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
 
 
 GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
@@ -108,12 +163,12 @@ GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TO
 def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None, grid: GridOpt = None) -> None:  # noqa: B006
     """Show, per stage, whether it is cached or will compute, and why. Computes nothing."""
     if grid is not None:
-        if only or from_stage or force:
+        if only is not None or from_stage is not None or force:
             raise fail("--grid plans whole variants: it cannot be combined with --only, --from or --force", 2)
         _sweep(config, grid, None, root, dry_run=True)
         return
     cfg = _load(config, root)
-    _, steps = _plan(cfg, only, from_stage, force)
+    _, steps = _plan(cfg, only, from_stage, force, create=False)
     out.print(_plan_table(steps))
     _print_plan_notes(steps)
 
@@ -150,18 +205,19 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
     from flows.runners import make_task_runner
 
     flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
     try:
         keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
-        raise fail(f"run failed: {type(exc).__name__}: {exc}") from None
+        raise fail(f"run failed: {_one_line(exc, cfg.settings.root)}") from None
     table = Table(title="artifacts", title_justify="left")
     for column in ("stage", "key", "rows in", "rows out", "dropped", "uri"):
         table.add_column(column)
     for stage, key in keys.items():
         m = store.manifest(stage, key)
-        table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}", store.uri(stage, key))
+        table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}", Text(store.uri(stage, key)))
     out.print(table)
     return store, keys
 
@@ -214,9 +270,9 @@ def _sweep_table(plan: Any) -> Table:
                 continue
             shared = len(users[(step.stage, step.key)]) > 1
             colour = "green" if step.action == "cached" else "yellow"
-            cells[step.stage] = f"[{colour}]{step.action}[/] {step.key[:8]}" + (" [dim](shared)[/]" if shared and step.action == "compute" else "")
+            cells[step.stage] = Text.assemble((step.action, colour), f" {step.key[:8]}", (" (shared)", "dim") if shared and step.action == "compute" else "")
         n = counts[vplan.variant.name]
-        table.add_row(vplan.variant.name, *(cells.get(s, "") for s in stages), str(n["cached"]), str(n["compute"]))
+        table.add_row(Text(vplan.variant.name), *(cells.get(s, "") for s in stages), str(n["cached"]), str(n["compute"]))
     return table
 
 
@@ -259,12 +315,13 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
     from flows.sweep import sweep_dir, sweep_flow
 
     flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
     try:
         flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
-        raise fail(f"sweep failed: {type(exc).__name__}: {exc} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
+        raise fail(f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
 
 
@@ -299,7 +356,7 @@ def align(
     zero_based: Annotated[bool, typer.Option("--zero-based", help="gold indices start at 0 (default: 1)")] = False,
     train_src: Annotated[Optional[Path], typer.Option("--train-src", help="eflomal: extra parallel source text for statistics")] = None,
     train_tgt: Annotated[Optional[Path], typer.Option("--train-tgt", help="eflomal: extra parallel target text")] = None,
-    examples: Annotated[int, typer.Option("--examples", help="aligned examples to print")] = 2,
+    examples: Annotated[int, typer.Option("--examples", min=0, help="aligned examples to print")] = 2,
     root: RootOpt = None,
 ) -> None:
     """Score the backend of the config's align section against gold word alignments: AER, precision, recall, F1."""
@@ -346,11 +403,17 @@ def align(
 
 
 # --------------------------------------------------------------------- artifacts
-def _store(root: str) -> Any:
-    from storage import ArtifactStore, StoreError
+def _store(root: str, *, must_exist: bool = True) -> Any:
+    """The store at `root`, reached once: a root that does not exist is an error for commands
+    that read (`must_exist`); one that cannot be reached is one line naming the fix."""
+    from storage import ArtifactStore, StoreAccessError, StoreError
 
     try:
-        return ArtifactStore(root)
+        store = ArtifactStore(root, create=not must_exist)
+        store.check_root(must_exist=must_exist)
+        return store
+    except StoreAccessError as exc:
+        raise fail(str(exc), 1) from None
     except StoreError as exc:
         raise fail(str(exc), 2) from None
 
@@ -374,13 +437,25 @@ def _size(n: int) -> str:
     return f"{n:.1f} TiB"
 
 
+def _known_stage(store: Any, stage: str) -> str:
+    """A stage name given on the command line must name a stage present in the store."""
+    stages = store.stages()
+    if stage not in stages:
+        raise fail(f"no stage {stage!r} in {store.root_uri}; stages there: {', '.join(stages) or 'none'}", 2)
+    return stage
+
+
 def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> str:
     from storage import StoreError
 
+    _known_stage(store, stage)
     try:
         if key:
             return store.resolve(stage, key)
         refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
+        if pipeline is not None and not refs:
+            pipelines = sorted({r.pipeline for r in store.list_refs() if r.stage == stage})
+            raise fail(f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}", 2)
         if len({r.key for r in refs}) != 1:
             raise fail(f"give a KEY (or --pipeline): {len(refs)} refs point at {stage} artifacts", 2)
         return refs[0].key
@@ -398,11 +473,18 @@ def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this 
     table = Table(title=f"artifacts in {store.root_uri}", title_justify="left")
     for column in ("stage", "key", "rows", "size", "age", "refs"):
         table.add_column(column, justify="right" if column in ("rows", "size", "age") else "left")
-    manifests = store.list_manifests(stage)
+    if stage is not None:
+        _known_stage(store, stage)
+    damaged: list[Any] = []
+    manifests = store.list_manifests(stage, damaged=damaged)
     for m in manifests:
         table.add_row(m.stage, m.key[:12], f"{m.rows_out:,}", _size(m.total_bytes), _age(m.created_at), ", ".join(refs.get((m.stage, m.key), [])))
+    for item in damaged:
+        table.add_row(item.stage, item.key[:12], Text("damaged", style="red"), "", "", ", ".join(refs.get((item.stage, item.key), [])))
     out.print(table)
-    if not manifests:
+    for item in damaged:
+        err.print(Text(f"damaged: {item.problem}"), highlight=False)
+    if not manifests and not damaged:
         err.print("no artifacts")
 
 
@@ -411,7 +493,7 @@ def artifacts_show(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
-    rows: Annotated[int, typer.Option("--rows", "-n", help="first rows to print")] = 10,
+    rows: Annotated[int, typer.Option("--rows", "-n", min=0, help="first rows to print")] = 10,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Print a manifest and the first rows of the artifact."""
@@ -433,7 +515,7 @@ def artifacts_head(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
-    rows: Annotated[int, typer.Option("--rows", "-n", help="rows to print")] = 10,
+    rows: Annotated[int, typer.Option("--rows", "-n", min=1, help="rows to print")] = 10,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Print the first rows of a Parquet artifact (streamed: nothing else is read)."""
@@ -601,7 +683,7 @@ def artifacts_query(
             output.parent.mkdir(parents=True, exist_ok=True)
             (result.sink_parquet if output.suffix.lower() == ".parquet" else result.sink_csv)(output)
             rows = pl.scan_parquet(output).select(pl.len()).collect().item() if output.suffix.lower() == ".parquet" else pl.scan_csv(output).select(pl.len()).collect().item()
-            out.print(f"wrote {rows:,} rows to {output}", highlight=False)
+            out.print(f"wrote {rows:,} rows to {output}", highlight=False, markup=False)
             return
         shown = result.head(limit + 1).collect(engine="streaming")
     except QueryError as exc:
@@ -643,13 +725,15 @@ def artifacts_index(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(page.html, encoding="utf-8")
         where = str(output)
-    out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, soft_wrap=True)
+    out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, markup=False, soft_wrap=True)
 
 
 def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool) -> None:
     from storage.transfer import copy_artifact, copy_refs
 
-    source, destination = _store(source_root), _store(destination_root)
+    source, destination = _store(source_root), _store(destination_root, must_exist=False)
+    if stage is not None:
+        _known_stage(source, stage)
     if key and stage:
         targets = [(stage, _resolve(source, stage, key, None))]
     else:
@@ -717,14 +801,33 @@ def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "art
 
 
 @artifacts_app.command("verify")
-def artifacts_verify(stage: Annotated[Optional[str], typer.Argument()] = None, key: Annotated[Optional[str], typer.Argument()] = None, root: StoreRootOpt = "artifacts") -> None:
-    """Re-hash files against their manifests. Exit 1 if anything is missing or corrupt."""
+def artifacts_verify(
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
+    key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Re-hash files against their manifests and check that every ref points at a committed
+    artifact. Exit 1 if anything is missing, damaged or corrupt."""
+    from storage import DamagedArtifact
+
     store = _store(root)
+    if stage is not None:
+        _known_stage(store, stage)
+    damaged: list[DamagedArtifact] = []
     if key and stage:
         targets = [(stage, _resolve(store, stage, key, None))]
     else:
-        targets = [(m.stage, m.key) for m in store.list_manifests(stage)]
+        targets = [(m.stage, m.key) for m in store.list_manifests(stage, damaged=damaged)]
     bad = 0
+    for item in damaged:
+        bad += 1
+        out.print(Text.assemble(("DAMAGED", "red"), f" {item.stage}/{item.key[:12]}"), highlight=False)
+        out.print(f"    {item.problem}", highlight=False, markup=False)
+    broken_refs = 0
+    for ref in store.list_refs():
+        if (stage is None or ref.stage == stage) and not store.is_committed(ref.stage, ref.key):
+            broken_refs += 1
+            out.print(Text.assemble(("BROKEN REF", "red"), f" refs/{ref.pipeline}/{ref.stage} -> {ref.key[:12]}: no committed artifact (deleted?)"), highlight=False)
     for name, full in targets:
         problems = store.verify(name, full)
         if problems:
@@ -734,9 +837,13 @@ def artifacts_verify(stage: Annotated[Optional[str], typer.Argument()] = None, k
                 out.print(f"    {problem}", highlight=False, markup=False)
         else:
             out.print(f"[green]ok[/green]      {name}/{full[:12]}")
-    if bad:
-        raise fail(f"{bad} of {len(targets)} artifacts failed verification")
-    out.print(f"{len(targets)} artifacts verified")
+    total = len(targets) + len(damaged)
+    if bad or broken_refs:
+        problems = [f"{bad} of {total} artifacts failed verification"] if bad else []
+        if broken_refs:
+            problems.append(f"{broken_refs} ref(s) point at missing artifacts (rerun the pipeline, or `xlembed artifacts rollback PIPELINE STAGE`)")
+        raise fail("; ".join(problems))
+    out.print(f"{total} artifacts verified, and the refs")
 
 
 @artifacts_app.command("gc")
@@ -771,27 +878,68 @@ def artifacts_refs(root: StoreRootOpt = "artifacts") -> None:
     out.print(table)
 
 
+ROLLBACK_NOTE = "rollback from "
+
+
+def _ref_versions(ref: Any) -> list[Any]:
+    """The versions a ref was set to by runs (rollbacks left out), newest first: version 0 is
+    the latest build, -1 the one before, and so on."""
+    return [h for h in ref.history if not h.note.startswith(ROLLBACK_NOTE)]
+
+
+def _ref_position(ref: Any, versions: list[Any]) -> int:
+    """Where in `versions` the ref stands now: a rollback records its target's index."""
+    import re
+
+    head = ref.history[0] if ref.history else None
+    if head is not None and head.note.startswith(ROLLBACK_NOTE):
+        found = re.search(r"\(version -(\d+)\)", head.note)
+        if found and int(found.group(1)) < len(versions) and versions[int(found.group(1))].key == ref.key:
+            return int(found.group(1))
+    return next((i for i, v in enumerate(versions) if v.key == ref.key), 0)
+
+
 @artifacts_app.command("rollback")
 def artifacts_rollback(
-    pipeline: str,
-    stage: str,
-    to: Annotated[Optional[str], typer.Option("--to", help="key or prefix; default: the previous version")] = None,
+    pipeline: Annotated[str, typer.Argument(help="the pipeline whose ref moves (its [pipeline] name)")],
+    stage: Annotated[str, typer.Argument(help="the stage whose ref moves")],
+    to: Annotated[Optional[str], typer.Option("--to", help="move to this key (or unique prefix)")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="versions to go back from where the ref is now")] = 1,
+    list_versions: Annotated[bool, typer.Option("--list", help="list the ref's versions (0: the latest build, -1 the one before, ...) and move nothing")] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Move a ref back to an earlier artifact."""
+    """Move a ref back through the versions runs set it to: each rollback goes one version further back
+    (--steps N: N versions), --to KEY picks one, --list shows them. Nothing is deleted."""
     store = _store(root)
     ref = store.read_ref(pipeline, stage)
     if ref is None:
-        raise fail(f"no ref {pipeline}/{stage}", 2)
+        known = sorted(f"{r.pipeline}/{r.stage}" for r in store.list_refs())
+        raise fail(f"no ref {pipeline}/{stage} in {store.root_uri}; refs: {', '.join(known) or 'none'}", 2)
+    versions = _ref_versions(ref)
+    position = _ref_position(ref, versions)
+    if list_versions:
+        for index, entry in enumerate(versions):
+            mark = "*" if index == position and entry.key == ref.key else " "
+            out.print(f"{mark} {-index:>4}  {entry.key[:12]}  {entry.at}  {entry.note}", highlight=False, markup=False)
+        out.print("* where the ref is now", highlight=False, markup=False)
+        return
     if to:
         target = _resolve(store, stage, to, None)
+        index = next((i for i, v in enumerate(versions) if v.key == target), None)
     else:
-        earlier = [h.key for h in ref.history if h.key != ref.key]
-        if not earlier:
-            raise fail(f"{pipeline}/{stage} has no earlier version", 2)
-        target = earlier[0]
-    store.set_ref(pipeline, stage, target, note=f"rollback from {ref.key[:12]}")
-    out.print(f"{pipeline}/{stage}: {ref.key[:12]} -> {target[:12]}")
+        index = position + steps
+        if index >= len(versions):
+            raise fail(f"{pipeline}/{stage} has no earlier version {-index}: it is at version {-position}, the oldest is {-(len(versions) - 1)} (see --list)", 2)
+        target = versions[index].key
+        if not store.is_committed(stage, target):
+            raise fail(f"version {-index} of {pipeline}/{stage} ({target[:12]}) is no longer in the store (collected by gc?); pick one with --to KEY (see --list)", 2)
+    where = f" (version -{index})" if index is not None else ""
+    store.set_ref(pipeline, stage, target, note=f"{ROLLBACK_NOTE}{ref.key[:12]}{where}")
+    out.print(f"{pipeline}/{stage}: {ref.key[:12]} -> {target[:12]}", highlight=False)
+    if index is not None:
+        built = versions[index].at
+        further = "; `rollback` again goes one further back" if index + 1 < len(versions) else "; this is the oldest version"
+        out.print(f"now at version -{index} of {len(versions)} (set {built}){further}; `--list` shows them all", highlight=False, markup=False)
 
 
 # --------------------------------------------------------------------- deployments
@@ -865,10 +1013,10 @@ def deploy(
     table = Table(title=f"deployments on {url} (work pool {pool})", title_justify="left")
     for column in ("deployment", "schedule", "id"):
         table.add_column(column, no_wrap=column != "schedule")
-    table.add_row(f"{FLOW_NAME}/{REBUILD}", _schedule_text(spec) + (" [paused]" if paused else ""), str(ids[REBUILD]))
+    table.add_row(f"{FLOW_NAME}/{REBUILD}", Text(_schedule_text(spec) + (" [paused]" if paused else "")), str(ids[REBUILD]))
     table.add_row(f"{FLOW_NAME}/{STAGE}", "on demand", str(ids[STAGE]))
     out.print(table)
-    out.print(f"config {spec.config_path}" + (f", artifact root {root}" if root else ""), highlight=False, soft_wrap=True)
+    out.print(Text(f"config {spec.config_path}" + (f", artifact root {root}" if root else "")), highlight=False, soft_wrap=True)
     out.print(f"start a worker:  prefect worker start --pool {pool} --type process", highlight=False, markup=False, soft_wrap=True)
     out.print(f"run one stage:   prefect deployment run '{FLOW_NAME}/{STAGE}' -p only=STAGE", highlight=False, markup=False, soft_wrap=True)
 
@@ -912,7 +1060,15 @@ def entrypoint() -> None:
     except StoreError as exc:
         if os.environ.get("XLEMBED_DEBUG"):
             raise
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(Text.assemble(("error:", "red"), " ", str(exc)), highlight=False)
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - object-storage failures become one line too
+        from storage.errors import explain
+
+        message = explain(exc, os.environ.get(ROOT_ENV))
+        if message is None or os.environ.get("XLEMBED_DEBUG"):
+            raise
+        err.print(Text.assemble(("error:", "red"), " ", message), highlight=False)
         sys.exit(1)
 
 

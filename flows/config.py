@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from storage.keys import check_name
-from tasks.stage import Stage, StageConfig
+from tasks.stage import CONFIG_DIR, Stage, StageConfig, resolve_config_path
 
 ROOT_ENV = "XLEMBED_ROOT"
 
@@ -44,6 +44,9 @@ class PipelineSettings(BaseModel):
     ray_gpus_per_task: float = Field(default=0, ge=0, description="GPUs Ray reserves for each shard task (1: one GPU per shard)")
     write_index: bool = Field(
         default=True, description="after a run or sweep, rewrite {root}/index.html (xlembed artifacts index) and link it from the flow run's artifacts"
+    )
+    allow_empty: list[str] = Field(
+        default_factory=list, description="stages whose output may have no rows; for any other, keeping 0 rows is an error"
     )
 
     @field_validator("name")
@@ -101,16 +104,26 @@ def format_validation_error(path: Path, section: str, error: ValidationError) ->
     return "\n".join(lines)
 
 
-def load_config(path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | None = None, root: str | None = None) -> PipelineConfig:
-    """Parse and validate a pipeline TOML; `root` (or $XLEMBED_ROOT) overrides the file's root."""
+def load_config(
+    path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | None = None, root: str | None = None, *, base_dir: str | os.PathLike[str] | None = None
+) -> PipelineConfig:
+    """Parse and validate a pipeline TOML; `root` (or $XLEMBED_ROOT) overrides the file's root.
+
+    Relative paths in the file (`pipeline.root`, sources, benchmarks, model folders) resolve
+    against the file's folder, or `base_dir` (a sweep's variant files are written elsewhere but
+    resolve like their base config); `root` and $XLEMBED_ROOT resolve against the current
+    directory, as command-line paths do."""
     from flows.stages import stage_registry
 
     registry = stages if stages is not None else stage_registry()
     path = Path(path)
+    config_dir = Path(base_dir if base_dir is not None else path.expanduser().absolute().parent)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a BOM (Windows editors) is not TOML
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
+        raise ConfigError(f"{path}: no such config file (looked for {path.expanduser().absolute()})") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         line = exc.object[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})") from None
@@ -129,6 +142,8 @@ def load_config(path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | No
     override = root or os.environ.get(ROOT_ENV)
     if override:
         settings = settings.model_copy(update={"root": override})
+    else:
+        settings = settings.model_copy(update={"root": resolve_config_path(settings.root, config_dir)})
 
     wanted = settings.stages if settings.stages is not None else [name for name in registry if name in raw]
     bad = [name for name in wanted if name not in registry]
@@ -136,6 +151,9 @@ def load_config(path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | No
         raise ConfigError(f"{path}: pipeline.stages names unknown stage(s) {bad}; known: {list(registry)}")
     if not wanted:
         raise ConfigError(f"{path}: no stages to run: add a section such as [corpus]")
+    stray = [name for name in settings.allow_empty if name not in wanted]
+    if stray:
+        raise ConfigError(f"{path}: pipeline.allow_empty names stage(s) {stray} that this pipeline does not run; it runs {wanted}")
 
     stage_configs: dict[str, StageConfig] = {}
     for name in registry:  # registry order is dependency order
@@ -149,7 +167,7 @@ def load_config(path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | No
         if not isinstance(section, dict):
             raise ConfigError(f"{path}: [{name}] must be a table, got {section!r}")
         try:
-            stage_configs[name] = stage.config_model.model_validate(section)
+            stage_configs[name] = stage.config_model.model_validate(section, context={CONFIG_DIR: str(config_dir)})
         except ValidationError as exc:
             raise ConfigError(format_validation_error(path, name, exc)) from None
     return PipelineConfig(path=path, settings=settings, stage_configs=stage_configs)

@@ -89,7 +89,7 @@ def _json(value: Any) -> str:
 
 
 @task(name="commit-artifact", task_run_name="{stage_name}:commit", **RETRY)
-def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], fingerprints: dict[str, Any], shard_ids: list[str], wall_time_s: float) -> str:
+def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], fingerprints: dict[str, Any], shard_ids: list[str], wall_time_s: float, allow_empty: bool = False) -> str:
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
     records = []
@@ -98,7 +98,7 @@ def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], in
         if record is None:
             raise RuntimeError(f"shard {shard_id} of {stage_name}/{key[:12]} vanished before commit")
         records.append(record)
-    manifest = commit_stage(store, stage, key, stage.config_model.model_validate(config), input_keys, fingerprints, records, wall_time_s)
+    manifest = commit_stage(store, stage, key, stage.config_model.model_validate(config), input_keys, fingerprints, records, wall_time_s, allow_empty=allow_empty)
     uri = store.uri(stage_name, key)
     create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
     for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
@@ -141,7 +141,8 @@ def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> No
         unmapped(store.root_uri), unmapped(step.stage), unmapped(step.key), unmapped(as_json), unmapped(step.input_keys), shards
     )
     done = [future.result() for future in futures]
-    commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started)
+    allow_empty = step.stage in config.settings.allow_empty
+    commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started, allow_empty)
 
 
 @flow(name="xlembed-pipeline", log_prints=True)

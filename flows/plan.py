@@ -166,15 +166,15 @@ def make_plan(
     """Per configured stage, in dependency order: its key, and whether to compute it and why."""
     configured = {name: stages[name] for name in config.stages}
     force = set(force)
-    for option, names in (("--only", [only] if only else []), ("--from", [from_stage] if from_stage else []), ("--force", force)):
+    for option, names in (("--only", [only] if only is not None else []), ("--from", [from_stage] if from_stage is not None else []), ("--force", force)):
         unknown = [n for n in names if n not in configured]
         if unknown:
             raise ValueError(f"{option}: stage(s) {unknown} not in this pipeline; it has {list(configured)}")
-    if only and from_stage:
+    if only is not None and from_stage is not None:
         raise ValueError("--only and --from cannot be combined")
-    if only:
+    if only is not None:
         targets = {only}
-    elif from_stage:
+    elif from_stage is not None:
         targets = downstream_of(configured, from_stage)
     else:
         targets = set(configured)
@@ -210,6 +210,9 @@ def _plan_step(
         action, reasons = "compute", ["forced (--force)"]
     elif name not in targets and name not in needed:
         action, reasons = "skip", ["not selected"]
+    elif store.is_committed(name, key) and (damage := store.size_problems(name, key)):
+        # a cached file was truncated or removed: rebuild it now rather than fail downstream
+        action, reasons, forced = "compute", [f"cached artifact damaged ({damage[0]}{' ...' if len(damage) > 1 else ''}): rebuilding"], True
     elif store.is_committed(name, key):
         action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
     else:
@@ -218,3 +221,15 @@ def _plan_step(
         if name not in targets:
             reasons = ["needed as input, not built: " + "; ".join(reasons)]
     return StepPlan(name, key, action, reasons, input_keys, prints, forced=forced, rekeyed=rekeyed)
+
+
+def check_plan_data(config: PipelineConfig, plan: Iterable[StepPlan], stages: Mapping[str, Stage[Any]]) -> list[str]:
+    """The input-data problems of every stage the plan will compute (`Stage.check_sources`),
+    all of them, before the first stage runs: `stage: problem` lines (empty: none)."""
+    problems = []
+    for step in plan:
+        stage = stages[step.stage]
+        if step.action != "compute" or stage.check_sources is None:
+            continue
+        problems.extend(f"{step.stage}: {problem}" for problem in stage.check_sources(config.stage_configs[step.stage]))
+    return problems

@@ -535,7 +535,7 @@ def variant_configs(config_path: str | Path, grid: Grid, *, root: str | None = N
         header = f"# {base.path} with the overrides of variant {variant.name!r} of {grid.path}\n"
         file.write_text(header + toml_document(raw), encoding="utf-8")
         try:
-            out[variant.name] = load_config(file, root=root)
+            out[variant.name] = load_config(file, root=root, base_dir=config_path.expanduser().absolute().parent)
         except ConfigError as exc:
             message = str(exc).replace(str(file), f"{grid.path}: variant {variant.name!r} (overrides {', '.join(variant.overrides) or 'none'} on {config_path})")
             raise GridError(message) from None

@@ -41,6 +41,7 @@ from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, S
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "artifacts"
+_ROOT_SOURCES = "XLEMBED_ROOT or the config's pipeline.root"
 REFS_DIR = "refs"
 MANIFEST = "manifest.json"
 MAX_ROWS_PER_FILE = 1_000_000
@@ -65,6 +66,24 @@ class CorruptArtifact(StoreError):
     """A committed file that no longer matches its manifest: readers refuse it rather than use it."""
 
 
+class RootNotFound(StoreError):
+    """The artifact root (a local folder, or an object-store bucket) does not exist."""
+
+
+class StoreAccessError(StoreError):
+    """The root cannot be reached or read (credentials, network, a missing filesystem package);
+    the message names the root, the cause and the fix."""
+
+
+@dataclass(frozen=True)
+class DamagedArtifact:
+    """An artifact whose manifest exists but cannot be parsed (truncated, edited by hand)."""
+
+    stage: str
+    key: str
+    problem: str
+
+
 class StoreWriteError(OSError, StoreError):
     """A write that failed (disk full, file too large, ...), naming the file. An OSError, so that
     callers that retry storage hiccups still do; a StoreError, so that the CLI prints one line."""
@@ -73,6 +92,13 @@ class StoreWriteError(OSError, StoreError):
 def _write_error(exc: OSError, what: str) -> StoreWriteError:
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return StoreWriteError(exc.errno or 0, f"cannot write {what}: {reason}")
+
+
+def _rebuild_hint(stage: str) -> str:
+    return (
+        f"Rebuild it with `xlembed run CONFIG --force {stage}` (and `xlembed artifacts verify {stage}` "
+        "lists what else is damaged)"
+    )
 
 
 # Local files already hashed against a manifest in this process: (path, size, mtime_ns, sha256).
@@ -169,14 +195,53 @@ def normalize_root(root: str | os.PathLike[str] | None) -> str:
 
 
 class ArtifactStore:
-    """Read and write versioned artifacts under one root URI."""
+    """Read and write versioned artifacts under one root URI.
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    A local root folder is created unless `create=False` (commands that only read use that,
+    and `check_root`, so that a mistyped root is an error, not an empty store)."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+        from storage.errors import filesystem_for
+
         self.root_uri = normalize_root(root)
-        self.fs, self._root = fsspec.core.url_to_fs(self.root_uri)
+        self.fs, self._root = filesystem_for(self.root_uri)
         self.is_local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
-        if self.is_local:
+        if self.is_local and create:
             Path(self._root).mkdir(parents=True, exist_ok=True)
+
+    def check_root(self, *, must_exist: bool) -> bool:
+        """Reach the root once, turning the usual failures (no such bucket, bad or missing
+        credentials, an unreachable endpoint) into one-line StoreErrors naming the root and the
+        fix. A bucket must always exist; with `must_exist` the root itself must too (a local
+        folder; a prefix with objects under it). Returns whether the root exists."""
+        from storage.errors import explain
+
+        if self.is_local:
+            exists = Path(self._root).is_dir()
+            if must_exist and not exists:
+                raise RootNotFound(f"artifact root {self.root_uri} does not exist (set by --root, {_ROOT_SOURCES})")
+            return exists
+        bucket = self._root.split("/", 1)[0]
+        try:
+            self.fs.invalidate_cache(bucket)
+            self.fs.ls(bucket)  # the bucket itself: empty or not, it answers
+            if self._root == bucket:
+                return True
+            self.fs.invalidate_cache(self._root)
+            exists = bool(self.fs.ls(self._root))
+        except FileNotFoundError as exc:
+            message = explain(exc, self.root_uri)
+            if message is not None and "bucket" in message:
+                raise RootNotFound(message) from None
+            exists = False
+        except Exception as exc:  # noqa: BLE001 - classified below; anything unknown propagates
+            message = explain(exc, self.root_uri)
+            if message is None:
+                raise
+            raise StoreAccessError(message) from exc
+        if must_exist and not exists:
+            raise RootNotFound(f"artifact root {self.root_uri} does not exist: nothing is stored under it (set by --root, {_ROOT_SOURCES})")
+        return exists
 
     def __repr__(self) -> str:
         return f"ArtifactStore({self.root_uri!r})"
@@ -339,8 +404,12 @@ class ArtifactStore:
         log.info("artifact %s/%s was committed concurrently; keeping the first commit", manifest.stage, manifest.key)
         return self.manifest(manifest.stage, manifest.key)
 
-    def list_manifests(self, stage: str | None = None) -> list[Manifest]:
-        """All committed artifacts, listing by prefix and fetching manifests in one batch."""
+    def list_manifests(self, stage: str | None = None, damaged: list[DamagedArtifact] | None = None) -> list[Manifest]:
+        """All committed artifacts, listing by prefix and fetching manifests in one batch.
+
+        A manifest that cannot be parsed raises, unless `damaged` is given: then it is
+        reported there and the other artifacts are still listed. (A manifest that cannot be
+        read at all always raises: `gc` must not take it for an absent one.)"""
         stages = [self._check_stage(stage)] if stage else self.stages()
         paths: dict[str, tuple[str, str]] = {}
         for name in stages:
@@ -360,7 +429,13 @@ class ArtifactStore:
             blob = blobs.get(path)
             if blob is None:
                 continue
-            manifest = parse_record(Manifest, blob, path)
+            try:
+                manifest = parse_record(Manifest, blob, path)
+            except StoreError as exc:
+                if damaged is None:
+                    raise
+                damaged.append(DamagedArtifact(name, key, str(exc)))
+                continue
             if (manifest.stage, manifest.key) != (name, key):  # as manifest() refuses it
                 log.warning("ignoring %s/%s: its manifest claims to be %s/%s", name, key, manifest.stage, manifest.key)
                 continue
@@ -526,14 +601,14 @@ class ArtifactStore:
         try:
             stat = os.stat(path)
         except FileNotFoundError:
-            raise CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read (see `xlembed artifacts verify`)") from None
+            raise CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read. {_rebuild_hint(stage)}") from None
         seen = (path, stat.st_size, stat.st_mtime_ns, entry.sha256)
         if seen in _VERIFIED_LOCAL:
             return
         if stat.st_size != entry.bytes or sha256_file(path) != entry.sha256:
             raise CorruptArtifact(
                 f"{stage}/{key}/{entry.path} does not match its manifest ({stat.st_size} bytes, manifest says {entry.bytes}; "
-                "or its sha256 differs): the artifact is corrupt and was not read (see `xlembed artifacts verify`)"
+                f"or its sha256 differs): the artifact is corrupt and was not read. {_rebuild_hint(stage)}"
             )
         _VERIFIED_LOCAL.add(seen)
 
@@ -551,12 +626,12 @@ class ArtifactStore:
             try:
                 self.fs.get_file(path, tmp)
             except FileNotFoundError:
-                raise CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read (see `xlembed artifacts verify`)") from None
+                raise CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read. {_rebuild_hint(stage)}") from None
             size = os.path.getsize(tmp)
             if size != entry.bytes or sha256_file(tmp) != entry.sha256:
                 raise CorruptArtifact(
                     f"{stage}/{key}/{entry.path} does not match its manifest ({size} bytes, manifest says {entry.bytes}; "
-                    "or its sha256 differs): the artifact is corrupt and was not read (see `xlembed artifacts verify`)"
+                    f"or its sha256 differs): the artifact is corrupt and was not read. {_rebuild_hint(stage)}"
                 )
             yield tmp
         finally:
@@ -569,6 +644,32 @@ class ArtifactStore:
         from pyarrow.fs import FSSpecHandler, PyFileSystem
 
         return PyFileSystem(FSSpecHandler(self.fs))
+
+    def size_problems(self, stage: str, key: str) -> list[str]:
+        """A cheap check of a committed artifact: each file is there with its manifest's size
+        (no hashing; one listing on object stores). Problems found, as `verify` words them."""
+        try:
+            manifest = self.manifest(stage, key)
+        except StoreError as exc:
+            return [str(exc)]
+        base = self.artifact_dir(stage, key)
+        if self.is_local:
+            sizes = {}
+            for entry in manifest.files:
+                with contextlib.suppress(FileNotFoundError):
+                    sizes[entry.path] = os.stat(f"{base}/{entry.path}").st_size
+        else:
+            self.fs.invalidate_cache(base)
+            listing = self.fs.find(base, detail=True)
+            sizes = {path[len(base) + 1 :]: info.get("size") for path, info in listing.items()}
+        problems = []
+        for entry in manifest.files:
+            size = sizes.get(entry.path)
+            if size is None:
+                problems.append(f"{entry.path}: missing")
+            elif size != entry.bytes:
+                problems.append(f"{entry.path}: {size} bytes, manifest says {entry.bytes}")
+        return problems
 
     def verify(self, stage: str, key: str) -> list[str]:
         """Re-hash every file against the manifest; return the problems found (empty = sound)."""

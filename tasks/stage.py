@@ -10,6 +10,7 @@ about Prefect: flows call these functions from tasks, tests call them directly.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import threading
 import time
@@ -17,10 +18,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
 from storage import (
     ArtifactRef,
@@ -50,6 +51,67 @@ KEYED_UNLESS_DEFAULT = {"keyed": "unless_default"}
 # location only in some configs (a hub id or a local folder) is declared by overriding
 # `StageConfig.located_fields` instead.
 CONTENT_KEYED = {"keyed": "by_content"}
+
+
+class DataError(ValueError):
+    """Bad input data (a file, a line, a column): the message names it and is shown to the user as is."""
+
+
+class EmptyOutputError(DataError):
+    """A stage kept no rows at all (every input row was dropped)."""
+
+
+# Relative local paths in a config file resolve against the file's folder (load_config passes it
+# as the validation context `config_dir`); absolute paths and URLs are kept as they are. Without
+# a context (a config built in code) paths stay as given, relative to the current directory.
+CONFIG_DIR = "config_dir"
+
+
+def resolve_config_path(value: str, config_dir: str | os.PathLike[str] | None) -> str:
+    """A path from a config file made absolute against `config_dir` (URLs, `~` and absolute paths kept)."""
+    if config_dir is None or not value or "://" in value or value.startswith("~"):
+        return value
+    path = Path(value)
+    return value if path.is_absolute() else os.path.normpath(Path(config_dir) / path)
+
+
+def looks_like_path(value: str, config_dir: str | os.PathLike[str] | None) -> bool:
+    """For fields that hold a hub id or a local folder: is `value` meant as a folder? Yes if it
+    is written as a path (./ ../ / ~) or names a folder next to the config file."""
+    if value.startswith((".", "/", "~")) or "\\" in value:
+        return True
+    return config_dir is not None and (Path(config_dir) / value).exists()
+
+
+def _config_path(value: Any, info: ValidationInfo) -> Any:
+    config_dir = (info.context or {}).get(CONFIG_DIR)
+    if isinstance(value, str):
+        return resolve_config_path(value, config_dir)
+    if isinstance(value, dict):
+        return {k: resolve_config_path(v, config_dir) if isinstance(v, str) else v for k, v in value.items()}
+    return value
+
+
+def _hub_id_or_path(value: Any, info: ValidationInfo) -> Any:
+    config_dir = (info.context or {}).get(CONFIG_DIR)
+    if isinstance(value, str) and looks_like_path(value, config_dir):
+        return resolve_config_path(value, config_dir)
+    return value
+
+
+def local_source_paths(data: Any, info: ValidationInfo, fields: tuple[str, ...], sources: tuple[str, ...] = ("local",)) -> Any:
+    """A `mode="before"` model validator's body: when `data["source"]` says the model is a local
+    folder, its `fields` resolve as ConfigPath (written as a bare name or not)."""
+    config_dir = (info.context or {}).get(CONFIG_DIR)
+    if isinstance(data, dict) and data.get("source") in sources:
+        data = {**data, **{f: resolve_config_path(data[f], config_dir) for f in fields if isinstance(data.get(f), str)}}
+    return data
+
+
+# A local path (or URL) in a config section: relative paths resolve against the config's folder.
+ConfigPath = Annotated[str, AfterValidator(_config_path)]
+# A model-hub id or a local folder: resolved like ConfigPath only when written as a path.
+HubIdOrPath = Annotated[str, AfterValidator(_hub_id_or_path)]
 
 
 class StageConfig(BaseModel):
@@ -177,6 +239,11 @@ class Stage(Generic[ConfigT]):
     # Fingerprints of external sources (content hashes of input files, package versions), so
     # that a changed input file changes the key even though the config did not change.
     fingerprint_sources: Callable[[ConfigT], dict[str, Any]] | None = None
+    # Checks the stage's own input files (line counts, columns, that they can be read) and
+    # returns the problems found, each naming file and cause (empty: none); run at plan time
+    # for every stage that will compute, before the first one starts. Must be quick next to
+    # the stage itself.
+    check_sources: Callable[[ConfigT], list[str]] | None = None
     description: str = ""
     # Shards of such stages run one at a time within a process (several variants of a sweep on a
     # thread pool): each already uses every core or the GPU, and transformers' lazy imports and
@@ -312,10 +379,17 @@ def commit_stage(
     fingerprints: Mapping[str, Any],
     records: list[ShardRecord],
     wall_time_s: float,
+    *,
+    allow_empty: bool = False,
 ) -> Manifest:
+    """Write the stage's manifest from its shard records. A table stage that kept no rows is an
+    EmptyOutputError (nothing is committed, the ref stays) unless `allow_empty`."""
     dropped: Counter[str] = Counter()
     for record in records:
         dropped.update(record.dropped)
+    rows_out = sum(r.rows_out for r in records)
+    if stage.schema is not None and rows_out == 0 and not allow_empty:
+        raise EmptyOutputError(empty_output_message(stage.name, sum(r.rows_in for r in records), dropped))
     manifest = Manifest(
         stage=stage.name,
         key=key,
@@ -339,6 +413,17 @@ def commit_stage(
     return store.commit(manifest)
 
 
+def empty_output_message(stage: str, rows_in: int, dropped: Mapping[str, int]) -> str:
+    drops = ", ".join(f"{reason} {n:,}" for reason, n in sorted(dropped.items(), key=lambda item: -item[1]) if n) or "none"
+    hint = ""
+    if dropped.get("invalid_utf8"):
+        hint = " Rows that are not UTF-8 are dropped: convert the file (e.g. iconv -f latin1 -t utf-8 IN > OUT)."
+    return (
+        f"{stage} kept 0 rows ({rows_in:,} read; dropped: {drops}); nothing was committed and the refs did not move.{hint} "
+        f"Check the inputs and filters, or allow an empty output with [pipeline] allow_empty = [\"{stage}\"]"
+    )
+
+
 def run_stage(
     store: ArtifactStore,
     stage: Stage[Any],
@@ -347,6 +432,7 @@ def run_stage(
     *,
     force: bool = False,
     progress: Callable[[int], None] | None = None,
+    allow_empty: bool = False,
 ) -> tuple[ArtifactRef, Manifest]:
     """Run a whole stage in this process (the Prefect flow fans shards out instead)."""
     fingerprints = source_fingerprints(stage, config)
@@ -359,5 +445,5 @@ def run_stage(
     inputs = resolve_inputs(store, stage, input_keys)
     shards = stage.plan_shards(config, inputs)
     records = [run_shard(store, stage, key, config, input_keys, shard, progress) for shard in shards]
-    manifest = commit_stage(store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started)
+    manifest = commit_stage(store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started, allow_empty=allow_empty)
     return store.ref(stage.name, key), manifest

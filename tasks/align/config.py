@@ -17,10 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tasks.corpus.config import LangCodes
-from tasks.stage import NOT_KEYED, StageConfig
+from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
 
 BACKENDS = ("wspalign", "simalign", "eflomal")
 
@@ -49,7 +49,12 @@ class WspalignSettings(StageConfig):
     source: Literal["hub", "local", "tiny_random"] = Field(
         default="hub", description="hub id, local directory, or a seeded tiny random model built on the spot (mechanics tests)"
     )
-    model: str = Field(default="qiyuw/WSPAlign-xlm-base", description="hub id or local directory (safetensors weights only)")
+    model: HubIdOrPath = Field(default="qiyuw/WSPAlign-xlm-base", description="hub id or local directory (safetensors weights only)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
+        return local_source_paths(data, info, ("model",))
     revision: str | None = Field(default=None, description="hub revision (commit) to pin")
     seed: int = Field(default=0, description="seed of the tiny_random model")
     combine: Literal["sum", "average", "intersection", "union"] = "sum"
@@ -76,7 +81,7 @@ class SimalignSettings(StageConfig):
     `argmax` (mutual best), `itermax` (argmax, then again among unaligned words, SimAlign's
     default) or `match` (maximum-weight one-to-one matching). Score = (cos + 1) / 2."""
 
-    model: str | None = Field(
+    model: HubIdOrPath | None = Field(
         default=None, description="encoder directory or hub id; default: the pipeline's base_model artifact"
     )
     method: Literal["argmax", "itermax", "match"] = "itermax"

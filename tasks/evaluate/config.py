@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from tasks.corpus.config import LangCodes, LangKeyed
-from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
+from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 
 class EncoderSettings(StageConfig):
@@ -29,7 +29,7 @@ class DistractorSource(StageConfig):
     FLORES-200; a language with no file here gets no distractors from this folder."""
 
     name: str = Field(min_length=1, description="names the source in drop counts and fingerprints")
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     pattern: str = "{code}.dev"
     files: Annotated[dict[str, str], LangKeyed] = Field(
         default_factory=dict,
@@ -60,7 +60,7 @@ class TatoebaBenchmark(StageConfig):
     language (rows equal to a Tatoeba sentence of the same side are removed and counted)."""
 
     kind: Literal["tatoeba"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel")
     distractors: list[DistractorSource] = Field(default_factory=list)
     max_pairs: int | None = Field(
@@ -84,7 +84,7 @@ class BuccBenchmark(StageConfig):
     """BUCC 2018 layout: `{xx}-en.{split}.{xx|en}` (id TAB sentence) and `.gold`; threshold tuned on `tune_split`."""
 
     kind: Literal["bucc"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=1, description="codes as in the file names: de, fr, ru, zh")
     tune_split: Literal["sample", "training"] = "training"
     test_split: Literal["sample", "training", "test"] = "test"
@@ -95,7 +95,7 @@ class StsBenchmark(StageConfig):
     """STS: SemEval 2017 track files (`STS.input.track*.txt` + `STS.gs.track*.txt`) or `s1 TAB s2 TAB score` TSV."""
 
     kind: Literal["sts"]
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     layout: Literal["semeval2017", "tsv"] = "semeval2017"
     langs: list[str] | None = Field(default=None, description="for tsv: [src, tgt] language codes")
 
@@ -107,7 +107,7 @@ class MultiwayBenchmark(StageConfig):
 
     kind: Literal["multiway"]
     name: str = "flores200-dev"
-    path: str = Field(json_schema_extra=CONTENT_KEYED)
+    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
     langs: LangCodes = Field(min_length=2)
     pattern: str = "{code}.dev"
     pivot: str = "eng_Latn"
@@ -131,7 +131,7 @@ class MtebBenchmark(StageConfig):
 
     kind: Literal["mteb"]
     tasks: list[str] = Field(min_length=1)
-    cache_dir: str = Field(
+    cache_dir: ConfigPath = Field(
         default="~/.cache/huggingface", json_schema_extra=NOT_KEYED, description="the Hugging Face cache that holds the MTEB datasets"
     )
 
@@ -145,8 +145,8 @@ class XnliBenchmark(StageConfig):
     Defaults are the papers' settings; see tasks/evaluate/xnli.py."""
 
     kind: Literal["xnli"]
-    path: str | None = Field(default=None, json_schema_extra=CONTENT_KEYED, description="folder with xnli.dev.tsv and xnli.test.tsv (or .jsonl); unset: the datasets library")
-    train_file: str | None = Field(
+    path: ConfigPath | None = Field(default=None, json_schema_extra=CONTENT_KEYED, description="folder with xnli.dev.tsv and xnli.test.tsv (or .jsonl); unset: the datasets library")
+    train_file: ConfigPath | None = Field(
         default=None, json_schema_extra=CONTENT_KEYED, description="English NLI training pairs: MultiNLI .jsonl/.txt or XNLI-MT .tsv; unset: XNLI's English train split (datasets)"
     )
     langs: list[str] = Field(default_factory=lambda: list(XNLI_LANGUAGES), min_length=1, description="XNLI language codes, as in the files")

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from tasks.corpus.languages import UnknownLanguageError, to_flores
+from tasks.stage import DataError
 
 __all__ = [
     "BUCC_SPLITS",
@@ -75,7 +76,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _STS_TRACK = re.compile(r"^STS\.(?:input|gs)\.(track[0-9]+[a-z]?)(?:\.([A-Za-z_]+)-([A-Za-z_]+))?\.txt$")
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(DataError):
     """Malformed benchmark data; the message names the file, the line (1-based) and the field."""
 
     def __init__(self, path: str | Path, line: int | None, problem: str, field: str | None = None) -> None:

@@ -74,6 +74,19 @@ def check_benchmark_files(config: EvaluateConfig) -> None:
             load_xnli_data(bench)
 
 
+def benchmark_problems(config: EvaluateConfig) -> list[str]:
+    """`check_benchmark_files` as the plan-time check: the first problem, naming file and line."""
+    from tasks.evaluate.datasets import BenchmarkDataError
+
+    try:
+        check_benchmark_files(config)
+    except BenchmarkDataError as exc:
+        return [str(exc)]
+    except OSError as exc:
+        return [f"cannot read {exc.filename or ''}: {exc.strerror or exc}"]
+    return []
+
+
 def plan_evaluate_shards(config: EvaluateConfig, inputs: Inputs) -> list[ShardSpec]:
     check_benchmark_files(config)
     return [ShardSpec("evaluation", {}, f"{len(config.benchmarks)} benchmarks")]
@@ -463,6 +476,7 @@ EVALUATE_STAGE: Stage[EvaluateConfig] = Stage(
     inputs=("corpus", "base_model"),
     optional_inputs=("translate", "train"),
     fingerprint_sources=fingerprint_evaluate_sources,
+    check_sources=benchmark_problems,
     description="score the encoder on Tatoeba, BUCC, STS and held-out retrieval; write a report",
     one_at_a_time=True,
 )

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from tasks.corpus.config import LangCodes
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"
 
@@ -195,7 +195,7 @@ class TrainConfig(StageConfig):
         default=None, ge=1, json_schema_extra=NOT_KEYED, description="rows per GradCache chunk; unset: one pass"
     )
     checkpoint_every: int = Field(default=100, ge=1, json_schema_extra=NOT_KEYED)
-    checkpoint_dir: str = Field(default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED)
+    checkpoint_dir: ConfigPath = Field(default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda when available")
     torch_threads: int | None = Field(default=None, ge=1, json_schema_extra=NOT_KEYED)
     stop_after: int | None = Field(

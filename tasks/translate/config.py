@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from tasks.stage import NOT_KEYED, StageConfig
+from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
 from tasks.translate.languages import nllb_code
 
 Quantization = Literal["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"]
@@ -47,13 +47,18 @@ class TranslateModelConfig(StageConfig):
     """
 
     source: Literal["hub", "local", "ctranslate2", "tiny_random"]
-    model: str | None = Field(default=None, description="hub id or local directory")
+    model: HubIdOrPath | None = Field(default=None, description="hub id or local directory")
     revision: str | None = Field(default=None, description="hub revision (commit, tag, branch or refs/pr/N)")
     name: str | None = Field(default=None, description="the model's name in the `source` column (nllb:{name})")
     quantization: Quantization | None = Field(
         default=None, description="weights of the CTranslate2 model; default int8 (int8 on CPU, float16 or int8_float16 on GPU)"
     )
-    tokenizer: str | None = Field(default=None, description="hub id or directory of the tokenizer (source = ctranslate2)")
+    tokenizer: HubIdOrPath | None = Field(default=None, description="hub id or directory of the tokenizer (source = ctranslate2)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
+        return local_source_paths(data, info, ("model",), ("local", "ctranslate2"))
     allow_pickle_weights: bool = Field(
         default=False,
         description="convert checkpoints that ship only pytorch_model.bin (read by torch's weights_only loader); "

@@ -28,7 +28,7 @@ def test_valid_config_maps_nothing_until_run(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, GOOD))
     assert config.name == "p"
     assert config.stages == ["corpus"]
-    assert config.settings.root == "artifacts"
+    assert config.settings.root == str(tmp_path / "artifacts")  # relative to the config's folder
 
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -132,3 +132,57 @@ def test_write_index_is_a_run_setting_in_no_stage_key(tmp_path: Path, toy_pipeli
     with pytest.raises(ConfigError, match="pipeline.write_index"):
         load_config(write(tmp_path, text.replace("[pipeline]\n", '[pipeline]\nwrite_index = "sometimes"\n', 1)))
 
+
+# ------------------------------------------------------------ issue 15: paths and messages
+PATHS = """
+[pipeline]
+name = "p"
+root = "../store"
+[corpus]
+[[corpus.sources]]
+name = "pairs"
+kind = "text"
+files = { en = "data/x.en", kk = "/abs/x.kk", de = "https://example.org/x.de" }
+[[corpus.sources]]
+name = "tsv"
+kind = "tsv"
+path = "../tables/t.tsv"
+columns = { en = "en", kk = "kk" }
+"""
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cfg").mkdir()
+    path = write(tmp_path / "cfg", PATHS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("XLEMBED_ROOT", raising=False)
+    config = load_config(Path("..") / "cfg" / path.name)
+    assert config.settings.root == str(tmp_path / "store")
+    pairs, tsv = config.stage_configs["corpus"].sources
+    assert pairs.files == {"en": str(tmp_path / "cfg" / "data" / "x.en"), "kk": "/abs/x.kk", "de": "https://example.org/x.de"}
+    assert tsv.path == str(tmp_path / "tables" / "t.tsv")
+    # --root and XLEMBED_ROOT are command-line values: relative to the current directory
+    assert load_config(path, root="here").settings.root == "here"
+
+
+def test_shipped_configs_keep_their_root_and_data_from_the_repository_root() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    demo = load_config(repo / "configs" / "demo.toml")
+    assert demo.settings.root == str(repo / "artifacts")  # `make demo` and the README rely on ./artifacts
+    small = load_config(repo / "configs" / "cpu-small.toml")
+    assert small.settings.root == str(repo / "artifacts")
+    assert small.stage_configs["corpus"].sources[0].path == str(repo.parent / "shared" / "data" / "flores200-dev")
+
+
+def test_missing_config_names_the_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"looked for {tmp_path / 'nope.toml'}"):
+        load_config("nope.toml")
+
+
+def test_allow_empty_names_stages_of_the_pipeline(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, GOOD.replace('name = "p"', 'name = "p"\nallow_empty = ["corpus"]'))).settings.allow_empty == ["corpus"]
+    with pytest.raises(ConfigError, match="allow_empty names stage"):
+        load_config(write(tmp_path, GOOD.replace('name = "p"', 'name = "p"\nallow_empty = ["train"]')))

@@ -80,8 +80,12 @@ def test_ls(cli: Cli, populated: dict[str, Manifest]) -> None:
 
 
 def test_ls_empty_root_and_root_from_environment(cli: Cli, populated: dict[str, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "empty").mkdir()
     empty = cli("ls", root=str(tmp_path / "empty"))
     assert "no artifacts" in empty.output
+    missing = cli("ls", root=str(tmp_path / "missing"), code=2)  # a mistyped root is not an empty store
+    assert f"artifact root {tmp_path / 'missing'} does not exist" in missing.output
+    assert not (tmp_path / "missing").exists()
     monkeypatch.setenv("XLEMBED_ROOT", cli.root)
     result = cli.runner.invoke(app, ["artifacts", "ls"], catch_exceptions=False)
     assert result.exit_code == 0
@@ -196,7 +200,7 @@ def test_refs_and_rollback(cli: Cli, populated: dict[str, Manifest], store: Arti
     ref = store.read_ref("demo", STAGE)
     assert ref is not None and ref.key == old.key
     assert [h.key for h in ref.history] == [old.key, current.key, old.key]
-    assert ref.history[0].note == f"rollback from {current.key[:12]}"
+    assert ref.history[0].note == f"rollback from {current.key[:12]} (version -1)"
 
     cli("rollback", "demo", STAGE, "--to", stray.key[:10])
     assert store.read_ref("demo", STAGE).key == stray.key  # type: ignore[union-attr]
@@ -316,3 +320,123 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
         assert m.key[:12] in html
     assert "<b>trained</b>" not in html and "<script" not in html
     assert "index.html" not in store.stages() and store.list_manifests("train")
+
+
+# ------------------------------------------------------------ issue 15: the store's own checks
+def test_rollback_walks_back_through_history(cli: Cli, store: ArtifactStore, kit: Any) -> None:
+    """Rolling back twice goes two versions back (it used to flip between the last two)."""
+    built = [kit.build(store, STAGE, {"model": f"v{i}"}, rows=2) for i in range(3)]
+    for manifest in built:
+        store.set_ref("demo", STAGE, manifest.key)
+    first = cli("rollback", "demo", STAGE).stdout
+    assert f"{built[2].key[:12]} -> {built[1].key[:12]}" in first and "version -1 of 3" in first
+    second = cli("rollback", "demo", STAGE).stdout
+    assert f"{built[1].key[:12]} -> {built[0].key[:12]}" in second and "oldest" in second
+    assert "no earlier version -3" in cli("rollback", "demo", STAGE, code=2).output
+    listing = cli("rollback", "demo", STAGE, "--list").stdout
+    assert [line.lstrip("* ").split()[0] for line in listing.splitlines() if "where the ref" not in line] == ["0", "-1", "-2"]
+    assert line_with(listing, built[0].key[:12]).startswith("*")
+    cli("rollback", "demo", STAGE, "--to", built[2].key[:10])
+    assert store.read_ref("demo", STAGE).key == built[2].key  # type: ignore[union-attr]
+    cli("rollback", "demo", STAGE, "--steps", "2")
+    assert store.read_ref("demo", STAGE).key == built[0].key  # type: ignore[union-attr]
+    cli("rollback", "demo", STAGE, "--steps", "0", code=2)
+
+
+def test_verify_checks_refs_and_stage_names(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    store.delete("corpus", populated["corpus"].key)  # refs/demo/corpus now points at nothing
+    result = cli("verify", code=1)
+    assert f"BROKEN REF refs/demo/corpus -> {populated['corpus'].key[:12]}" in result.stdout
+    assert "1 ref(s) point at missing artifacts" in result.output
+    assert "no stage 'nosuch'" in cli("verify", "nosuch", code=2).output
+    assert "no stage 'nosuch'" in cli("ls", "nosuch", code=2).output
+
+
+def test_a_truncated_manifest_is_reported_and_the_rest_listed(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+    stray = populated["stray"]
+    path = f"{store.artifact_dir(STAGE, stray.key)}/manifest.json"
+    blob = store.fs.cat_file(path)
+    store._write_bytes(path, blob[: len(blob) // 2])
+    listing = cli("ls")
+    assert "damaged" in line_with(listing.stdout, stray.key[:12])
+    assert populated["current"].key[:12] in listing.stdout and populated["corpus"].key[:12] in listing.stdout
+    result = cli("verify", code=1)
+    assert f"DAMAGED {STAGE}/{stray.key[:12]}" in result.stdout
+    assert f"ok      {STAGE}/{populated['current'].key[:12]}" in result.stdout
+    assert "1 of 4 artifacts failed verification" in result.output
+
+
+def test_read_commands_refuse_a_missing_root(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = tmp_path / "no-such-root"
+    for args in (["ls"], ["verify"], ["refs"], ["gc"], ["show", STAGE], ["rollback", "demo", STAGE]):
+        result = runner.invoke(app, ["artifacts", *args, "--root", str(missing)])
+        assert result.exit_code == 2, (args, result.output)
+        assert "does not exist" in result.output
+    assert not missing.exists()
+
+
+def test_missing_bucket_is_an_error_not_an_empty_store(s3_server: Any, tmp_path: Path, kit: Any) -> None:
+    runner = CliRunner()
+    root = "s3://missing-bucket-xl/x"
+    for args in (["ls"], ["verify"], ["refs"]):
+        result = runner.invoke(app, ["artifacts", *args, "--root", root])
+        assert result.exit_code == 2, (args, result.output)
+        assert "bucket 'missing-bucket-xl' does not exist" in result.output and "aws s3 mb" in result.output
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    local = ArtifactStore(tmp_path / "local")
+    kit.build(local, STAGE, rows=2)
+    push = runner.invoke(app, ["artifacts", "push", root, "--root", str(tmp_path / "local")])
+    assert push.exit_code == 2 and "does not exist" in push.output and "Traceback" not in push.output
+
+
+def test_s3_credential_and_endpoint_problems_are_one_line(s3_server: Any, s3_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import s3fs
+
+    runner = CliRunner()
+
+    def one_line(code: int, *needles: str) -> None:
+        s3fs.S3FileSystem.clear_instance_cache()
+        result = runner.invoke(app, ["artifacts", "ls", "--root", s3_root])
+        assert result.exit_code == code, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert s3_root in result.output
+        for needle in needles:
+            assert needle in result.output, result.output
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    one_line(1, "no S3 credentials", "AWS_ACCESS_KEY_ID")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret-7f3a9c")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    one_line(1, "cannot reach the S3 endpoint http://127.0.0.1:9", "AWS_ENDPOINT_URL")
+
+
+def test_wrong_credentials_and_unknown_protocols_are_one_line() -> None:
+    from storage.errors import explain
+
+    class ClientError(Exception):
+        def __init__(self, code: str) -> None:
+            super().__init__(f"An error occurred ({code})")
+            self.response = {"Error": {"Code": code}}
+
+    wrapped = PermissionError("The AWS Access Key Id you provided does not exist in our records.")
+    wrapped.__cause__ = ClientError("InvalidAccessKeyId")
+    message = explain(wrapped, "s3://b/x")
+    assert message is not None and "s3://b/x" in message and "InvalidAccessKeyId" in message and "AWS_ACCESS_KEY_ID" in message
+    denied = PermissionError("Forbidden")
+    denied.__cause__ = ClientError("403")
+    assert "access denied" in (explain(denied, "s3://b/x") or "")
+    runner = CliRunner()
+    gs = runner.invoke(app, ["artifacts", "ls", "--root", "gs://bucket/x"])
+    assert gs.exit_code == 1 and "pip install gcsfs" in gs.output and len(gs.output.strip().splitlines()) == 1
+    unknown = runner.invoke(app, ["artifacts", "ls", "--root", "nosuchproto://bucket/x"])
+    assert unknown.exit_code == 1 and "unknown protocol nosuchproto://" in unknown.output
+
+
+def test_argument_values_are_validated(cli: Cli, populated: dict[str, Manifest]) -> None:
+    for args in (["show", STAGE, "-n", "-1"], ["head", STAGE, "-n", "-5"], ["show", "nosuch"], ["head", "nosuch"], ["push", "", "nosuch"]):
+        result = cli(*args, code=2)
+        assert "Traceback" not in result.output

@@ -1,0 +1,88 @@
+"""Object-storage failures as one line a user can act on: the root, the cause, the fix.
+
+boto, s3fs and fsspec report a wrong key, a missing bucket or an unreachable endpoint as
+exceptions from deep inside their stacks (a 70-170-line traceback). `explain` recognises
+them by their class names and error codes (so botocore need not be installed to import
+this module) and says which variable or package to change.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+CREDENTIAL_VARS = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (~/.aws/credentials)"
+BAD_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId"}
+DENIED_CODES = {"AccessDenied", "Forbidden", "403", "AllAccessDisabled", "AccountProblem"}
+UNREACHABLE_CLASSES = {"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionClosedError", "ReadTimeoutError", "ServerDisconnectedError"}
+# fsspec's protocols whose packages are optional, and what to install for them
+PROTOCOL_PACKAGES = {"gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs", "hf": "huggingface_hub", "sftp": "paramiko", "ssh": "paramiko"}
+
+
+def filesystem_for(root_uri: str) -> tuple[Any, str]:
+    """fsspec's filesystem and path for a root; an unknown protocol or a missing package is a
+    StoreError naming the package to install."""
+    import fsspec
+
+    from storage.store import StoreAccessError
+
+    scheme = urlsplit(root_uri).scheme
+    try:
+        return fsspec.core.url_to_fs(root_uri)
+    except ImportError as exc:
+        package = PROTOCOL_PACKAGES.get(scheme) or (exc.name or "the fsspec implementation")
+        raise StoreAccessError(f"artifact root {root_uri}: the {scheme}:// protocol needs the package {package}: pip install {package} ({exc})") from None
+    except ValueError as exc:
+        if "protocol" not in str(exc).lower():
+            raise
+        raise StoreAccessError(f"artifact root {root_uri}: unknown protocol {scheme}://; use a local folder or s3://bucket/prefix") from None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 10:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _error_code(exc: BaseException) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        if code:
+            return str(code)
+    return None
+
+
+def _endpoint() -> str:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "the default AWS endpoint"
+
+
+def explain(exc: BaseException, root: str | None) -> str | None:
+    """One line for a storage failure (`root: cause: fix`), or None when `exc` is not one."""
+    where = f"artifact root {root}" if root else "object storage"
+    chain = _chain(exc)
+    names = {type(e).__name__ for e in chain}
+    codes = {code for e in chain if (code := _error_code(e))}
+    text = " ".join(str(e) for e in chain)
+    bucket = urlsplit(root).netloc if root and "://" in root else ""
+    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
+        return f"{where}: no S3 credentials found: set {CREDENTIAL_VARS}"
+    if codes & BAD_CREDENTIAL_CODES or "Access Key Id you provided does not exist" in text or "signature we calculated does not match" in text:
+        code = next(iter(sorted(codes & BAD_CREDENTIAL_CODES)), "InvalidAccessKeyId")
+        return f"{where}: S3 rejected the credentials ({code}): check {CREDENTIAL_VARS}"
+    if names & UNREACHABLE_CLASSES or "Could not connect to the endpoint" in text:
+        return f"{where}: cannot reach the S3 endpoint {_endpoint()}: check AWS_ENDPOINT_URL and the network"
+    if "NoSuchBucket" in codes or "NoSuchBucket" in names or "bucket does not exist" in text:
+        name = f" {bucket!r}" if bucket else ""
+        return (
+            f"{where}: the bucket{name} does not exist: create it (aws s3 mb s3://{bucket or 'BUCKET'}) "
+            "or fix the root (--root, XLEMBED_ROOT or the config's pipeline.root)"
+        )
+    if codes & DENIED_CODES or isinstance(exc, PermissionError) and root and "://" in root:
+        code = next(iter(sorted(codes & DENIED_CODES)), "AccessDenied")
+        return f"{where}: access denied ({code}): the credentials ({CREDENTIAL_VARS}) may not read or write this bucket and prefix"
+    return None
