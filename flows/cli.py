@@ -87,6 +87,12 @@ def _one_line_data_errors() -> None:
                 handler.addFilter(quiet)
 
 
+def stopped(exc: BaseException) -> typer.Exit:
+    """Ctrl-C or SIGTERM stopped a run at a safe point: what was kept, exit 130."""
+    err.print(f"interrupted: {exc}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(130)
+
+
 def _version(value: bool) -> None:
     if value:
         from tasks.stage import PACKAGE_VERSION
@@ -201,13 +207,18 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from flows.interrupts import interruptible
     from flows.pipeline import pipeline_flow
     from flows.runners import make_task_runner
+    from tasks.stop import Interrupted
 
     flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
     _one_line_data_errors()
     try:
-        keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
+        with interruptible():
+            keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
+    except Interrupted as exc:
+        raise stopped(exc) from None
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
@@ -311,13 +322,18 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
         raise fail(str(exc), 2) from None
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from flows.interrupts import interruptible
     from flows.runners import make_task_runner
     from flows.sweep import sweep_dir, sweep_flow
+    from tasks.stop import Interrupted
 
     flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
     _one_line_data_errors()
     try:
-        flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
+        with interruptible():
+            flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
+    except Interrupted as exc:
+        raise stopped(exc) from None
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise

@@ -7,7 +7,10 @@ committed is not run at all. Transient storage errors are retried.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
+import threading
 import time
 from typing import Any
 
@@ -16,11 +19,13 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact, cr
 from prefect.cache_policies import NO_CACHE
 
 from flows.config import PipelineConfig, load_config
+from flows.interrupts import take_signals
 from flows.plan import StepPlan, make_plan
 from flows.progress import progress_bar
 from flows.stages import stage_registry
 from storage import ArtifactStore, Manifest
 from tasks.stage import ShardSpec, commit_stage, run_shard
+from tasks.stop import STOP, Interrupted, raise_if_stopping
 
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)
 
@@ -130,6 +135,47 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     logger.info("store index: %s (%d artifacts)", url, page.artifacts)
 
 
+def shard_results(futures: list[Any], stage: str, store: ArtifactStore, key: str, shards: list[ShardSpec]) -> list[dict[str, Any]]:
+    """Wait for every shard. On a stop request, cancel the shards (one not started never starts,
+    a Dask or Ray shard is cancelled where it runs, a thread stops at its next safe point), wait
+    for them, and raise `Interrupted` saying what was kept."""
+    finished = threading.Semaphore(0)
+    for future in futures:
+        future.add_done_callback(lambda _: finished.release())
+    cancelled = False
+    for _ in futures:
+        while not finished.acquire(timeout=0.5):
+            if STOP.is_set() and not cancelled:
+                cancelled = True
+                for future in futures:
+                    _cancel(future)
+    if not STOP.is_set():
+        return [future.result() for future in futures]
+    details = []
+    for future in futures:
+        try:
+            future.result()
+        except Interrupted as exc:
+            details.append(str(exc))
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - cancelled or failed: not kept, counted below
+            pass
+    if len(shards) == 1 and details:
+        raise Interrupted(details[0])
+    kept = sum(store.completed_shard(stage, key, shard.shard_id) is not None for shard in shards)
+    raise Interrupted(f"{stage}: stopped; {kept} of {len(shards)} shards kept; rerun resumes")
+
+
+def _cancel(future: Any) -> None:
+    wrapped = future.wrapped_future
+    with contextlib.suppress(Exception):
+        if hasattr(wrapped, "cancel"):  # concurrent.futures (threads), dask.distributed
+            wrapped.cancel()
+        else:  # a Ray ObjectRef
+            import ray
+
+            ray.cancel(wrapped)
+
+
 def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> None:
     stage_config = config.stage_configs[step.stage]
     as_json = stage_config.model_dump(mode="json")
@@ -140,7 +186,7 @@ def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> No
     futures = build_shard_task.map(
         unmapped(store.root_uri), unmapped(step.stage), unmapped(step.key), unmapped(as_json), unmapped(step.input_keys), shards
     )
-    done = [future.result() for future in futures]
+    done = shard_results(futures, step.stage, store, step.key, shards)
     allow_empty = step.stage in config.settings.allow_empty
     commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started, allow_empty)
 
@@ -154,6 +200,7 @@ def pipeline_flow(
     root: str | None = None,
 ) -> dict[str, str]:
     """Build every stale stage of a pipeline config; returns stage -> artifact key."""
+    take_signals()
     config = load_config(config_path, root=root)
     store = ArtifactStore(config.settings.root)
     plan = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force or [])
@@ -165,6 +212,7 @@ def pipeline_flow(
         if step.action == "skip":
             continue
         if step.action == "compute":
+            raise_if_stopping(f"{step.stage}: stopped before it started; every stage before it is kept; rerun resumes")
             logger.info("%s: computing %s (%s)", step.stage, step.key[:12], "; ".join(step.reasons))
             run_step(config, store, step)
         else:

@@ -63,6 +63,7 @@ from flows.plan import Plan, StepPlan, make_plan, plan_notes
 from storage import ArtifactStore
 from storage.content_hash import HashStats
 from storage.keys import NAME_PATTERN, canonical_json
+from tasks.stop import Interrupted, raise_if_stopping
 
 GRID_TOP_KEYS = ("name", "description", "baseline", "seeds", "seed_keys", "common", "grid", "variants", "report")
 # Sweep-wide settings: one root, one task runner for all variants; the name is set per variant.
@@ -679,6 +680,7 @@ def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None
                 if step.action == "skip":
                     continue
                 if step.action == "compute":
+                    raise_if_stopping(f"{vplan.variant.name}: stopped before {step.stage}")
                     if run_step is None:
                         raise RuntimeError(f"{step.stage} {step.key[:12]} is not cached and this run computes nothing")
 
@@ -690,6 +692,8 @@ def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None
                         outcome.computed.append(step.stage)
                 store.set_ref(vplan.pipeline, step.stage, step.key, note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}")
                 outcome.keys[step.stage] = step.key
+        except Interrupted:
+            raise
         except Exception as exc:  # noqa: BLE001 - reported per variant; the flow fails at the end
             outcome.error = f"{type(exc).__name__}: {exc}"
             log(f"{vplan.variant.name}: failed: {outcome.error}")
@@ -699,7 +703,11 @@ def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep-variant") as pool:
         # each driver runs in a copy of this context, so Prefect tasks it calls join this flow run
         futures = [pool.submit(contextvars.copy_context().run, drive, vplan) for vplan in plan.variants]
-        return {f.result().variant: f.result() for f in futures}
+    stopped = [f.exception() for f in futures if isinstance(f.exception(), Interrupted)]
+    if stopped:  # Ctrl-C: every driver stopped at its next safe point
+        done = sum(1 for f in futures if f.exception() is None and f.result().ok)
+        raise Interrupted(f"sweep {plan.grid.name}: stopped ({stopped[0]}); {done} of {len(futures)} variants up to date; rerun resumes")
+    return {f.result().variant: f.result() for f in futures}
 
 
 # ----------------------------------------------------------------------------- report
@@ -830,12 +838,14 @@ def _prefect_flow() -> Any:
     from prefect import flow, get_run_logger
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+    from flows.interrupts import take_signals
     from flows.pipeline import publish_store_index, run_step
     from flows.stages import stage_registry
 
     @flow(name="xlembed-sweep", log_prints=True)
     def sweep_flow(config_path: str, grid_path: str, baseline: str | None = None, root: str | None = None) -> dict[str, dict[str, str]]:
         """Run every variant of a grid over one pipeline config; returns variant -> stage -> key."""
+        take_signals()
         base = load_config(config_path, root=root)
         grid = load_grid(grid_path, config=config_path)
         grid.check_baseline(baseline)

@@ -34,6 +34,7 @@ from storage import (
 )
 from storage.content_hash import file_sha256
 from storage.keys import KEY_SCHEME, check_name
+from tasks.stop import raise_if_stopping
 
 PACKAGE_VERSION = "0.1.0"
 
@@ -207,6 +208,9 @@ class ShardContext:
             self.attach(f"{prefix}{path.relative_to(directory).as_posix()}", path)
 
     def progress(self, n: int) -> None:
+        """Report `n` more units done; also where a shard stops when the run is asked to (its
+        record is not written, so a rerun builds it again)."""
+        raise_if_stopping(f"shard {self.shard_id}: stopped before it finished")
         if self._progress is not None:
             self._progress(n)
 
@@ -332,6 +336,7 @@ def run_shard(
     if done is not None:
         return done
     with _ONE_AT_A_TIME if stage.one_at_a_time else contextlib.nullcontext():
+        raise_if_stopping(f"{stage.name} shard {shard.shard_id}: not started")
         started = time.perf_counter()
         inputs = resolve_inputs(store, stage, input_keys)
         with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from tasks.stop import Interrupted, own_process_group, register_child, stop_requested, unregister_child
 
 
 def is_distributed() -> bool:
@@ -70,7 +74,12 @@ def sum_gradients(parameters: list[torch.nn.Parameter]) -> None:
 
 
 def launch(spec_path: Path, *, nproc: int, timeout_s: int | None = None) -> None:
-    """Run the distributed workers for a spec written by the stage; raise if any fails."""
+    """Run the distributed workers for a spec written by the stage; raise if any fails.
+
+    torchrun runs in a process group of its own, so the terminal's Ctrl-C reaches only xlembed:
+    on a stop request this writes `stop` beside the spec, the workers agree to stop after the
+    step they are in, save a checkpoint and write `interrupted.txt`, and `Interrupted` is raised
+    here with its message (a second Ctrl-C kills the group: tasks.stop.kill_children)."""
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
         "-m", "tasks.train.distributed", str(spec_path),
@@ -78,9 +87,28 @@ def launch(spec_path: Path, *, nproc: int, timeout_s: int | None = None) -> None
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=timeout_s)
+    stop_file, interrupted = spec_path.parent / "stop", spec_path.parent / "interrupted.txt"
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=own_process_group)
+    register_child(proc)
+    try:
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stop_requested() and not stop_file.exists():
+                    stop_file.touch()
+                if deadline is not None and time.monotonic() > deadline:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                    raise subprocess.TimeoutExpired(cmd, timeout_s) from None
+    finally:
+        unregister_child(proc)
+    if interrupted.exists():
+        raise Interrupted(interrupted.read_text(encoding="utf-8").strip())
     if proc.returncode != 0:
-        tail = (proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]).strip()
+        tail = (stdout[-4000:] + "\n" + stderr[-8000:]).strip()
         raise RuntimeError(f"distributed training failed (exit {proc.returncode}):\n{tail}")
 
 
@@ -107,8 +135,14 @@ def _worker(spec_path: str) -> None:
             alignments=pq.read_table(spec["alignments"]) if spec.get("alignments") else None,
             base_dir=Path(spec["base_dir"]),
         )
-        trainer = Trainer(config, inputs, rank=rank, world=world)
-        metrics = trainer.run(Path(spec["out_dir"]), Path(spec["checkpoint_dir"]))
+        stop_file = Path(spec_path).parent / "stop"
+        trainer = Trainer(config, inputs, rank=rank, world=world, should_stop=stop_file.exists)
+        try:
+            metrics = trainer.run(Path(spec["out_dir"]), Path(spec["checkpoint_dir"]))
+        except Interrupted as exc:
+            if rank == 0:
+                Path(spec_path).parent.joinpath("interrupted.txt").write_text(str(exc), encoding="utf-8")
+            return
         if rank == 0:
             Path(spec["out_dir"], "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
     finally:

@@ -34,6 +34,7 @@ import pyarrow as pa
 import torch
 from torch import nn
 
+from tasks.stop import Interrupted, stop_requested
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
 from tasks.train.data import BatchPlan, StepBatch, TrainingData, build_training_data, multiway_rows, texts_to_arrays, tokenize
@@ -173,10 +174,13 @@ def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, inputs: TrainInputs, *, rank: int = 0, world: int = 1, device: str | None = None) -> None:
+    def __init__(
+        self, config: TrainConfig, inputs: TrainInputs, *, rank: int = 0, world: int = 1, device: str | None = None, should_stop: Callable[[], bool] = stop_requested
+    ) -> None:
         from transformers import AutoTokenizer
 
         self.config, self.inputs, self.rank, self.world = config, inputs, rank, world
+        self.should_stop = should_stop  # polled after every step (Ctrl-C: tasks/stop.py)
         if config.torch_threads:
             torch.set_num_threads(config.torch_threads)
         device = device or config.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -402,6 +406,9 @@ class Trainer:
             start = int(state["step"])
             log.info("resuming from %s (step %d)", latest, start)
         is_main = self.rank == 0
+        if self._stop_agreed():
+            kept = f"checkpoint at step {start} kept" if start else "no checkpoint yet"
+            raise Interrupted(f"train: stopped before step {start + 1} of {config.steps}; {kept}; rerun resumes")
         if start == 0 and is_main and config.eval_every:
             scores = self.evaluate_dev()
             if scores is not None:
@@ -421,10 +428,13 @@ class Trainer:
                     if state["best_score"] is None or scores["mean"] > state["best_score"]:
                         state.update(best_score=scores["mean"], best_step=done, best_scores=scores)
                         ckpt.save_tensors_atomic(checkpoint_dir / ckpt.BEST_MODEL, self.model.state_dict())
-            if is_main and (done % config.checkpoint_every == 0 or last):
+            stopping = not last and self._stop_agreed()
+            if is_main and (done % config.checkpoint_every == 0 or last or stopping):
                 state["train_seconds"] = seconds_before + time.perf_counter() - started
                 state["position"] = list(self.plan.position(step))
                 ckpt.save_checkpoint(checkpoint_dir, step=done, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler, state=state)
+            if stopping:
+                raise Interrupted(f"train: stopped at step {done} of {config.steps}; checkpoint at step {done} kept in {checkpoint_dir}; rerun resumes from it")
             if config.stop_after and done >= config.stop_after and not last:
                 raise TrainingStopped(f"stopped after step {done} (stop_after)")
         train_seconds = seconds_before + time.perf_counter() - started
@@ -446,6 +456,14 @@ class Trainer:
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
         self.model.load_state_dict(final_state)
         return metrics
+
+    def _stop_agreed(self) -> bool:
+        """Whether to stop now; with several processes, every one stops when any was asked to
+        (each must stop at the same step, or the next collective call waits forever)."""
+        asked = bool(self.should_stop())
+        if self.world > 1:
+            asked = bool(sum_over_processes(torch.tensor([float(asked)], device=self.device))[0] > 0)
+        return asked
 
     @torch.no_grad()
     def _interpolate_with_base(self, alpha: float) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from tasks.stop import Interrupted
 from tasks.train.config import TrainConfig
 from tasks.train.trainer import NonFiniteLossError, Trainer, TrainingStopped, TrainInputs
 
@@ -113,6 +114,20 @@ def test_stopped_run_resumes_to_identical_weights(inputs, tmp_path):
     assert full_metrics["final_losses"] == resumed_metrics["final_losses"]
 
 
+def test_a_stop_request_ends_the_step_keeps_it_as_a_checkpoint_and_resumes_to_identical_weights(inputs, tmp_path):
+    """Ctrl-C (tasks/stop.py): polled before the first step and after each; here after step 2."""
+    cfg = config(steps=4, checkpoint_every=4, dropout=0.1)
+    full, _ = run(cfg, inputs, tmp_path, "full")
+    polls = []
+    stopped = Trainer(cfg, inputs, should_stop=lambda: polls.append(1) or len(polls) >= 3)
+    with pytest.raises(Interrupted, match=r"^train: stopped at step 2 of 4; checkpoint at step 2 kept in .*; rerun resumes from it$"):
+        stopped.run(tmp_path / "stopped" / "out", tmp_path / "stopped" / "ckpt")
+    assert json.loads((tmp_path / "stopped" / "ckpt" / "latest.json").read_text())["step"] == 2
+    resumed, _ = run(cfg, inputs, tmp_path, "stopped")
+    a, b = weights(full), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_sigkilled_process_resumes_to_identical_weights(inputs, tmp_path, tiny_model_dir, corpus_table, alignment_table):
     import pyarrow.parquet as pq
 
@@ -190,6 +205,28 @@ def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, 
     ddp = load_file(str(next((tmp_path / "ddp" / "ckpt").glob("step-*")) / "model.safetensors"))
     for k, v in weights(single).items():
         torch.testing.assert_close(ddp[k], v, atol=2e-5, rtol=1e-4, msg=k)
+
+
+def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(tmp_path, tiny_model_dir, corpus_table, alignment_table):
+    """The workers run in their own process group; `launch` asks them through a file, they agree
+    on the step (all-reduce) and rank 0 says where it stopped."""
+    import pyarrow.parquet as pq
+
+    from tasks.stop import STOP
+    from tasks.train.distributed import launch
+
+    cfg = config(steps=500, eval_every=0, checkpoint_every=1000, batch_size=8, distributed={"nproc_per_node": 2, "backend": "gloo"})
+    pq.write_table(corpus_table, tmp_path / "corpus.parquet")
+    spec = {"config": cfg.model_dump(mode="json"), "corpus": str(tmp_path / "corpus.parquet"), "alignments": None,
+            "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "out"), "checkpoint_dir": str(tmp_path / "ckpt")}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    STOP.set()
+    try:
+        with pytest.raises(Interrupted, match=r"^train: stopped (before step 1 of 500; no checkpoint yet|at step \d+ of 500; checkpoint at step \d+ kept)"):
+            launch(tmp_path / "spec.json", nproc=2, timeout_s=300)
+    finally:
+        STOP.clear()
+    assert not (tmp_path / "out" / "metrics.json").exists()
 
 
 def test_interpolation_exports_the_weighted_mean_of_trained_and_base_weights(inputs, tmp_path, tiny_model_dir):
