@@ -11,7 +11,8 @@ something worth keeping (the trainer's step line: losses, learning rate, speed, 
   run's logger, so they reach both the log and the Prefect UI.
 - either way, reported lines go to the task run's logs in the Prefect UI.
 
-XLEMBED_PROGRESS=0 turns the bar and the timed lines off; =lines asks for lines in a terminal.
+XLEMBED_PROGRESS=0 turns the bar and the timed lines off; =lines asks for lines in a terminal,
+=bar for the bar where stderr does not look like one.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ def mode() -> str:
     setting = os.environ.get(PROGRESS_ENV, "1").lower()
     if setting in ("0", "off", "false", "no"):
         return "off"
-    if setting == "lines" or not sys.stderr.isatty():
-        return "lines"
-    return "bar"
+    if setting in ("lines", "bar"):
+        return setting
+    return "bar" if sys.stderr.isatty() else "lines"
 
 
 def enabled() -> bool:
@@ -101,7 +102,7 @@ class StageProgress:
         self.done += n
         if self._bar is not None:
             self._bar.advance(self._task_id, n)
-        elif self.mode == "lines" and self.interval and time.monotonic() - self._last_line >= self.interval:
+        elif self.mode == "lines" and time.monotonic() - self._last_line >= self.interval:
             self._emit(self.summary(), to_console=True)
 
     def report(self, line: str) -> None:
