@@ -151,6 +151,9 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
 
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
+    from flows.server import TemporaryServer
+
+    server = TemporaryServer.start_early()  # starts while the run plans (flows/server.py)
     store, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
     _print_plan_notes(steps)
@@ -159,6 +162,7 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
             if step.action == "cached":
                 store.set_ref(cfg.name, step.stage, step.key, note="up to date")
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
+        server.stop()
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
@@ -170,11 +174,14 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
 
     flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
     try:
-        keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
+        with server.connected():
+            keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
         raise fail(f"run failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        server.stop()
     table = Table(title="artifacts", title_justify="left")
     for column in ("stage", "key", "rows in", "rows out", "dropped"):
         table.add_column(column, justify="right" if column.startswith(("rows", "dropped")) else "left")
@@ -244,11 +251,13 @@ def _sweep_table(plan: Any) -> Table:
 def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool) -> None:
     import tempfile
 
+    from flows.server import TemporaryServer
     from flows.stages import stage_registry
     from flows.sweep import load_grid, plan_sweep, run_variants, write_report
     from storage import ArtifactStore, StoreError
 
     cfg = _load(config, root)
+    server = TemporaryServer() if dry_run else TemporaryServer.start_early()  # starts while the sweep plans
     try:
         grid = load_grid(grid_path, config=config)
         grid.check_baseline(baseline)
@@ -269,8 +278,10 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
                 report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
                 out.print("[green]Every variant is up to date; nothing to compute.[/green]")
                 _print_sweep_report(report)
+                server.stop()
                 return
     except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
+        server.stop()
         raise fail(str(exc), 2) from None
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
@@ -282,11 +293,14 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
 
     flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
     try:
-        flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
+        with server.connected():
+            flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
         raise fail(f"sweep failed: {type(exc).__name__}: {exc} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
+    finally:
+        server.stop()
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
 
 
