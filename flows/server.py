@@ -8,7 +8,8 @@ starts up (about 5 s more), and only then runs the first task. Here the same ser
 started in the background before planning, so its start-up overlaps the plan, the data
 checks and the import of Prefect in the CLI; the CLI never imports the server code. It runs
 in a session of its own, so a Ctrl-C in the terminal reaches the run, which stops its stage
-and then this server, instead of killing the server under a running stage.
+and then this server, instead of killing the server under a running stage; on Linux it gets
+SIGTERM if the CLI dies (even by SIGKILL).
 
 Nothing is started when a Prefect API is configured (PREFECT_API_URL, a profile) or
 ephemeral mode is off; XLEMBED_EARLY_SERVER=0 leaves it to Prefect as before. When the plan
@@ -60,7 +61,7 @@ class TemporaryServer:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory", "prefect.server.api.server:create_app",
              "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-            env=env, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True,
+            env=env, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True, preexec_fn=_die_with_parent,
         )  # fmt: skip
 
     def _wait_ready(self) -> bool:
@@ -143,6 +144,16 @@ def _plain_prefect_setup() -> bool:
     active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
     settings = profiles.get("profiles", {}).get(active, {})
     return not settings.get("PREFECT_API_URL") and str(settings.get("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true")).lower() not in ("0", "false")
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it starts (Linux): SIGTERM when the CLI dies, even by
+    SIGKILL, so that no server outlives its run."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _free_port() -> int:

@@ -51,3 +51,29 @@ def test_no_early_server_when_prefect_is_told_to_use_another(tmp_path: Path, mon
     assert _plain_prefect_setup()
     (tmp_path / "prefect.toml").write_text("[api]\nurl = 'http://prefect.example:4200/api'\n")
     assert not _plain_prefect_setup()  # settings files here may say otherwise: leave it to Prefect
+
+
+def test_the_server_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    from conftest import cli
+
+    config = write_config(tmp_path / "toy.toml", tmp_path / "artifacts", write_corpus_text(tmp_path / "data"), shards=4, max_workers=1)
+    env = subprocess_env(tmp_path, TOY_SHARD_SECONDS="5.0")
+    process = subprocess.Popen(cli("run", str(config)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, servers = time.monotonic() + 120, []
+        while not servers and time.monotonic() < deadline:
+            time.sleep(0.2)
+            servers = [p for p in psutil.Process(process.pid).children(recursive=True) if "uvicorn" in " ".join(p.cmdline())]
+        assert servers, "no server started"
+        assert servers[0].pid != process.pid and os.getsid(servers[0].pid) != os.getsid(process.pid)  # its own session
+    finally:
+        process.send_signal(signal.SIGKILL)  # the CLI alone, as the OOM killer would
+        process.wait(timeout=30)
+    gone, alive = psutil.wait_procs(servers, timeout=20)
+    assert not alive, f"server {alive} outlived the run"
