@@ -9,7 +9,7 @@ something worth keeping (the trainer's step line: losses, learning rate, speed, 
 - stderr is not a terminal (CI, nohup, a scheduler's log): a line every
   XLEMBED_PROGRESS_EVERY seconds (default 30) and every reported line, through the task
   run's logger, so they reach both the log and the Prefect UI.
-- either way, reported lines go to the task run's logs in the Prefect UI.
+- either way, the timed and the reported lines go to the task run's logs in the Prefect UI.
 
 XLEMBED_PROGRESS=0 turns the bar and the timed lines off; =lines asks for lines in a terminal,
 =bar for the bar where stderr does not look like one.
@@ -100,9 +100,12 @@ class StageProgress:
 
     def advance(self, n: int) -> None:
         self.done += n
+        due = self.mode != "off" and time.monotonic() - self._last_line >= self.interval
         if self._bar is not None:
             self._bar.advance(self._task_id, n)
-        elif self.mode == "lines" and time.monotonic() - self._last_line >= self.interval:
+            if due:  # the terminal has the bar; the Prefect UI gets the line
+                self._emit(self.summary(), to_console=False)
+        elif due:
             self._emit(self.summary(), to_console=True)
 
     def report(self, line: str) -> None:
