@@ -111,3 +111,29 @@ def test_a_table_in_a_pipe_is_markdown_rows_one_line_each(piped_run):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     lines = head.stdout.splitlines()
     assert len(lines) == 2 + 3 and all(line.startswith("|") and line.endswith("|") for line in lines), head.stdout
+
+
+def test_long_lines_are_never_wrapped_and_tables_in_a_pipe_are_never_cut():
+    import io
+
+    from rich.table import Table
+
+    from flows.output import Output
+
+    sink = io.StringIO()
+    console = Output(file=sink, width=80)  # not a terminal, 80 columns: what rich used to wrap at
+    report = "report: /data/" + "long-folder/" * 12 + "evaluate/" + "f" * 64 + "/files/report/report.html"
+    console.print(report, highlight=False, markup=False)
+    table = Table(title="artifacts")
+    for column in ("stage", "uri"):
+        table.add_column(column)
+    table.add_row("[green]corpus[/]", "s3://bucket/prefix/corpus/" + "c" * 64)
+    table.add_row("translate_model", "s3://bucket/prefix/translate_model/" + "d" * 64)
+    console.print(table)
+    assert sink.getvalue().splitlines() == [
+        report,
+        "artifacts",
+        "stage            uri",
+        "corpus           s3://bucket/prefix/corpus/" + "c" * 64,
+        "translate_model  s3://bucket/prefix/translate_model/" + "d" * 64,
+    ]
