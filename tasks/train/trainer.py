@@ -412,7 +412,9 @@ class Trainer:
                 state["base_scores"] = scores
         started = time.perf_counter()
         seconds_before = float(state.get("train_seconds", 0.0))
-        monitor = StepMonitor(self, checkpoint_dir, start, progress, len(state["curves"]) if start else 0) if is_main else None
+        from tasks.train.reporters import StepMonitor
+
+        monitor = StepMonitor(config, checkpoint_dir, start, progress, len(state["curves"]) if start else 0) if is_main else None
         for step in range(start, config.steps):
             values = self.train_step(step)
             done = step + 1
@@ -486,76 +488,6 @@ class Trainer:
             "interpolation": self.config.interpolation,
             "examples_per_second": round(steps * self.config.batch_size / train_seconds, 2) if train_seconds > 0 else None,
         }
-
-
-class StepMonitor:
-    """Rank 0's view of a run while it trains: every step to the reporters (TensorBoard, W&B,
-    MLflow) and the progress bar; every `log_every` steps (and the last) a line with the
-    step, the losses per objective, the learning rate, examples/s and the ETA."""
-
-    def __init__(self, trainer: Trainer, checkpoint_dir: Path, start: int, progress: Any, reported_curves: int) -> None:
-        from tasks.train.reporters import open_reporters
-
-        self.config, self.progress, self.start = trainer.config, progress, start
-        self.checkpoint_dir = checkpoint_dir
-        self.started = time.perf_counter()
-        self.reported_curves = reported_curves  # a resumed run's curves are in the event files already
-        self.reporters = open_reporters(list(self.config.report_to), checkpoint_dir, start, checkpoint_dir.name, self.config.model_dump(mode="json"))
-        if progress is not None:
-            progress.expect(self.config.steps, "steps", done=start)
-
-    def _report_curves(self, curves: list[dict[str, Any]]) -> None:
-        fresh = curves[self.reported_curves :]  # this step's values and any dev accuracy since
-        self.reported_curves = len(curves)
-        by_step: dict[int, dict[str, float]] = {}
-        for point in fresh:
-            by_step.setdefault(int(point["step"]), {})[point["metric"]] = float(point["value"])
-        for reporter in self.reporters:
-            for at, scalars in sorted(by_step.items()):
-                reporter.scalars(at, scalars)
-
-    def step(self, done: int, values: dict[str, float], curves: list[dict[str, Any]]) -> None:
-        self._report_curves(curves)
-        if done % self.config.checkpoint_every == 0:  # what a checkpoint keeps is on disk
-            for reporter in self.reporters:
-                reporter.flush()
-        if self.progress is not None:
-            self.progress.progress(1)
-        if done % self.config.log_every == 0 or done == self.config.steps or done == self.start + 1:
-            line = self.line(done, values)
-            if self.progress is not None:
-                self.progress.report(line)
-            else:
-                log.info("%s", line)
-
-    def line(self, done: int, values: dict[str, float]) -> str:
-        steps, elapsed = self.config.steps, time.perf_counter() - self.started
-        per_step = elapsed / max(1, done - self.start)
-        parts = [f"train: step {done:,}/{steps:,} ({100 * done / steps:.0f}%)", f"loss {values['loss']:.4g}"]
-        objectives = [f"{k.removeprefix('loss/')} {v:.4g}" for k, v in values.items() if k.startswith("loss/")]
-        if objectives:
-            parts[-1] += f" ({', '.join(objectives)})"
-        parts += [f"lr {values['lr']:.3g}", f"{self.config.batch_size / per_step:.3g} examples/s" if per_step > 0 else "",
-                  f"ETA {_duration(per_step * (steps - done))}"]  # fmt: skip
-        return " · ".join(p for p in parts if p)
-
-    def finish(self, out_dir: Path, curves: list[dict[str, Any]]) -> None:
-        """Close the reporters; the TensorBoard files go into the artifact with the model."""
-        import shutil
-
-        from tasks.train.reporters import TENSORBOARD_DIR
-
-        self._report_curves(curves)
-        for reporter in self.reporters:
-            reporter.close()
-        logs = self.checkpoint_dir / TENSORBOARD_DIR
-        if logs.is_dir():
-            shutil.copytree(logs, out_dir / TENSORBOARD_DIR, dirs_exist_ok=True)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(max(0.0, seconds)))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def _flores(codes: list[str]) -> list[str]:

@@ -98,7 +98,7 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         [[target_tokens[t]] for t in lang_of],
         config.decoding,
         config.max_batch_tokens,
-        context.progress,
+        progress=context.progress,
     )
     seconds = time.perf_counter() - started
 
