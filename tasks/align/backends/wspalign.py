@@ -141,7 +141,10 @@ class WspAligner:
             name, kwargs["revision"] = settings.model, settings.revision
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-            model = transformers.AutoModelForQuestionAnswering.from_pretrained(name, use_safetensors=True, dtype=torch.float32, **kwargs)
+            from tasks.encoders.loading import quiet_transformers
+
+            with quiet_transformers():  # no "Loading weights" bar in the run's output
+                model = transformers.AutoModelForQuestionAnswering.from_pretrained(name, use_safetensors=True, dtype=torch.float32, **kwargs)
         except (OSError, ValueError, KeyError) as err:
             raise WspalignLoadError(f"cannot load WSPAlign model {name!r}: {err}") from err
         if not getattr(tokenizer, "is_fast", False):
