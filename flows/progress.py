@@ -5,7 +5,8 @@ counts (shards, sentences, pairs, steps), `progress(n)` advances, `report(line)`
 something worth keeping (the trainer's step line: losses, learning rate, speed, ETA).
 
 - stderr is a terminal: one rich display shared by all threads of a run (rich allows one
-  live display) with a bar per shard: done/total, rate, ETA and the last reported line.
+  live display) with a bar per shard (done/total, rate, ETA, elapsed); reported lines are
+  printed above the bars.
 - stderr is not a terminal (CI, nohup, a scheduler's log): a line every
   XLEMBED_PROGRESS_EVERY seconds (default 30) and every reported line, through the task
   run's logger, so they reach both the log and the Prefect UI.
@@ -96,7 +97,7 @@ class StageProgress:
         self._done_at_start = done
         self._counted_from = time.monotonic()
         if self._bar is not None:
-            self._bar.update(self._task_id, total=total, completed=done, unit=self.unit)
+            self._bar.update(self._task_id, total=total, completed=done, unit=self.unit, rate="")
 
     def advance(self, n: int) -> None:
         self.done += n
@@ -109,11 +110,11 @@ class StageProgress:
             self._emit(self.summary(), to_console=True)
 
     def report(self, line: str) -> None:
-        """A line worth keeping (e.g. the trainer's every N steps): the bar's status in a
+        """A line worth keeping (e.g. the trainer's every N steps): printed above the bars in a
         terminal, a log line otherwise; the Prefect UI gets it either way."""
         self.status_line = line
-        if self._bar is not None:
-            self._bar.update(self._task_id, status=line)
+        if self._bar is not None:  # above the bars, which keep to one short row each
+            self._bar.display.console.print(line, markup=False, highlight=False, soft_wrap=True)
             self._emit(line, to_console=False)
         elif self.mode != "off":
             self._emit(line, to_console=True)
@@ -199,12 +200,11 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
                     SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
                     TextColumn("{task.completed:,}/{task.fields[total_text]} {task.fields[unit]}"),
                     TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.fields[status]}"),
                     console=Console(stderr=True), transient=False, refresh_per_second=4,
                 )  # fmt: skip
                 _display.start()
             _users += 1
-            task_id = _display.add_task(description, total=None, unit=unit, status="", total_text="?", rate="")
+            task_id = _display.add_task(description, total=None, unit=unit, total_text="?", rate="")
         progress._bar, progress._task_id = _RateBar(_display, progress), task_id
     try:
         yield progress

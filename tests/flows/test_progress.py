@@ -40,7 +40,7 @@ def test_progress_bar_in_lines_mode_ends_with_a_done_line(monkeypatch, capsys):
     assert re.search(r"corpus:part-0: 80 rows, [\d.,]+ rows/s, elapsed 0:00:0\d \(done\)", err), err
 
 
-def test_the_bar_counts_the_stage_unit_toward_a_total_and_shows_the_reported_line(monkeypatch):
+def test_the_bar_counts_the_stage_unit_toward_a_total_and_shows_the_reported_line(monkeypatch, capsys):
     monkeypatch.setenv("XLEMBED_PROGRESS", "bar")
     with progress_bar("train:model") as advance:
         context = ShardContext("model", advance)
@@ -52,9 +52,9 @@ def test_the_bar_counts_the_stage_unit_toward_a_total_and_shows_the_reported_lin
         display = progress_module._display
         task = display.tasks[0]
         assert (task.total, task.completed) == (100, 33)  # not "572 rows" in a full bar
-        assert task.fields["unit"] == "steps" and task.fields["status"].startswith("train: step 33/100")
-        assert task.fields["rate"].endswith("steps/s")
+        assert task.fields["unit"] == "steps" and task.fields["rate"].endswith("steps/s")
     assert progress_module._display is None
+    assert "train: step 33/100 (33%) · loss 0.91" in capsys.readouterr().err  # printed above the bar
 
 
 def test_off_prints_nothing(monkeypatch, capsys):
