@@ -14,27 +14,58 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
+from flows.output import Output
 
 # Prefect's temporary server gets 20 s to start by default, which a busy 2-core machine
 # exceeds; a user's own setting still wins.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
+# Help that reads in 80 columns: click's plain layout (not rich panels that squeeze the text
+# into a narrow column and cut env var names), flags without a type, and each value named for
+# what it is (--only STAGE, --root URI, CONFIG) instead of <str>, <path> and {config}.
+_METAVARS = {"only": "STAGE", "from_stage": "STAGE", "force": "STAGE", "root": "URI", "remote": "URI", "rows": "N", "limit": "N",
+             "examples": "N", "interval": "SECONDS", "timezone": "TZ", "src_lang": "LANG", "tgt_lang": "LANG", "output": "FILE",
+             "gold": "FILE", "src": "FILE", "tgt": "FILE", "train_src": "FILE", "train_tgt": "FILE", "baseline": "VARIANT", "to": "KEY"}  # fmt: skip
+
+
+def _readable_params(command: Any) -> None:
+    for param in command.params:
+        if getattr(param, "is_flag", False) or getattr(param, "count", False) or param.name is None:
+            continue
+        param.metavar = param.metavar or _METAVARS.get(param.name, param.name.upper())
+        if param.param_type_name == "argument":
+            param._usage_display_name = lambda p=param: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+            param.display_type_rich = lambda ctx: None  # "CONFIG  pipeline config TOML", not "CONFIG <path>"
+
+
+class _ReadableHelp(typer.core.TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            _readable_params(command)
+
+
 app = typer.Typer(
+    cls=_ReadableHelp,
     name="xlembed",
     help="Staged, cached pipelines for cross-lingual sentence encoders.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: readable in 80 columns, nothing cut (see _help_formatting)
 )
-artifacts_app = typer.Typer(help="Inspect and maintain the artifact store (local folder or s3://).", no_args_is_help=True)
+artifacts_app = typer.Typer(
+    cls=_ReadableHelp, help="Inspect and maintain the artifact store (local folder or s3://).", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(artifacts_app, name="artifacts")
 
-out = Console()
+out = Output()  # plain lines when stdout is not a terminal; paths and URIs never wrapped or cut
 err = Console(stderr=True)
 
 ConfigArg = Annotated[Path, typer.Argument(help="pipeline config TOML, e.g. configs/demo.toml", show_default=False)]
@@ -195,6 +226,9 @@ def _refresh_index(store: Any, cfg: PipelineConfig) -> None:
 
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
+    from flows.server import TemporaryServer
+
+    server = TemporaryServer.start_early()  # starts while the run plans (flows/server.py)
     store, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
     _print_plan_notes(steps)
@@ -204,18 +238,22 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
                 store.set_ref(cfg.name, step.stage, step.key, note="up to date")
         _refresh_index(store, cfg)
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
+        server.stop()
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
     from flows.interrupts import interruptible
+    from flows.output import quiet_prefect_notices
     from flows.pipeline import pipeline_flow
     from flows.runners import make_task_runner
     from tasks.stop import Interrupted
 
+    quiet_prefect_notices()
+
     flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
     _one_line_data_errors()
     try:
-        with interruptible():
+        with server.connected(), interruptible():
             keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
     except Interrupted as exc:
         raise stopped(exc) from None
@@ -223,13 +261,17 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         if os.environ.get("XLEMBED_DEBUG"):
             raise
         raise fail(f"run failed: {_one_line(exc, cfg.settings.root)}") from None
+    finally:
+        server.stop()
     table = Table(title="artifacts", title_justify="left")
-    for column in ("stage", "key", "rows in", "rows out", "dropped", "uri"):
-        table.add_column(column)
+    for column in ("stage", "key", "rows in", "rows out", "dropped"):
+        table.add_column(column, justify="right" if column.startswith(("rows", "dropped")) else "left")
     for stage, key in keys.items():
         m = store.manifest(stage, key)
-        table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}", Text(store.uri(stage, key)))
+        table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}")
     out.print(table)
+    for stage, key in keys.items():  # whole, one per line: the part a user copies
+        out.print(f"{stage}: {store.uri(stage, key)}", highlight=False, markup=False)
     return store, keys
 
 
@@ -257,12 +299,12 @@ def _print_evaluation(store: Any, key: str) -> None:
 
     metrics = pl.from_arrow(store.read_table("evaluate", key))
     main = metrics.filter(pl.col("metric").is_in(["accuracy_mean", "f1", "spearman"]))
-    with pl.Config(tbl_rows=60, fmt_str_lengths=40, tbl_hide_dataframe_shape=True):
+    with out.frame_config(60):
         out.print(str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")), markup=False, highlight=False)
     manifest = store.manifest("evaluate", key)
     report = next((f.path for f in manifest.attached_files if f.path.endswith("report.html")), None)
     if report:
-        out.print(f"report: {store.uri('evaluate', key)}/{report}", highlight=False)
+        out.print(f"report: {store.uri('evaluate', key)}/{report}", highlight=False, markup=False)
 
 
 # --------------------------------------------------------------------- sweeps
@@ -290,11 +332,13 @@ def _sweep_table(plan: Any) -> Table:
 def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool) -> None:
     import tempfile
 
+    from flows.server import TemporaryServer
     from flows.stages import stage_registry
     from flows.sweep import load_grid, plan_sweep, run_variants, write_report
     from storage import ArtifactStore, StoreError
 
     cfg = _load(config, root)
+    server = TemporaryServer() if dry_run else TemporaryServer.start_early()  # starts while the sweep plans
     try:
         grid = load_grid(grid_path, config=config)
         grid.check_baseline(baseline)
@@ -317,20 +361,25 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
                 _refresh_index(store, cfg)
                 out.print("[green]Every variant is up to date; nothing to compute.[/green]")
                 _print_sweep_report(report)
+                server.stop()
                 return
     except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
+        server.stop()
         raise fail(str(exc), 2) from None
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
     from flows.interrupts import interruptible
+    from flows.output import quiet_prefect_notices
     from flows.runners import make_task_runner
     from flows.sweep import sweep_dir, sweep_flow
     from tasks.stop import Interrupted
 
+    quiet_prefect_notices()
+
     flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
     _one_line_data_errors()
     try:
-        with interruptible():
+        with server.connected(), interruptible():
             flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
     except Interrupted as exc:
         raise stopped(exc) from None
@@ -338,6 +387,8 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
         if os.environ.get("XLEMBED_DEBUG"):
             raise
         raise fail(f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
+    finally:
+        server.stop()
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
 
 
@@ -510,20 +561,51 @@ def artifacts_show(
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
     rows: Annotated[int, typer.Option("--rows", "-n", min=0, help="first rows to print")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="print the whole manifest as JSON instead (config, files, checksums)")] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Print a manifest and the first rows of the artifact."""
+    """Summarise an artifact (rows, drops, inputs, files) and print its first rows; --json: the manifest."""
     import polars as pl
 
     store = _store(root)
     full = _resolve(store, stage, key, pipeline)
     manifest = store.manifest(stage, full)
-    out.print_json(manifest.model_dump_json())
-    if rows > 0 and manifest.files:
+    if as_json:
+        typer.echo(manifest.model_dump_json(indent=2))
+        return
+    for line in _manifest_summary(store, manifest):
+        out.print(line, highlight=False, markup=False)
+    if rows > 0 and manifest.table_files:
         batch = next(iter(store.iter_batches(stage, full, batch_size=rows)), None)
         if batch is not None:
-            with pl.Config(tbl_rows=rows, fmt_str_lengths=60, tbl_width_chars=160):
+            out.print()
+            with out.frame_config(rows):
                 out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+def _manifest_summary(store: Any, m: Any) -> list[str]:
+    """A few lines that say what an artifact is; `--json` has everything."""
+    refs = [f"{r.pipeline}" for r in store.list_refs() if r.stage == m.stage and r.key == m.key]
+    drops = ", ".join(f"{reason} {n:,}" for reason, n in sorted(m.dropped.items(), key=lambda kv: -kv[1]))
+    attached = m.attached_files
+    lines = [
+        f"{m.stage} {m.key}",
+        f"  uri       {store.uri(m.stage, m.key)}",
+        f"  created   {m.created_at} ({_age(m.created_at)} ago), {m.wall_time_s:.1f} s; code {m.code_version}, xlembed {m.package_version}",
+        f"  rows      {m.rows_in:,} in, {m.rows_out:,} out" + (f"; dropped {drops}" if drops else ""),
+        f"  files     {len(m.files)} ({_size(m.total_bytes)}): {len(m.table_files)} Parquet, {len(attached)} attached",
+    ]
+    if m.columns:
+        lines.append("  columns   " + ", ".join(f"{c.name} ({c.type})" for c in m.columns))
+    if m.input_keys:
+        lines.append("  inputs    " + ", ".join(f"{name} {k[:12]}" for name, k in m.input_keys.items()))
+    scalars = {k: v for k, v in m.metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    if scalars:
+        lines.append("  metrics   " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(scalars.items())[:8]))
+    if refs:
+        lines.append("  refs      " + ", ".join(refs))
+    lines.append(f"  config, files and checksums: xlembed artifacts show {m.stage} {m.key[:12]} --json")
+    return lines
 
 
 @artifacts_app.command("head")
@@ -542,7 +624,7 @@ def artifacts_head(
     batch = next(iter(store.iter_batches(stage, full, batch_size=max(rows, 1))), None)
     if batch is None:
         raise fail(f"{stage}/{full[:12]} has no table rows (an artifact of attached files only?)")
-    with pl.Config(tbl_rows=rows, fmt_str_lengths=80, tbl_width_chars=200):
+    with out.frame_config(rows):
         out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
 
 
@@ -709,7 +791,7 @@ def artifacts_query(
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise fail(str(collect_error(exc, options))) from None
     more = shown.height > limit
-    with pl.Config(tbl_rows=limit, fmt_str_lengths=80, tbl_width_chars=200, tbl_hide_dataframe_shape=True):
+    with out.frame_config(limit, str_lengths=80):
         out.print(str(shown.head(limit)), highlight=False, markup=False)
     if more:
         err.print(f"first {limit} rows shown; --limit N shows more, --output FILE.parquet writes them all", highlight=False)
@@ -1009,7 +1091,9 @@ def deploy(
 
     xlembed-rebuild: the scheduled rebuild of every stale stage. xlembed-stage: on demand, with
     parameters only / from_stage / force, e.g.
-    prefect deployment run 'xlembed-pipeline/xlembed-stage' -p only=align
+
+    \b
+      prefect deployment run 'xlembed-pipeline/xlembed-stage' -p only=align
     """
     from flows.deployments import FLOW_NAME, REBUILD, STAGE, DeploymentError, deploy as register, require_server
 
@@ -1069,7 +1153,7 @@ def entrypoint() -> None:
     from storage import StoreError
 
     try:
-        app()
+        app(prog_name="xlembed")
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)

@@ -197,6 +197,7 @@ class ShardContext:
         self.attachments: dict[str, Path] = {}
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="xlembed-shard-"))
         self._progress = progress
+        self._counts_rows = True  # until expect() names another unit
 
     def attach(self, name: str, path: Path) -> None:
         """Store a local file as `files/{name}` of the artifact."""
@@ -208,15 +209,29 @@ class ShardContext:
             self.attach(f"{prefix}{path.relative_to(directory).as_posix()}", path)
 
     def progress(self, n: int) -> None:
-        """Report `n` more units done; also where a shard stops when the run is asked to (its
-        record is not written, so a rerun builds it again)."""
+        """Advance the shard's progress by `n` units (see `expect`); also where a shard stops when
+        the run is asked to (its record is not written, so a rerun builds it again)."""
         raise_if_stopping(f"shard {self.shard_id}: stopped before it finished")
         if self._progress is not None:
             self._progress(n)
 
+    def expect(self, total: int | None, unit: str, done: int = 0) -> None:
+        """Count progress in `unit` (shards, sentences, pairs, steps) out of `total`, `done` of
+        them already (a resumed run): the bar and the log lines show rate and ETA in it."""
+        self._counts_rows = unit == "rows"
+        expect = getattr(self._progress, "expect", None)
+        if expect is not None:
+            expect(total, unit, done)
+
+    def report(self, line: str) -> None:
+        """A progress line worth keeping (the trainer's step, losses, speed, ETA)."""
+        report = getattr(self._progress, "report", None)
+        if report is not None:
+            report(line)
+
     def read(self, rows: int) -> None:
         self.rows_in += rows
-        if self._progress is not None:
+        if self._progress is not None and self._counts_rows:
             self._progress(rows)
 
     def drop(self, reason: str, rows: int = 1) -> None:

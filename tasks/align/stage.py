@@ -164,7 +164,8 @@ def build_align_shard(config: AlignConfig, inputs: Inputs, shard: ShardSpec, con
         return [WORD_ALIGNMENT_SCHEMA.empty_table()]
     aligner = _cached_aligner(config, inputs)
     pair_rows = np.stack([pairs["src"].to_numpy(), pairs["tgt"].to_numpy()], axis=1)
-    links = aligner.align(words, kept["lang"].to_list(), pair_rows, progress=context.progress)  # stops between batches
+    context.expect(len(pair_rows), "pairs")
+    links = aligner.align(words, kept["lang"].to_list(), pair_rows, context.progress)  # stops between batches
     ok = np.array([l is not None for l in links], dtype=bool)
     context.drop("pair_too_long_for_model", int((~ok).sum()))
     pairs = pairs.filter(pl.Series(ok))

@@ -109,7 +109,10 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     model = XLMRobertaForQuestionAnswering(config)
     model.eval()
     directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(directory)
+    from tasks.encoders.loading import quiet_transformers
+
+    with quiet_transformers():  # no "Writing model shards" bar in the run's output
+        model.save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory
 

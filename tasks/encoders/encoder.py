@@ -518,17 +518,15 @@ def _load_tokenizer(source: _Source, sub: str, model_dir: str, kwargs: dict[str,
 
 def _load_model(model_dir: str, kwargs: dict[str, Any], where: str) -> Any:
     import torch
-    import transformers
 
+    from tasks.encoders.loading import load_auto_model
+
+    # A checkpoint without pooler weights (E5, the offline base model) gets a randomly
+    # initialised pooler from AutoModel: it is dropped, so "cls" means the first token, not noise.
     try:
-        model, info = transformers.AutoModel.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True, **kwargs)
+        return load_auto_model(model_dir, dtype=torch.float32, **kwargs)
     except (OSError, ValueError, KeyError) as err:
         raise EncoderLoadError(f"cannot load a model from {where}: {err}") from err
-    # A checkpoint without pooler weights (E5, the offline base model) gets a randomly
-    # initialised pooler from AutoModel: drop it, so "cls" means the first token, not noise.
-    if getattr(model, "pooler", None) is not None and any(k.startswith("pooler.") for k in info.get("missing_keys", ())):
-        model.pooler = None
-    return model
 
 
 def _build_head(source: _Source, specs: list[tuple[str, str]], device: torch.device) -> tuple[list[Callable], int | None]:

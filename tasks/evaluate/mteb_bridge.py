@@ -208,7 +208,10 @@ def _worker(spec_path: str) -> None:
     missing = sorted(set(spec["task_names"]) - {task.metadata.name for task in tasks})
     if missing:
         raise SystemExit(f"unknown MTEB tasks (or none in the requested languages): {', '.join(missing)}")
-    model = SentenceTransformer(spec["model_dir"], device=spec["device"])
+    from tasks.encoders.loading import quiet_transformers
+
+    with quiet_transformers():
+        model = SentenceTransformer(spec["model_dir"], device=spec["device"])
     result = mteb.evaluate(
         model,
         tasks,

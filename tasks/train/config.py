@@ -198,6 +198,14 @@ class TrainConfig(StageConfig):
     checkpoint_dir: ConfigPath = Field(default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda when available")
     torch_threads: int | None = Field(default=None, ge=1, json_schema_extra=NOT_KEYED)
+    log_every: int = Field(
+        default=10, ge=1, json_schema_extra=NOT_KEYED,
+        description="a progress line (step, losses per objective, lr, examples/s, ETA) every N steps",
+    )  # fmt: skip
+    report_to: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
+        default=["tensorboard"], json_schema_extra=NOT_KEYED,
+        description="curves also go to TensorBoard event files (in the artifact), W&B or MLflow (where installed)",
+    )  # fmt: skip
     stop_after: int | None = Field(
         default=None, ge=1, json_schema_extra=NOT_KEYED, description="testing: stop after this step as if killed"
     )

@@ -44,7 +44,10 @@ def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, m
     if pooling == "cls" and getattr(encoder.transformer, "pooler", None) is not None:
         raise ValueError("pooling 'cls' through a trained pooler cannot be expressed in sentence-transformers; use cls_before_pooler")
     out_dir.mkdir(parents=True, exist_ok=True)
-    encoder.transformer.save_pretrained(str(out_dir), safe_serialization=True)
+    from tasks.encoders.loading import quiet_transformers
+
+    with quiet_transformers():  # no "Writing model shards" bar in the run's output
+        encoder.transformer.save_pretrained(str(out_dir), safe_serialization=True)
     tokenizer.save_pretrained(str(out_dir))
     for stray in out_dir.glob("*.bin"):
         stray.unlink()

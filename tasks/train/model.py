@@ -36,15 +36,12 @@ _MLM_KEYS = {
 def load_transformer(model_dir: Path, *, dropout: float | None = None) -> Any:
     """AutoModel from a local directory, float32; a randomly initialised pooler (no weights in the
     checkpoint, as for E5) is removed so that "cls" means the first token, not noise."""
-    import transformers
+    from tasks.encoders.loading import load_auto_model
 
     kwargs: dict[str, Any] = {}
     if dropout is not None:
         kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    model, info = transformers.AutoModel.from_pretrained(str(model_dir), dtype=torch.float32, output_loading_info=True, **kwargs)
-    if getattr(model, "pooler", None) is not None and any(k.startswith("pooler.") for k in info.get("missing_keys", ())):
-        model.pooler = None
-    return model
+    return load_auto_model(str(model_dir), dtype=torch.float32, **kwargs)
 
 
 class DualEncoder(nn.Module):

@@ -113,7 +113,7 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
         metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
     else:
         trainer = Trainer(config, TrainInputs(corpus, alignments, base_dir))
-        metrics = trainer.run(out_dir, checkpoints)
+        metrics = trainer.run(out_dir, checkpoints, progress=context)
     for reason, count in metrics.get("dropped", {}).items():
         context.drop(reason, count)
     context.metrics = {k: v for k, v in metrics.items() if k not in ("dropped", "languages")}

@@ -392,8 +392,11 @@ class Trainer:
 
     # -------------------------------------------------------------------------------- run
 
-    def run(self, out_dir: Path, checkpoint_dir: Path) -> dict[str, Any]:
-        """Train (resuming from `checkpoint_dir` when it holds a checkpoint), export into `out_dir`."""
+    def run(self, out_dir: Path, checkpoint_dir: Path, progress: Any = None) -> dict[str, Any]:
+        """Train (resuming from `checkpoint_dir` when it holds a checkpoint), export into `out_dir`.
+
+        `progress` (a ShardContext, or None) hears of every step and gets a line every
+        `log_every` steps; curves also go to the `report_to` reporters (tasks.train.reporters)."""
         from tasks.train.export import export_model, write_curves
 
         config = self.config
@@ -416,10 +419,15 @@ class Trainer:
                 state["base_scores"] = scores
         started = time.perf_counter()
         seconds_before = float(state.get("train_seconds", 0.0))
+        from tasks.train.reporters import StepMonitor
+
+        monitor = StepMonitor(config, checkpoint_dir, start, progress, len(state["curves"]) if start else 0) if is_main else None
         for step in range(start, config.steps):
             values = self.train_step(step)
             done = step + 1
             state["curves"] += [{"step": done, "metric": k, "value": v} for k, v in values.items()]
+            if monitor is not None:
+                monitor.step(done, values, state["curves"])
             last = done == config.steps
             if is_main and ((config.eval_every and done % config.eval_every == 0) or last):
                 scores = self.evaluate_dev()
@@ -440,6 +448,7 @@ class Trainer:
         train_seconds = seconds_before + time.perf_counter() - started
         if not is_main:
             return {}
+        monitor.finish(out_dir, state["curves"])
         final_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         best = checkpoint_dir / ckpt.BEST_MODEL
         if state.get("best_step") is not None and best.exists():

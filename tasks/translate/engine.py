@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,9 +90,10 @@ def translate_tokens(
     target_prefixes: Sequence[list[str]],
     decoding: DecodingConfig,
     max_batch_tokens: int,
+    progress: Callable[[int], None] | None = None,
 ) -> list[list[str]]:
     """Translate tokenised sources; returns each best hypothesis in input order, without the
-    target prefix and without ``</s>``."""
+    target prefix and without ``</s>``. `progress(n)` hears of each finished sentence."""
     if not sources:
         return []
     lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
@@ -128,6 +129,8 @@ def translate_tokens(
             skip = len(target_prefixes[i])
             end = len(hypothesis) - 1 if hypothesis and hypothesis[-1] == EOS else len(hypothesis)
             out[i] = hypothesis[skip:end]
+            if progress is not None:
+                progress(1)
     return out
 
 

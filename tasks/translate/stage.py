@@ -90,6 +90,7 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
     translator = get_translator(
         local / CT2_DIR, config.device, config.compute_type, config.device_index, config.inter_threads, config.intra_threads
     )
+    context.expect(len(row_of), "sentences")
     started = time.perf_counter()
     outputs = translate_tokens(
         translator,
@@ -97,6 +98,7 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         [[target_tokens[t]] for t in lang_of],
         config.decoding,
         config.max_batch_tokens,
+        progress=context.progress,
     )
     seconds = time.perf_counter() - started
 

@@ -99,6 +99,9 @@ def build_tiny_nllb(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
                 param.copy_(torch.ones_like(param) if "layer_norm" in name and name.endswith("weight") else torch.zeros_like(param))
             else:
                 param.copy_(torch.randn(param.shape, generator=generator) * spec.init_std)
-    model.save_pretrained(out_dir)
+    from tasks.encoders.loading import quiet_transformers
+
+    with quiet_transformers():  # no "Writing model shards" bar in the run's output
+        model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir

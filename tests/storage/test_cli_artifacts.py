@@ -95,24 +95,26 @@ def test_ls_empty_root_and_root_from_environment(cli: Cli, populated: dict[str, 
 def test_show(cli: Cli, populated: dict[str, Manifest]) -> None:
     old = populated["old"]
     out = cli("show", STAGE, old.key[:10], "-n", "3").stdout
-    assert f'"key": "{old.key}"' in out
-    assert '"rows_out": 10' in out
-    assert '"model": "labse"' in out
-    assert "data/s0-00000.parquet" in out
+    assert out.splitlines()[0] == f"{STAGE} {old.key}"  # a summary first, not the manifest's JSON
+    assert " 10 out" in out and "{" not in out
     assert "id-00000" in out and "id-00002" in out and "id-00003" not in out
     assert "sentence 1 ünïcödé" in out
+    manifest = cli("show", STAGE, old.key[:10], "--json").stdout  # everything, as JSON
+    assert f'"key": "{old.key}"' in manifest and '"rows_out": 10' in manifest
+    assert '"model": "labse"' in manifest and "data/s0-00000.parquet" in manifest
+    assert "id-00000" not in manifest
 
     # without a key: what the (only) ref points at
     current = populated["current"]
     out = cli("show", STAGE, "--rows", "0").stdout
-    assert f'"key": "{current.key}"' in out
+    assert out.splitlines()[0] == f"{STAGE} {current.key}"
     assert "id-00000" not in out
 
 
 def test_show_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree
     assert "give a KEY" in cli("show", STAGE, code=2).output
-    assert f'"key": "{populated["stray"].key}"' in cli("show", STAGE, "--pipeline", "other", "-n", "0").stdout
+    assert f'"key": "{populated["stray"].key}"' in cli("show", STAGE, "--pipeline", "other", "--json").stdout
     assert "no committed" in cli("show", STAGE, "ffffffffff", code=2).output
 
 
@@ -260,7 +262,7 @@ def test_secret_never_appears(
 def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[str, Manifest]) -> None:
     """Polars reads the Parquet files itself: from the folder, or from moto with the store's endpoint."""
     def counts(output: str) -> dict[str, str]:
-        cells = [[c.strip(" │") for c in line.split("┆")] for line in output.splitlines() if "┆" in line]
+        cells = [[c.strip() for c in line.strip("|").split("|")] for line in output.splitlines() if line.startswith("|")]  # a pipe: Markdown rows
         return {row[0]: row[1] for row in cells if row[0] in ("true", "false")}
 
     sql = "SELECT n >= 30 AS big, count(*) AS c FROM {table} GROUP BY big ORDER BY big"
@@ -276,7 +278,7 @@ def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[
     assert "unknown table 'nope'; available: corpus, embed (or STAGE@KEY for any version)" in out
     store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree: as `show`, ask which
     assert "give a KEY (or --pipeline)" in cli("query", f"SELECT count(*) FROM {STAGE}", code=2).output
-    assert "│ 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
+    assert "| 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
 
 
 def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, kit: Any, tmp_path: Path) -> None:

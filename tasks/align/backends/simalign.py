@@ -69,6 +69,8 @@ class SimAligner:
         ok = np.array([vectors[a] is not None and vectors[b] is not None for a, b in pairs], dtype=bool)
         out: list[Links | None] = [None] * len(pairs)
         kept = np.nonzero(ok)[0]
+        if progress is not None and len(kept) < len(pairs):
+            progress(len(pairs) - len(kept))  # no vectors (too long): done, unaligned
         for start in range(0, len(kept), PAIRS_PER_BATCH):
             chunk = kept[start : start + PAIRS_PER_BATCH]
             src = [vectors[a] for a in pairs[chunk, 0]]

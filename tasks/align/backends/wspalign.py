@@ -141,7 +141,10 @@ class WspAligner:
             name, kwargs["revision"] = settings.model, settings.revision
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-            model = transformers.AutoModelForQuestionAnswering.from_pretrained(name, use_safetensors=True, dtype=torch.float32, **kwargs)
+            from tasks.encoders.loading import quiet_transformers
+
+            with quiet_transformers():  # no "Loading weights" bar in the run's output
+                model = transformers.AutoModelForQuestionAnswering.from_pretrained(name, use_safetensors=True, dtype=torch.float32, **kwargs)
         except (OSError, ValueError, KeyError) as err:
             raise WspalignLoadError(f"cannot load WSPAlign model {name!r}: {err}") from err
         if not getattr(tokenizer, "is_fast", False):
@@ -184,6 +187,8 @@ class WspAligner:
         tok = self.tokenize(sentences)
         fits = self.sequence_lengths(tok, pairs) <= self.settings.max_seq_length
         kept = np.nonzero(fits)[0]
+        if progress is not None and len(kept) < len(pairs):
+            progress(len(pairs) - len(kept))  # too long for the model: done, unaligned
         fwd, bwd = self.directional_links(tok, pairs[kept], progress)
         combined = combine_directions(len(kept), fwd, bwd, method=self.settings.combine, threshold=self.settings.threshold)
         out: list[Links | None] = [None] * len(pairs)
@@ -206,14 +211,17 @@ class WspAligner:
         order = np.argsort(length, kind="stable")
         starts, ends, scores = (np.empty(len(order), dtype=np.int64), np.empty(len(order), dtype=np.int64), np.empty(len(order), dtype=np.float32))
         found = np.zeros(len(order), dtype=bool)
+        asked, reported = 0, 0  # progress counts pairs: each question is 1/(its pair's questions)
         for batch in self._batches(order, length):
             word_in_q = row_word[batch]
             first = tok.first[tok.word_offset[q_sent[batch]] + word_in_q]
             end = tok.end[tok.word_offset[q_sent[batch]] + word_in_q]
             span = self._decode_batch(tok, q_sent[batch], c_sent[batch], first, end)
             found[batch], starts[batch], ends[batch], scores[batch] = span
-            if progress is not None:
-                progress(len(batch))
+            asked += len(batch)
+            if progress is not None and (done := asked * n_pairs // max(1, len(order))) > reported:
+                progress(done - reported)
+                reported = done
         # token positions in the context -> words of the context sentence
         hit = np.nonzero(found)[0]
         c_off = tok.offset[c_sent[hit]]

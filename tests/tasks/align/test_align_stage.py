@@ -166,3 +166,25 @@ def test_xlembed_align_scores_the_gold_set(tmp_path: Path, tiny_encoder_dir: Pat
     bad.write_text("1-1 x\n", encoding="utf-8")
     result = CliRunner().invoke(app, [*args[:3], str(bad), *args[4:]])
     assert result.exit_code == 2 and "bad.gold:1: field 2" in " ".join(result.output.split())
+
+
+def test_align_progress_counts_word_pairs_toward_the_shards_total(corpus, tiny_wspalign_dir: Path) -> None:
+    """Issue 15: progress in a unit that means something (pairs), toward a total, not rows read."""
+    store, keys = corpus
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.expected: list[tuple] = []
+            self.done = 0
+
+        def __call__(self, n: int) -> None:
+            self.done += n
+
+        def expect(self, total, unit, done=0) -> None:  # noqa: ANN001 - as StageProgress: counting starts again
+            self.expected.append((total, unit, done))
+            self.done = done
+
+    progress = Recorder()
+    _, manifest = run_stage(store, ALIGN_STAGE, wsp_config(tiny_wspalign_dir, groups_per_shard=10), keys, progress=progress)
+    assert [unit for _, unit, _ in progress.expected] == ["pairs"]
+    assert progress.done == progress.expected[0][0] == manifest.rows_out + manifest.dropped.get("pair_too_long_for_model", 0)

@@ -244,3 +244,45 @@ def test_interpolation_exports_the_weighted_mean_of_trained_and_base_weights(inp
     base_name = next(k for k in base if k.endswith("encoder.layer.0.attention.self.query.weight"))
     assert not torch.allclose(trained[name], base[base_name])  # training moved it
     torch.testing.assert_close(mixed[name], 0.25 * trained[name] + 0.75 * base[base_name], rtol=1e-5, atol=1e-6)
+
+
+class Lines:
+    """A stand-in for the shard's progress: what the trainer reports."""
+
+    def __init__(self) -> None:
+        self.expected, self.advanced, self.lines = None, 0, []
+
+    def expect(self, total, unit, done=0):
+        self.expected = (total, unit, done)
+
+    def progress(self, n):
+        self.advanced += n
+
+    def report(self, line):
+        self.lines.append(line)
+
+
+def test_progress_lines_name_step_losses_lr_speed_and_eta(inputs, tmp_path):
+    progress = Lines()
+    cfg = config(steps=4, log_every=2, objectives={k: ALL[k] for k in ("translation_ranking", "word_translation_ranking")})
+    Trainer(cfg, inputs).run(tmp_path / "out", tmp_path / "ckpt", progress=progress)
+    assert progress.expected == (4, "steps", 0) and progress.advanced == 4
+    assert [line.split(" · ")[0] for line in progress.lines] == ["train: step 1/4 (25%)", "train: step 2/4 (50%)", "train: step 4/4 (100%)"]
+    line = progress.lines[-1]
+    assert "loss " in line and "(translation_ranking " in line and "word_translation_ranking " in line
+    assert " · lr " in line and " examples/s · " in line and "ETA 0:00:00" in line
+
+
+def test_tensorboard_event_files_hold_per_objective_losses_and_survive_resume(inputs, tmp_path):
+    from tasks.train.reporters import read_scalars
+
+    cfg = config(steps=4, checkpoint_every=2, objectives={k: ALL[k] for k in ("translation_ranking", "word_translation_ranking")})
+    with pytest.raises(TrainingStopped):
+        Trainer(cfg.model_copy(update={"stop_after": 3}), inputs).run(tmp_path / "out", tmp_path / "ckpt")
+    Trainer(cfg, inputs).run(tmp_path / "out", tmp_path / "ckpt")  # resumes at step 2
+    scalars = read_scalars(tmp_path / "out" / "tensorboard")
+    for tag in ("loss", "loss/translation_ranking", "loss/word_translation_ranking", "lr", "dev_accuracy"):
+        assert tag in scalars, sorted(scalars)
+    # steps 1..4 once each: what the stopped run logged after its checkpoint (step 3) is purged
+    assert [step for step, _ in scalars["loss/translation_ranking"]] == [1, 2, 3, 4]
+    assert [step for step, _ in scalars["dev_accuracy"]][0] == 0

@@ -46,8 +46,10 @@ def test_batches_are_sorted_bounded_and_results_restored(lengths: list[int], bud
     prefixes = [[f"lang{i % 3}"] for i in range(len(lengths))]
     fake = RecordingTranslator()
     decoding = DecodingConfig(max_length_ratio=1.5, max_length_extra=2, max_decoding_length=50)
-    out = translate_tokens(fake, sources, prefixes, decoding, budget)
+    finished: list[int] = []
+    out = translate_tokens(fake, sources, prefixes, decoding, budget, progress=finished.append)
     assert out == [list(reversed(s)) for s in sources]  # input order, prefix and </s> removed
+    assert sum(finished) == len(sources)  # progress in sentences, one per finished translation
     seen = [n for call in fake.calls for n in call["lengths"]]
     assert seen == sorted(lengths)
     batches = plan_batches(np.array(lengths), budget, decoding)

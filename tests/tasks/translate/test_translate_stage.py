@@ -179,7 +179,7 @@ def test_filters_count_every_drop_in_the_manifest(setup: Setup, tmp_path: Path, 
         "hin_Deva": "यह एक अच्छा अनुवाद है और यह काफी लंबा भी है।",
     }
 
-    def fake(translator, sources, prefixes, decoding, max_batch_tokens):  # noqa: ANN001
+    def fake(translator, sources, prefixes, decoding, max_batch_tokens, progress=None):  # noqa: ANN001
         outputs = real(translator, sources, prefixes, decoding, max_batch_tokens)
         tokenizer = engine.NllbTokenizer(translator_dir / "tokenizer" / "tokenizer.json")
         first = sources[0]
@@ -215,7 +215,7 @@ def test_filters_count_every_drop_in_the_manifest(setup: Setup, tmp_path: Path, 
 
 
 def test_group_incomplete_drops_whole_group(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(translate_stage_module, "translate_tokens", lambda t, sources, prefixes, d, m: [[] if i % 2 else ["▁a", "b"] for i in range(len(sources))])
+    monkeypatch.setattr(translate_stage_module, "translate_tokens", lambda t, sources, prefixes, d, m, progress=None: [[] if i % 2 else ["▁a", "b"] for i in range(len(sources))])
     store = setup.store(tmp_path)
     manifest, table = run_translate(store, setup, translate_config(targets=["fra_Latn", "deu_Latn"], min_rows_per_group=3, shard_rows=100))
     # the deu translation of every row is empty: each group keeps 2 < 3 rows and goes

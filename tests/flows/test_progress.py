@@ -1,0 +1,66 @@
+"""Progress of long work (flows/progress.py): units that mean something, rate and ETA, a bar in
+a terminal and lines elsewhere (issue 15: the bar counted rows, was always full, and a piped
+run printed nothing)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from flows import progress as progress_module
+from flows.progress import StageProgress, progress_bar
+from tasks.stage import ShardContext
+
+
+def test_lines_outside_a_terminal_count_units_with_rate_and_eta(capsys):
+    progress = StageProgress("align:groups-00000", how="lines", interval=0)
+    progress.expect(200, "pairs")
+    progress.advance(50)
+    err = capsys.readouterr().err
+    assert re.search(r"^align:groups-00000: 50/200 pairs \(25%\), [\d.,]+ pairs/s, ETA \d:\d\d:\d\d, elapsed 0:00:0\d$", err.strip()), err
+
+
+def test_lines_are_timed_not_one_per_advance(capsys):
+    progress = StageProgress("translate:part-00000", how="lines", interval=3600)
+    progress.expect(1000, "sentences")
+    for _ in range(100):
+        progress.advance(10)
+    assert capsys.readouterr().err == ""  # the next line is due in an hour
+    progress.report("train: step 10/100 (10%) · loss 1.2")
+    assert capsys.readouterr().err.strip() == "train: step 10/100 (10%) · loss 1.2"  # a reported line always shows
+
+
+def test_progress_bar_in_lines_mode_ends_with_a_done_line(monkeypatch, capsys):
+    monkeypatch.setenv("XLEMBED_PROGRESS", "lines")
+    with progress_bar("corpus:part-0") as advance:
+        context = ShardContext("part-0", advance)
+        context.read(80)  # rows, until a stage names its unit
+    err = capsys.readouterr().err
+    assert re.search(r"corpus:part-0: 80 rows, [\d.,]+ rows/s, elapsed 0:00:0\d \(done\)", err), err
+
+
+def test_the_bar_counts_the_stage_unit_toward_a_total_and_shows_the_reported_line(monkeypatch, capsys):
+    monkeypatch.setenv("XLEMBED_PROGRESS", "bar")
+    with progress_bar("train:model") as advance:
+        context = ShardContext("model", advance)
+        context.read(572)  # the corpus rows the trainer reads: not the unit of its progress
+        context.expect(100, "steps", done=30)  # a resumed run: 30 of 100 steps done
+        for _ in range(3):
+            context.progress(1)
+        context.report("train: step 33/100 (33%) · loss 0.91")
+        display = progress_module._display
+        task = display.tasks[0]
+        assert (task.total, task.completed) == (100, 33)  # not "572 rows" in a full bar
+        assert task.fields["unit"] == "steps" and task.fields["rate"].endswith("steps/s")
+    assert progress_module._display is None
+    assert "train: step 33/100 (33%) · loss 0.91" in capsys.readouterr().err  # printed above the bar
+
+
+def test_off_prints_nothing(monkeypatch, capsys):
+    monkeypatch.setenv("XLEMBED_PROGRESS", "0")
+    with progress_bar("corpus:part-0") as advance:
+        advance.expect(10, "shards")
+        advance(10)
+        advance.report("a line")
+    assert capsys.readouterr().err == ""
