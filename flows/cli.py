@@ -66,7 +66,7 @@ artifacts_app = typer.Typer(
 app.add_typer(artifacts_app, name="artifacts")
 
 out = Output()  # plain lines when stdout is not a terminal; paths and URIs never wrapped or cut
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error line stays one line (paths in it are copied), in a pipe too
 
 ConfigArg = Annotated[Path, typer.Argument(help="pipeline config TOML, e.g. configs/demo.toml", show_default=False)]
 OnlyOpt = Annotated[Optional[str], typer.Option("--only", help="run only this stage (building missing inputs)")]

@@ -137,3 +137,13 @@ def test_long_lines_are_never_wrapped_and_tables_in_a_pipe_are_never_cut():
         "corpus           s3://bucket/prefix/corpus/" + "c" * 64,
         "translate_model  s3://bucket/prefix/translate_model/" + "d" * 64,
     ]
+
+
+def test_an_error_about_a_long_path_is_one_line_in_a_pipe(tmp_path: Path) -> None:
+    # stderr is a pipe here: the error names the whole absolute path on the line that starts with "error:"
+    missing = tmp_path / ("a-long-folder-name-" * 5) / "config [v2].toml"
+    env = subprocess_env(tmp_path, COLUMNS="80")
+    result = subprocess.run(cli("plan", str(missing)), env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert str(missing) in line and len(line) > 80
