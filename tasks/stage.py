@@ -208,10 +208,13 @@ class ShardContext:
         for path in sorted(p for p in directory.rglob("*") if p.is_file()):
             self.attach(f"{prefix}{path.relative_to(directory).as_posix()}", path)
 
-    def progress(self, n: int) -> None:
+    def progress(self, n: int, *, check_stop: bool = True) -> None:
         """Advance the shard's progress by `n` units (see `expect`); also where a shard stops when
-        the run is asked to (its record is not written, so a rerun builds it again)."""
-        raise_if_stopping(f"shard {self.shard_id}: stopped before it finished")
+        the run is asked to (its record is not written, so a rerun builds it again). A stage
+        that stops at its own safe points (training: after the step, with a checkpoint) passes
+        `check_stop=False`."""
+        if check_stop:
+            raise_if_stopping(f"shard {self.shard_id}: stopped before it finished")
         if self._progress is not None:
             self._progress(n)
 

@@ -151,7 +151,7 @@ class StepMonitor:
             for reporter in self.reporters:
                 reporter.flush()
         if self.progress is not None:
-            self.progress.progress(1)
+            self.progress.progress(1, check_stop=False)  # the trainer stops after the step, with a checkpoint
         if done % self.config.log_every == 0 or done == self.config.steps or done == self.start + 1:
             line = self.line(done, values)
             if self.progress is not None:

@@ -255,7 +255,7 @@ class Lines:
     def expect(self, total, unit, done=0):
         self.expected = (total, unit, done)
 
-    def progress(self, n):
+    def progress(self, n, check_stop=True):
         self.advanced += n
 
     def report(self, line):
