@@ -236,3 +236,31 @@ def test_ctrl_c_with_a_cluster_task_runner_stops_its_workers_and_resumes(runner:
     summary = next(line for line in output.splitlines() if line.startswith("interrupted:"))
     finish_and_compare(config, tmp_path, root, reference, **toy)
     record("interrupt", f"Ctrl-C during a stage with the {runner} task runner", "stopped and resumed", f"exit 130, '{summary}', no worker left; rerun: same artifacts as an uninterrupted run")
+
+
+def test_ctrl_c_during_a_sweep_stops_and_a_rerun_completes(tmp_path: Path, model_cache: Path, record) -> None:
+    """`xlembed sweep` over the toy pipeline, a grid of 2 variants sharing the `lengths` stage."""
+    toy = {"XLEMBED_STAGES": scenario("lengths").registry, "TOY_SHARD_SECONDS": "2"}
+    root, _, config = prepare("lengths", tmp_path, model_cache)
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[grid]\n"histogram.bucket" = [5, 10]\n', encoding="utf-8")
+    args = ("sweep", "--grid", str(grid))
+    process, log = start_run(config, tmp_path, "interrupted", args, **toy)
+    try:
+        wait_until(lambda: any(root.glob("lengths/*/shards/*.json")), process, 120)
+        os.killpg(process.pid, signal.SIGINT)
+        rc = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    output = log.read_text(encoding="utf-8")
+    assert rc == 130, output[-3000:]
+    summary = next((line for line in output.splitlines() if line.startswith("interrupted:")), "")
+    assert "rerun resumes" in summary, output[-3000:]
+    assert not [word for word in NOISE if word in output], output[-3000:]
+    assert_group_gone(process.pid)
+    rerun = subprocess.run([sys.executable, "-m", "flows.cli", *args, str(config)], env=cli_env(tmp_path, **toy), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    check_store(root)
+    assert len(list(root.glob("histogram/*/manifest.json"))) == 2, "the rerun did not build both variants"
+    record("interrupt", "Ctrl-C (SIGINT to the process group) during xlembed sweep", "stopped and resumed", f"exit 130, '{summary}'; rerun completes both variants")
