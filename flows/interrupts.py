@@ -11,6 +11,11 @@ Two things stand in the way, both Prefect's:
   stopped at exit, after the flow has unwound.
 - a flow run installs Prefect's SIGTERM handler, which raises inside the flow: the flow body
   calls `take_signals()` to put ours back (Prefect restores it after the run).
+
+The processes of a local Dask or Ray cluster are in xlembed's process group too, and the
+terminal's Ctrl-C killed Dask's workers mid-shard with pages of `KeyboardInterrupt`
+tracebacks: Dask workers ignore SIGINT, a local Ray starts with it blocked
+(`children_ignore_ctrl_c`), and the run cancels their shards and shuts the cluster down itself.
 """
 
 from __future__ import annotations
@@ -65,6 +70,20 @@ def stop_on_signals() -> Iterator[None]:
         _active = False
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def children_ignore_ctrl_c() -> Iterator[None]:
+    """Processes this thread starts in here (a local Ray's raylet and GCS server, and the
+    workers they start) never see the terminal's Ctrl-C: SIGINT is blocked in this thread for as
+    long as this lasts, and a blocked signal mask is inherited across fork and exec. A Ctrl-C in
+    the meantime is delivered here when it ends. (A Dask cluster starts its workers from threads
+    of its own: they ignore SIGINT instead, flows/runners.py `dask_setup`.)"""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def quiet_prefect_when_stopping() -> None:

@@ -170,10 +170,12 @@ def _cancel(future: Any) -> None:
     with contextlib.suppress(Exception):
         if hasattr(wrapped, "cancel"):  # concurrent.futures (threads), dask.distributed
             wrapped.cancel()
-        else:  # a Ray ObjectRef
+        else:  # a Ray ObjectRef: kill its worker (a shard commits by renaming, so nothing half-written
+            # is kept); a polite cancel interrupts the task, and Prefect logs it from the worker
+            # as "Crash detected! Execution was aborted by an interrupt signal"
             import ray
 
-            ray.cancel(wrapped)
+            ray.cancel(wrapped, force=True)
 
 
 def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> None:

@@ -33,6 +33,12 @@ def _ray_task_runner_class() -> type:
         def __eq__(self, other: object) -> bool:
             return super().__eq__(other) and getattr(other, "shard_options", None) == self.shard_options
 
+        def __enter__(self) -> "ShardRayTaskRunner":
+            from flows.interrupts import children_ignore_ctrl_c
+
+            with children_ignore_ctrl_c():  # a local Ray's processes start here
+                return super().__enter__()
+
         def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
             from contextlib import ExitStack
 
@@ -54,6 +60,16 @@ def _ray_task_runner_class() -> type:
     return ShardRayTaskRunner
 
 
+def dask_setup(worker: Any) -> None:
+    """Run in each worker process of the local Dask cluster as it starts (its `preload`): the
+    terminal's Ctrl-C reaches the whole process group, and a worker that took it died mid-shard
+    with pages of `KeyboardInterrupt` tracebacks. Workers ignore SIGINT; xlembed handles it
+    (tasks/stop.py) and shuts the cluster down."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def make_task_runner(settings: PipelineSettings) -> Any:
     if settings.task_runner == "ray":
         shard_options = {"num_gpus": settings.ray_gpus_per_task} if settings.ray_gpus_per_task else {}
@@ -67,7 +83,8 @@ def make_task_runner(settings: PipelineSettings) -> Any:
         if settings.dask_address:
             return DaskTaskRunner(address=settings.dask_address)
         # one thread per worker process: the stages parallelise inside (polars, torch)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": settings.max_workers, "processes": True, "threads_per_worker": 1})
+        cluster = {"n_workers": settings.max_workers, "processes": True, "threads_per_worker": 1, "preload": [__name__]}
+        return DaskTaskRunner(cluster_kwargs=cluster)
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner(max_workers=settings.max_workers)

@@ -165,3 +165,36 @@ def test_cli_exits_2_on_bad_config_without_traceback(name: str, tmp_path: Path) 
     result = CliRunner().invoke(app, ["plan", str(config)])
     flat = result.output.replace("\n", "")  # rich wraps long paths
     assert result.exit_code == 2 and "Traceback" not in result.output and name in flat, result.output
+
+
+@pytest.mark.slow
+def test_a_data_error_inside_a_stage_is_one_line_without_a_traceback(tmp_path: Path, record) -> None:
+    """Issue 15 (2): a data error that only the stage finds (here two empty line-aligned files:
+    equal line counts, so the plan-time check passes; the corpus shard raises `SourceError`)
+    came after about 100 lines of Prefect traceback. A real run through Prefect: the message
+    once, exit 1, no traceback."""
+    import subprocess
+    import sys
+
+    from flows.sweep import toml_document
+    from tests.reliability.conftest import driver_env
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for lang in ("en", "kk"):
+        (data / f"empty.{lang}").write_bytes(b"")
+    sources = [{"name": "empty", "kind": "text", "files": {lang: str(data / f"empty.{lang}") for lang in ("en", "kk")}}]
+    config = tmp_path / "pipeline.toml"
+    config.write_text(toml_document({"pipeline": {"name": "data-error", "root": str(tmp_path / "root"), "max_workers": 1}, "corpus": {"sources": sources}}), encoding="utf-8")
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    env = driver_env(tmp_path, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop("PREFECT_API_URL", None)
+    env.pop("XLEMBED_DEBUG", None)
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(config)], env=env, capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    error_line = next(line for line in result.stderr.splitlines() if line.startswith("error: run failed: "))
+    assert error_line.endswith(f"{data / 'empty.en'}, {data / 'empty.kk'}: empty file (no lines)"), output[-3000:]
+    record("bad input", "a data error inside a stage (empty line-aligned files)", "one line", f"exit 1, '{error_line}', no traceback")
