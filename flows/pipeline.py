@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import errno
+import logging
 import threading
 import time
 from typing import Any
@@ -135,6 +137,35 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     logger.info("store index: %s (%d artifacts)", url, page.artifacts)
 
 
+class ShardCounter:
+    """The stage-level line of a stage with several shards: `align: 3/15 shards (20%), 1.2
+    shards/min, ETA 0:10:00`, in the flow run's log (each shard logs its own units too)."""
+
+    def __init__(self, stage: str, total: int) -> None:
+        self.stage, self.total, self.done, self.started = stage, total, 0, time.perf_counter()
+
+    def one_done(self) -> str | None:
+        self.done += 1
+        if self.total < 2:
+            return None
+        elapsed = time.perf_counter() - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        line = f"{self.stage}: {self.done}/{self.total} shards ({self.done / self.total:.0%}), {rate * 60:.1f} shards/min"
+        if self.done < self.total and rate > 0:
+            line += f", ETA {datetime.timedelta(seconds=round((self.total - self.done) / rate))}"
+        _run_logger().info("%s", line)
+        return line
+
+
+def _run_logger() -> Any:
+    from prefect.exceptions import MissingContextError
+
+    try:
+        return get_run_logger()
+    except MissingContextError:  # called outside a flow run (tests, tools)
+        return logging.getLogger(__name__)
+
+
 def shard_results(futures: list[Any], stage: str, store: ArtifactStore, key: str, shards: list[ShardSpec]) -> list[dict[str, Any]]:
     """Wait for every shard. On a stop request, cancel the shards (one not started never starts,
     a Dask or Ray shard is cancelled where it runs, a thread stops at its next safe point), wait
@@ -143,12 +174,14 @@ def shard_results(futures: list[Any], stage: str, store: ArtifactStore, key: str
     for future in futures:
         future.add_done_callback(lambda _: finished.release())
     cancelled = False
+    counter = ShardCounter(stage, len(futures))
     for _ in futures:
         while not finished.acquire(timeout=0.5):
             if STOP.is_set() and not cancelled:
                 cancelled = True
                 for future in futures:
                     _cancel(future)
+        counter.one_done()
     if not STOP.is_set():
         return [future.result() for future in futures]
     details = []

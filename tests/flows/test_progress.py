@@ -64,3 +64,33 @@ def test_off_prints_nothing(monkeypatch, capsys):
         advance(10)
         advance.report("a line")
     assert capsys.readouterr().err == ""
+
+
+def test_a_stage_with_several_shards_logs_shards_done_rate_and_eta(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future
+
+    from flows import pipeline
+    from flows.pipeline import ShardCounter, shard_results
+
+    logged: list[str] = []
+
+    class Log:
+        def info(self, fmt: str, *args: object) -> None:
+            logged.append(fmt % args)
+
+    monkeypatch.setattr(pipeline, "_run_logger", Log)  # the flow run's logger, as Prefect would give it
+    counter = ShardCounter("align", 4)
+    lines = [counter.one_done() for _ in range(4)]
+    assert lines[0].startswith("align: 1/4 shards (25%), ") and "shards/min, ETA " in lines[0]
+    assert lines[-1].startswith("align: 4/4 shards (100%)") and "ETA" not in lines[-1]
+    assert ShardCounter("train", 1).one_done() is None  # one shard: its own units say it all
+
+    logged.clear()
+    futures = []
+    for shard in range(3):
+        future: Future = Future()
+        future.set_result({"shard_id": f"s{shard}"})
+        futures.append(future)
+    done = shard_results(futures, "align", store=None, key="k", shards=[None] * 3)
+    assert [d["shard_id"] for d in done] == ["s0", "s1", "s2"]
+    assert [line.split(",")[0] for line in logged] == ["align: 1/3 shards (33%)", "align: 2/3 shards (67%)", "align: 3/3 shards (100%)"]
