@@ -486,22 +486,15 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
 
 
 def _age(created_at: str) -> str:
-    created = dt.datetime.fromisoformat(created_at)
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=dt.timezone.utc)
-    seconds = (dt.datetime.now(dt.timezone.utc) - created).total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
+    from storage.index import format_age
+
+    return format_age(created_at)
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+    from storage.index import format_size
+
+    return format_size(n)
 
 
 def _known_stage(store: Any, stage: str) -> str:

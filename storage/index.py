@@ -40,7 +40,9 @@ class IndexPage:
     links: list[str]  # every href, relative to the page
 
 
-def _age(created_at: str, now: dt.datetime) -> str:
+def format_age(created_at: str, now: dt.datetime | None = None) -> str:
+    """How long ago an ISO timestamp was, in its largest unit: `3d`, `5h`, `12m`, `40s`."""
+    now = now if now is not None else dt.datetime.now(dt.timezone.utc)
     created = dt.datetime.fromisoformat(created_at)
     if created.tzinfo is None:
         created = created.replace(tzinfo=dt.timezone.utc)
@@ -51,7 +53,8 @@ def _age(created_at: str, now: dt.datetime) -> str:
     return f"{int(seconds)}s"
 
 
-def _size(n: float) -> str:
+def format_size(n: float) -> str:
+    """Bytes in binary units: `812 B`, `13.1 KiB`, `2.4 GiB`."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -156,8 +159,8 @@ def _pipelines(page: _Page, refs: list[Ref], by_key: dict[tuple[str, str], Manif
                 rows.append([_e(ref.stage), key, "", "", "", str(len(ref.history)), '<span class="dim">artifact missing</span>'])
                 continue
             rows.append([
-                f'<a href="#stage-{_e(ref.stage)}">{_e(ref.stage)}</a>', key, f"{m.rows_out:,}", _e(_size(m.total_bytes)),
-                _e(_age(m.created_at, now)), str(len(ref.history)), _attached_links(page, m),
+                f'<a href="#stage-{_e(ref.stage)}">{_e(ref.stage)}</a>', key, f"{m.rows_out:,}", _e(format_size(m.total_bytes)),
+                _e(format_age(m.created_at, now)), str(len(ref.history)), _attached_links(page, m),
             ])
         page.table(["stage", "key", "rows", "size", "age", "versions", "reports and figures"], rows, numeric=("rows", "size", "age", "versions"))
 
@@ -173,8 +176,8 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
         rows = []
         for m in versions:
             rows.append([
-                f'<code title="{_e(m.key)}">{_e(m.key[:12])}</code>', f"{m.rows_out:,}", _e(_size(m.total_bytes)),
-                f'<span title="{_e(m.created_at)}">{_e(_age(m.created_at, now))}</span>', _e(m.code_version),
+                f'<code title="{_e(m.key)}">{_e(m.key[:12])}</code>', f"{m.rows_out:,}", _e(format_size(m.total_bytes)),
+                f'<span title="{_e(m.created_at)}">{_e(format_age(m.created_at, now))}</span>', _e(m.code_version),
                 _e(", ".join(pointing.get((m.stage, m.key), []))), page.link(f"{m.stage}/{m.key}/manifest.json", "manifest"),
                 _attached_links(page, m),
             ])
