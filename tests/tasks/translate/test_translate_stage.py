@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from flows.stages import stage_registry
 from storage import ArtifactStore
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.stage import run_shard, run_stage, stage_key
+from tasks.stage import EmptyOutputError, run_shard, run_stage, stage_key
 from tasks.translate import TRANSLATE_MODEL_STAGE, TRANSLATE_STAGE
 from tasks.translate import engine
 from tasks.translate import stage as translate_stage_module
@@ -217,8 +217,12 @@ def test_filters_count_every_drop_in_the_manifest(setup: Setup, tmp_path: Path, 
 def test_group_incomplete_drops_whole_group(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(translate_stage_module, "translate_tokens", lambda t, sources, prefixes, d, m, progress=None: [[] if i % 2 else ["▁a", "b"] for i in range(len(sources))])
     store = setup.store(tmp_path)
-    manifest, table = run_translate(store, setup, translate_config(targets=["fra_Latn", "deu_Latn"], min_rows_per_group=3, shard_rows=100))
-    # the deu translation of every row is empty: each group keeps 2 < 3 rows and goes
+    config = translate_config(targets=["fra_Latn", "deu_Latn"], min_rows_per_group=3, shard_rows=100)
+    # the deu translation of every row is empty: each group keeps 2 < 3 rows and goes; an empty
+    # output is an error naming the drops, unless the pipeline allows it
+    with pytest.raises(EmptyOutputError, match=f"group_incomplete {2 * len(SENTENCES)}, empty_translation {len(SENTENCES)}"):
+        run_translate(store, setup, config)
+    manifest, table = run_translate(store, setup, config, allow_empty=True)
     assert table.num_rows == 0
     assert manifest.dropped == {"empty_translation": len(SENTENCES), "group_incomplete": 2 * len(SENTENCES)}
 

@@ -74,8 +74,8 @@ def translate_config(**overrides: Any) -> TranslateConfig:
     return TranslateConfig.model_validate(data)
 
 
-def run_translate(store: ArtifactStore, setup: Setup, config: TranslateConfig) -> tuple[Any, pa.Table]:
-    ref, manifest = run_stage(store, TRANSLATE_STAGE, config, setup.input_keys)
+def run_translate(store: ArtifactStore, setup: Setup, config: TranslateConfig, allow_empty: bool = False) -> tuple[Any, pa.Table]:
+    ref, manifest = run_stage(store, TRANSLATE_STAGE, config, setup.input_keys, allow_empty=allow_empty)
     return manifest, store.read_table("translate", manifest.key)
 
 
