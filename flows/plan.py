@@ -14,6 +14,7 @@ from flows.config import PipelineConfig
 from storage import ArtifactNotFound, ArtifactStore
 from storage.content_hash import HashStats, hash_stats
 from storage.keys import KEY_SCHEME, KEY_SCHEMES
+from storage.lineage import flatten
 from tasks.stage import Stage, keyed_config, source_fingerprints, stage_key
 
 Action = Literal["cached", "compute", "skip"]
@@ -58,23 +59,9 @@ def plan_notes(rekeyed: int, hashing: HashStats) -> list[str]:
     return lines
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        out = {}
-        for i, v in enumerate(value):
-            out.update(_flatten(v, f"{prefix}[{i}]"))
-        return out
-    return {prefix: value}
-
-
 def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str) -> list[str]:
     """Human-readable differences between two config sections, one line per changed key."""
-    a, b = _flatten(old, prefix), _flatten(new, prefix)
+    a, b = flatten(old, prefix, keep_empty_tables=False), flatten(new, prefix, keep_empty_tables=False)
     lines = []
     for key in sorted(set(a) | set(b)):
         if key not in a:

@@ -120,19 +120,20 @@ def _named_items(dotted: str, config: Mapping[str, Any]) -> str:
     return out
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as dotted keys; lists of tables as `key[i]` (as `xlembed plan` words changes)."""
+def flatten(value: Any, prefix: str = "", *, keep_empty_tables: bool = True) -> dict[str, Any]:
+    """Nested dicts as dotted keys; lists of tables as `key[i]`. An empty table is kept as its
+    own entry (lineage shows it), or dropped (`xlembed plan`'s config changes)."""
     if isinstance(value, Mapping):
-        if not value and prefix:
+        if not value and prefix and keep_empty_tables:
             return {prefix: {}}
         out: dict[str, Any] = {}
         for name, item in value.items():
-            out.update(flatten(item, f"{prefix}.{name}" if prefix else str(name)))
+            out.update(flatten(item, f"{prefix}.{name}" if prefix else str(name), keep_empty_tables=keep_empty_tables))
         return out
     if isinstance(value, list) and value and all(isinstance(item, Mapping) for item in value):
         out = {}
         for index, item in enumerate(value):
-            out.update(flatten(item, f"{prefix}[{index}]"))
+            out.update(flatten(item, f"{prefix}[{index}]", keep_empty_tables=keep_empty_tables))
         return out
     return {prefix: value}
 
