@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import subprocess_env, write_config, write_corpus_text
+from conftest import cli, subprocess_env, write_config, write_corpus_text
 
 from flows.server import _plain_prefect_setup
 
@@ -59,8 +59,6 @@ def test_the_server_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
     import time
 
     import psutil
-
-    from conftest import cli
 
     config = write_config(tmp_path / "toy.toml", tmp_path / "artifacts", write_corpus_text(tmp_path / "data"), shards=4, max_workers=1)
     env = subprocess_env(tmp_path, TOY_SHARD_SECONDS="5.0")
