@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from storage.keys import check_name
-from tasks.stage import CONTENT_KEYED, NOT_KEYED, ConfigPath, StageConfig
+from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 DEFAULT_DOWNLOAD_DIR = Path("~/.cache/xlembed/downloads")
 
@@ -188,6 +188,16 @@ class CorpusFilters(StageConfig):
         default=None, ge=1, description="keep a group when this many of its rows pass; default: all of them"
     )
     dedupe: bool = True
+    near_dedupe: bool = Field(
+        default=False,
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "drop a row whose text, normalised (case, punctuation, digits, whitespace; tasks/corpus/dedup.py), "
+            "occurs in an earlier group of its source in the same language (`near_duplicate`; a group left "
+            "incomplete is `group_incomplete`), and split train/dev by the pivot's normalised text, so no dev "
+            "row is a near-duplicate of a train row of its source and no pivot text is on both sides anywhere"
+        ),
+    )
 
     @model_validator(mode="after")
     def _word_range(self) -> CorpusFilters:

@@ -10,6 +10,14 @@ between runs with different sizes).
 Without a sample size, exact dedupe keeps one 8-byte hash per distinct group in sorted
 numpy arrays merged like an LSM tree (membership tests are vectorised binary searches).
 
+With near-duplicate removal (`NearDedupe`), a row whose language's near-duplicate key
+(tasks/corpus/dedup.py) occurs in an earlier group is dropped, "earlier" meaning source order
+when streaming and sampling-hash order when sampling; an earlier group counts whether or not it
+is kept in the end, so the outcome depends on the stream only, never on batch boundaries. A
+group left with fewer than `min_langs` rows is dropped whole. When sampling, the k kept groups
+are the first k in hash order that survive this; groups before the k-th that did not survive
+stay in the buffer (their keys still decide later arrivals) until the sample is final.
+
 Polars string columns are views into the buffers of the batch they came from, so a few
 sampled rows would keep whole batches alive; the sample copies the rows it admits out of
 their batch and is compacted again once it has admitted twice as many rows as it holds.
@@ -18,9 +26,12 @@ their batch and is compacted again once it has admitted twice as many rows as it
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+
+from tasks.corpus.dedup import key_column, near_dup_column, near_duplicate_rows
 
 SPLIT_RESOLUTION = 1_000_000
 
@@ -30,11 +41,20 @@ def compact(frame: pl.DataFrame) -> pl.DataFrame:
     return pl.from_arrow(frame.to_arrow())  # type: ignore[return-value]
 
 
-def add_hashes(frame: pl.DataFrame, langs: Sequence[str], seed: int, dev_fraction: float) -> pl.DataFrame:
-    """Add `h` (sampling/dedupe hash) and `split` from the texts of the group."""
+def add_hashes(frame: pl.DataFrame, langs: Sequence[str], seed: int, dev_fraction: float, split_by_key: bool = False) -> pl.DataFrame:
+    """Add `h` (sampling/dedupe hash) and `split` from the texts of the group.
+
+    With `split_by_key` (the frame has `{lang}__key` columns), the split hashes the first
+    language's near-duplicate key (the next language's where it has none): groups whose pivot
+    texts are near-duplicates land on the same side in every shard and source of the corpus
+    (Tatoeba's English sides, shared across its language pairs, cannot leak into dev)."""
     content = pl.concat_str([pl.col(lang).fill_null("\x00") for lang in langs], separator="\x1f")
     # a second, independent hash for the split; polars hashes are stable within a pinned version
-    split_hash = content.hash(seed=(seed * 1_000_003 + 0x9E3779B9) % (1 << 63))
+    split_seed = (seed * 1_000_003 + 0x9E3779B9) % (1 << 63)
+    split_hash = content.hash(seed=split_seed)
+    if split_by_key:
+        pivot_key = pl.coalesce([pl.col(key_column(lang)) for lang in langs])
+        split_hash = pl.when(pivot_key.is_not_null()).then(pivot_key.hash(seed=split_seed)).otherwise(split_hash)
     threshold = int(round(dev_fraction * SPLIT_RESOLUTION))
     return frame.with_columns(
         content.hash(seed=seed % (1 << 64)).alias("h"),  # polars takes an unsigned seed
@@ -70,16 +90,29 @@ class SeenHashes:
         self.levels.append(level)
 
 
+@dataclass(frozen=True)
+class NearDedupe:
+    """Near-duplicate removal within each language: the frames offered carry `{lang}__key` columns."""
+
+    langs: tuple[str, ...]
+    min_langs: int  # a group left with fewer rows is dropped (as the filters' min_langs_per_group)
+
+
 class GroupSelector:
     """Dedupe and (optionally) sample groups; counts what it drops, in rows (`n_rows`)."""
 
-    def __init__(self, sample: int | None, dedupe: bool) -> None:
+    def __init__(self, sample: int | None, dedupe: bool, near: NearDedupe | None = None) -> None:
         self.sample = sample
         self.dedupe = dedupe
+        self.near = near
         self.kept: pl.DataFrame | None = None
         self.seen = SeenHashes()
+        self.seen_keys = {lang: SeenHashes() for lang in near.langs} if near else {}
         self.duplicate_rows = 0
+        self.near_duplicate_rows = 0
+        self.incomplete_rows = 0  # rows of groups that near-duplicate removal left incomplete
         self.unsampled_rows = 0
+        self._full = False  # the sample holds `sample` groups that survive
         self._admitted = 0  # rows admitted to the sample since it was last compacted
 
     def offer(self, frame: pl.DataFrame) -> Iterator[pl.DataFrame]:
@@ -87,7 +120,7 @@ class GroupSelector:
         if self.sample is None:
             yield self._dedupe_streaming(frame)
             return
-        if self.kept is not None and len(self.kept) >= self.sample:
+        if self.kept is not None and (self._full if self.near else len(self.kept) >= self.sample):
             threshold = self.kept["h"].max()
             admitted = frame.filter(pl.col("h") <= threshold)
             self.unsampled_rows += int(frame["n_rows"].sum() - admitted["n_rows"].sum())
@@ -100,7 +133,9 @@ class GroupSelector:
             unique = merged.filter(pl.col("h").is_first_distinct())
             self.duplicate_rows += int(merged["n_rows"].sum() - unique["n_rows"].sum())
             merged = unique
-        if len(merged) > self.sample:
+        if self.near:
+            merged = self._cut_sample_after_near_dedupe(merged)
+        elif len(merged) > self.sample:
             merged = merged.sort("h", "seq")  # ties (duplicates kept when not deduping) by source order
             self.unsampled_rows += int(merged["n_rows"][self.sample :].sum())
             merged = merged.head(self.sample)
@@ -109,17 +144,73 @@ class GroupSelector:
         self.kept = merged
         return
 
+    def _cut_sample_after_near_dedupe(self, merged: pl.DataFrame) -> pl.DataFrame:
+        """Keep the groups up to the `sample`-th that survives near-dedupe, in (h, seq) order."""
+        assert self.near is not None and self.sample is not None
+        merged = self._mark_near_duplicates(merged, ["h", "seq"])
+        survives = (merged["n_rows"] - self._near_dup_counts(merged)) >= self.near.min_langs
+        survivors = survives.cum_sum()
+        self._full = bool(survivors.len()) and int(survivors[-1]) >= self.sample
+        if self._full:
+            cut = int(survivors.search_sorted(self.sample, side="left")) + 1  # through the sample-th survivor
+            self.unsampled_rows += int(merged["n_rows"][cut:].sum())
+            merged = merged.head(cut)
+        return merged.drop([near_dup_column(lang) for lang in self.near.langs])  # marked again when final
+
+    def _mark_near_duplicates(self, frame: pl.DataFrame, order: list[str]) -> pl.DataFrame:
+        assert self.near is not None
+        return near_duplicate_rows(frame, self.near.langs, order)
+
+    def _near_dup_counts(self, frame: pl.DataFrame) -> pl.Series:
+        assert self.near is not None
+        marks = [pl.col(near_dup_column(lang)) for lang in self.near.langs]
+        return frame.select(pl.sum_horizontal(marks).cast(pl.UInt32)).to_series()
+
+    def _drop_near_duplicates(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Null the marked rows, drop groups left incomplete; count both."""
+        assert self.near is not None
+        duplicates = self._near_dup_counts(frame)
+        left = frame["n_rows"] - duplicates
+        complete = left >= self.near.min_langs
+        self.near_duplicate_rows += int(duplicates.sum())
+        self.incomplete_rows += int(left.filter(~complete).sum())
+        kept = frame.with_columns(
+            [pl.when(pl.col(near_dup_column(lang))).then(None).otherwise(pl.col(lang)).alias(lang) for lang in self.near.langs]
+            + [left.alias("n_rows")]
+        ).filter(complete)
+        return kept.drop([near_dup_column(lang) for lang in self.near.langs])
+
     def _dedupe_streaming(self, frame: pl.DataFrame) -> pl.DataFrame:
-        if not self.dedupe:
-            return frame
-        hashes = frame["h"].to_numpy()
-        fresh = frame["h"].is_first_distinct().to_numpy() & ~self.seen.contains(hashes)
-        self.seen.add(hashes[fresh])
-        kept = frame.filter(pl.Series(fresh))
-        self.duplicate_rows += int(frame["n_rows"].sum() - kept["n_rows"].sum())
-        return kept
+        if self.dedupe:
+            hashes = frame["h"].to_numpy()
+            fresh = frame["h"].is_first_distinct().to_numpy() & ~self.seen.contains(hashes)
+            self.seen.add(hashes[fresh])
+            kept = frame.filter(pl.Series(fresh))
+            self.duplicate_rows += int(frame["n_rows"].sum() - kept["n_rows"].sum())
+            frame = kept
+        if self.near:
+            frame = self._near_dedupe_streaming(frame)
+        return frame
+
+    def _near_dedupe_streaming(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Within the batch in source order, then against the keys of every earlier batch."""
+        assert self.near is not None
+        frame = self._mark_near_duplicates(frame, ["seq"])
+        marks = []
+        for lang in self.near.langs:
+            keys = frame[key_column(lang)]
+            present = keys.is_not_null().to_numpy()
+            values = keys.fill_null(0).to_numpy()
+            earlier = self.seen_keys[lang].contains(values) & present
+            marks.append((frame[near_dup_column(lang)].to_numpy() | earlier))
+            self.seen_keys[lang].add(values[present])
+        frame = frame.with_columns([pl.Series(near_dup_column(lang), mark) for lang, mark in zip(self.near.langs, marks)])
+        return self._drop_near_duplicates(frame)
 
     def finish(self) -> Iterator[pl.DataFrame]:
         """Emit the sample in source order."""
         if self.sample is not None and self.kept is not None:
-            yield self.kept.sort("seq")
+            kept = self.kept
+            if self.near:
+                kept = self._drop_near_duplicates(self._mark_near_duplicates(kept, ["h", "seq"]))
+            yield kept.sort("seq")

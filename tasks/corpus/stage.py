@@ -24,6 +24,7 @@ from tasks.corpus.config import (
     TextSource,
     TsvSource,
 )
+from tasks.corpus.dedup import add_near_duplicate_keys
 from tasks.corpus.filters import apply_filters
 from tasks.corpus.languages import to_flores
 from tasks.corpus.readers import (
@@ -39,7 +40,7 @@ from tasks.corpus.readers import (
     read_text_files,
     read_tsv,
 )
-from tasks.corpus.sampling import GroupSelector, add_hashes
+from tasks.corpus.sampling import GroupSelector, NearDedupe, add_hashes
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint, folder_fingerprint
 
@@ -122,7 +123,9 @@ def to_long(frame: pl.DataFrame, langs: list[str], source_name: str) -> pa.Table
 def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
     source = config.sources[shard.params["source"]]
     langs = source_langs(source, shard)
-    selector = GroupSelector(source.sample, config.filters.dedupe)
+    near = config.filters.near_dedupe
+    min_langs = min(config.filters.min_langs_per_group or len(langs), len(langs))  # as apply_filters
+    selector = GroupSelector(source.sample, config.filters.dedupe, NearDedupe(tuple(langs), min_langs) if near else None)
     rows_by_lang: dict[str, int] = {}
     rows_by_split: dict[str, int] = {}
     groups = 0
@@ -147,7 +150,9 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
             kept, dropped = apply_filters(frame, langs, config.filters, batch.null_reason)
             for reason, n in dropped.items():
                 context.drop(reason, n)
-            kept = add_hashes(kept, langs, config.seed, config.dev_fraction)
+            if near:
+                kept = add_near_duplicate_keys(kept, langs)
+            kept = add_hashes(kept, langs, config.seed, config.dev_fraction, split_by_key=near)
             for ready in selector.offer(kept):
                 if ready.height:
                     yield emit(ready)
@@ -160,6 +165,8 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         context.read(malformed[0] * len(langs))
         context.drop("malformed_row", malformed[0] * len(langs))
     context.drop("duplicate", selector.duplicate_rows)
+    context.drop("near_duplicate", selector.near_duplicate_rows)
+    context.drop("group_incomplete", selector.incomplete_rows)
     context.drop("not_sampled", selector.unsampled_rows)
     context.metrics = {
         "groups": groups,
