@@ -197,6 +197,19 @@ def _pair_label(src: str, tgt: str | None) -> str:
     return src if tgt is None else f"{src} → {tgt}"
 
 
+# Marks a score whose benchmark sentences (some of them) occur, normalised, in the training rows.
+CONTAMINATED = "⚠"
+
+
+def _overlap_cell(overlap: dict[str, Any] | None) -> Cell:
+    if overlap is None:
+        return Cell(MISSING, "missing")
+    leaked = overlap["items_in_training"]
+    if not leaked:
+        return Cell("0", "num")
+    return Cell(f"{CONTAMINATED} {leaked:,} ({overlap['share'] * 100:.1f}%)", "neg")
+
+
 def _metrics_table(
     rows: list[dict[str, Any]],
     *,
@@ -204,8 +217,11 @@ def _metrics_table(
     show_dataset: bool,
     baseline: dict[tuple[Any, ...], float] | None,
     baseline_name: str,
+    overlaps: dict[tuple[str, str, str, str], dict[str, Any]] | None = None,
 ) -> Table:
-    """Rows = (dataset,) language or pair; columns = metrics (+ a delta after each), then n."""
+    """Rows = (dataset,) language or pair; columns = metrics (+ a delta after each), then n and,
+    with `overlaps` ((benchmark, dataset, src, tgt) -> leakage row), the items found in training
+    (a pair with some marks its label with CONTAMINATED)."""
     metrics = _ordered_metrics([r["metric"] for r in rows])
     by_row: dict[tuple[str, str, str | None], dict[str, dict[str, Any]]] = {}
     for r in rows:
@@ -221,10 +237,19 @@ def _metrics_table(
             numeric.append(True)
     header.append("n")
     numeric.append(True)
+    if overlaps is not None:
+        header.append("in training")
+        numeric.append(True)
 
     out: list[list[Cell]] = []
     for (dataset, src, tgt), cells in sorted(by_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
         label = _pair_label(src.removeprefix(_GROUP_PREFIX) if groups else src, tgt)
+        overlap = None
+        if overlaps is not None:
+            benchmark = next(iter(cells.values()))["benchmark"]
+            overlap = overlaps.get((benchmark, dataset, src, tgt or ""))
+            if overlap is not None and overlap["items_in_training"]:
+                label = f"{label} {CONTAMINATED}"
         line = ([Cell(dataset)] if show_dataset else []) + [Cell(label)]
         for metric in metrics:
             r = cells.get(metric)
@@ -239,6 +264,8 @@ def _metrics_table(
                     kind = "zero" if text.lstrip("+-").strip("0.") == "" else ("pos" if text.startswith("+") else "neg")
                     line.append(Cell(text, kind))
         line.append(Cell(_format_n([r["n"] for r in cells.values()]), "num"))
+        if overlaps is not None:
+            line.append(_overlap_cell(overlap))
         out.append(line)
     return Table(header, out, numeric)
 
@@ -800,6 +827,38 @@ def _figures(
     return figures
 
 
+def _leakage_section(leakage: pa.Table, trained: bool) -> tuple[list[str], list[str]]:
+    """Markdown and HTML lines: per dataset, the scored items with a sentence in the training rows."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for r in leakage.to_pylist():
+        entry = totals.setdefault((r["benchmark"], r["dataset"]), [0, 0, 0])
+        entry[0] += 1
+        entry[1] += r["items"]
+        entry[2] += r["items_in_training"]
+    header = ["Benchmark", "Dataset", "pairs", "items", "items in training", "share"]
+    rows = [
+        [
+            Cell(benchmark), Cell(f"{dataset} {CONTAMINATED}" if leaked else dataset), Cell(f"{pairs:,}", "num"),
+            Cell(f"{items:,}", "num"), Cell(f"{leaked:,}", "neg" if leaked else "num"),
+            Cell(f"{leaked / items * 100:.1f}%" if items else MISSING, "neg" if leaked else "num"),
+        ]
+        for (benchmark, dataset), (pairs, items, leaked) in totals.items()
+    ]  # fmt: skip
+    table = Table(header, rows, [False, False, True, True, True, True])
+    whose = "the scored model was trained on" if trained else "the pipeline's corpus holds (the scored model was not trained on them)"
+    note = (
+        f"{CONTAMINATED} marks scores whose sentences occur, normalised (case, punctuation, digits, whitespace), among "
+        f"the training rows in the same language: the train split that {whose}. An item is a pair (either side "
+        "found) or, for BUCC, one sentence. MTEB and XNLI are not checked."
+    )
+    if not totals:
+        none = "No scored sentences could be checked against the training rows."
+        return ["## Training-corpus overlap", "", md_escape(none), ""], ["<h2>Training-corpus overlap</h2>", f"<p>{html_escape(none)}</p>"]
+    md = ["## Training-corpus overlap", "", md_table(table), "", f"*{md_escape(note)}*", ""]
+    ht = ["<h2>Training-corpus overlap</h2>", html_table(table), f'<p class="note">{html_escape(note)}</p>']
+    return md, ht
+
+
 def build_report(
     metrics: pa.Table,
     *,
@@ -812,6 +871,8 @@ def build_report(
     seed: int = 0,
     items: pa.Table | None = None,
     baseline_items: pa.Table | None = None,
+    leakage: pa.Table | None = None,
+    trained: bool = True,
 ) -> EvaluationReport:
     """Render the evaluate stage's metrics (and optional baseline and figure inputs) as Markdown + HTML + PNGs.
 
@@ -819,7 +880,10 @@ def build_report(
     REPORT_MAX_CONCEPTS concepts to plot, and seeds the bootstrap. With `items` and
     `baseline_items` (ITEMS_SCHEMA tables of this model and of the baseline), the report adds
     paired bootstrap intervals of the headline changes, their figure, and a sentence at the top
-    when in-domain and out-of-domain headlines disagree.
+    when in-domain and out-of-domain headlines disagree. With `leakage` (tasks/evaluate/leakage.py's
+    LEAKAGE_SCHEMA), per-language tables gain an "in training" column, contaminated pairs are
+    marked, and a section sums the overlap per dataset; `trained` says whether the scored model
+    was trained on those rows (else the overlap only says what training on them would leak).
     """
     rows = _rows_of(metrics, "metrics")
     base_name = baseline_name or "baseline"
@@ -862,6 +926,13 @@ def build_report(
         md += ["No metrics were computed.", ""]
         ht.append("<p>No metrics were computed.</p>")
 
+    overlaps = None
+    if leakage is not None:
+        overlaps = {(r["benchmark"], r["dataset"], r["src_lang"], r["tgt_lang"]): r for r in leakage.to_pylist()}
+        section_md, section_html = _leakage_section(leakage, trained)
+        md += section_md
+        ht += section_html
+
     if paired:
         heading = f"Change vs {base_name}, with 95% intervals"
         md += [f"## {md_escape(heading)}", ""]
@@ -895,7 +966,10 @@ def build_report(
             part = [r for r in bench_rows if r["src_lang"].startswith(_GROUP_PREFIX) == groups]
             if not part:
                 continue
-            table = _metrics_table(part, groups=groups, show_dataset=show_dataset, baseline=base_values, baseline_name=base_name)
+            table = _metrics_table(
+                part, groups=groups, show_dataset=show_dataset, baseline=base_values, baseline_name=base_name,
+                overlaps=None if groups else overlaps,
+            )  # fmt: skip
             md += [f"### {heading}", "", md_table(table), ""]
             ht += [f"<h3>{html_escape(heading)}</h3>", html_table(table)]
         note = _units_note({r["metric"] for r in bench_rows})

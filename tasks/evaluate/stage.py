@@ -6,7 +6,8 @@ pipeline trains one, `train` (the trained encoder:
 it is the model scored, and the base model is scored beside it for a before/after report).
 Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, as attached
 files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/report.md`,
-`report/report.html`, the figures and, with a trained model, `report/base_metrics.parquet` and
+`report/report.html`, the figures, `report/leakage.parquet` (how many of each scored set's
+sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
 intervals and the sweep comparison read).
 """
@@ -38,7 +39,7 @@ from tasks.evaluate.config import (
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint, folder_fingerprint
 
-CODE_VERSION = "2"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs
+CODE_VERSION = "3"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap
 REPORT_DIR = "report"
 # Attached paths of the per-query items: a contract with the sweep comparison, which reads them.
 ITEMS_FILE = "items.parquet"
@@ -127,6 +128,7 @@ class _Evaluation:
         self.rows: list[dict[str, Any]] = []
         self.items: list[pa.Table] = []
         self.similarities: list[Any] = []
+        self.sentence_sets: list[Any] = []  # leakage.SentenceSet of every scored pair, for the overlap check
         self.word_map: Any = None
         self._vectors: dict[str, np.ndarray] = {}
         self._distractor_lines: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -144,6 +146,11 @@ class _Evaluation:
 
     def add_pair(self, src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray) -> None:
         self.similarities.append(pair_similarities(src_lang, tgt_lang, src, tgt, self.config.seed + len(self.similarities)))
+
+    def add_sentences(self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True) -> None:
+        from tasks.evaluate.leakage import SentenceSet
+
+        self.sentence_sets.append(SentenceSet(benchmark, dataset, src_lang, tgt_lang, tuple(src), tuple(tgt), aligned))
 
     def add_scores(self, scores: Iterable[Any]) -> None:
         """Metric rows and per-query items of scored pairs (`retrieval.PairRetrieval`)."""
@@ -165,6 +172,8 @@ class _Evaluation:
             src, tgt = self.encode(pairs.src), self.encode(pairs.tgt)
             names = {"src_lang": pairs.src_lang, "tgt_lang": pairs.tgt_lang, "benchmark": "tatoeba"}
             self.add_scores([score_pair(src, tgt, dataset="tatoeba", **names)])
+            for dataset in ("tatoeba", "tatoeba-distractors") if folders else ("tatoeba",):
+                self.add_sentences("tatoeba", dataset, pairs.src_lang, pairs.tgt_lang, pairs.src, pairs.tgt)
             self.add_pair(pairs.src_lang, pairs.tgt_lang, src, tgt)
             if folders:
                 src_pool = self.distractor_pool(folders, pairs.src_lang, pairs.src)
@@ -209,6 +218,11 @@ class _Evaluation:
         embeddings = {lang: self.encode(texts) for lang, texts in data.sentences.items()}
         scores = multiway_pair_scores(embeddings, dataset=bench.name, pivot=pivot, xx_yy=bench.pairs == "all")
         self.add_scores(scores)
+        for scored in scores:
+            self.add_sentences(
+                scored.benchmark, scored.dataset, scored.src_lang, scored.tgt_lang,
+                data.sentences[scored.src_lang], data.sentences[scored.tgt_lang],
+            )  # fmt: skip
         self.rows += xx_yy_rows(scores, pivot)
         for lang in embeddings:
             if lang != pivot:
@@ -236,6 +250,7 @@ class _Evaluation:
                 continue
             src, tgt = self.encode(pairs[src_lang].to_list()), self.encode(pairs[tgt_lang].to_list())
             scores.append(score_pair(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset="corpus-dev"))
+            self.add_sentences("retrieval", "corpus-dev", src_lang, tgt_lang, pairs[src_lang].to_list(), pairs[tgt_lang].to_list())
             if tgt_lang == pivot:
                 self.add_pair(src_lang, tgt_lang, src, tgt)
         self.add_scores(scores)
@@ -264,6 +279,8 @@ class _Evaluation:
             tune = read_bucc(bench.path, lang, bench.tune_split)
             test = read_bucc(bench.path, lang, bench.test_split)
             self.context.drop("bucc_duplicate_gold_line", tune.duplicate_gold_lines + test.duplicate_gold_lines)
+            for split in (test, tune):  # the rows' dataset names (mining.bucc_rows)
+                self.add_sentences("bucc", f"bucc2018.{split.split}", split.src_lang, split.tgt_lang, split.src, split.tgt, aligned=False)
             self.rows += bucc_rows(
                 tune, self.encode(tune.src), self.encode(tune.tgt), test, self.encode(test.src), self.encode(test.tgt), k=bench.k
             )
@@ -280,6 +297,7 @@ class _Evaluation:
             sets = [read_sts_tsv(bench.path, bench.langs[0], bench.langs[1])]
         for pairs in sets:
             self.context.drop("sts_unscored_pair", pairs.unscored_dropped)
+            self.add_sentences("sts", pairs.dataset, pairs.src_lang, pairs.tgt_lang, pairs.sentence1, pairs.sentence2)
             self.rows += sts_rows(
                 self.encode(pairs.sentence1), self.encode(pairs.sentence2), pairs.scores,
                 dataset=pairs.dataset, src_lang=pairs.src_lang, tgt_lang=pairs.tgt_lang,
@@ -312,6 +330,7 @@ class _Evaluation:
         base_metrics: pa.Table | None = None,
         items: pa.Table | None = None,
         base_items: pa.Table | None = None,
+        leakage: pa.Table | None = None,
     ) -> None:
         from tasks.evaluate.report import build_report
 
@@ -341,7 +360,7 @@ class _Evaluation:
         report = build_report(
             metrics, title=self.config.title, model_card=card, baseline=baseline, baseline_name=baseline_name,
             similarities=self.similarities, word_map=self.word_map, seed=self.config.seed,
-            items=items, baseline_items=baseline_items,
+            items=items, baseline_items=baseline_items, leakage=leakage, trained="train" in self.inputs,
         )
         folder = self.context.workdir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -351,6 +370,8 @@ class _Evaluation:
             (folder / name).write_bytes(png)
         if base_metrics is not None:
             pq.write_table(base_metrics, folder / "base_metrics.parquet")
+        if leakage is not None:
+            pq.write_table(leakage, folder / "leakage.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
 
 
@@ -420,14 +441,28 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     else:
         evaluation = _Evaluation(config, inputs, context, base_dir)
     metrics, items = _score(evaluation, config)
+    leakage = training_overlap(evaluation.sentence_sets, inputs)
     _attach_items(context, ITEMS_FILE, items)
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
-    evaluation.report(metrics, base_metrics, items=items, base_items=base_items)
+    evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
+    if leakage.num_rows:
+        from tasks.evaluate.leakage import leakage_summary
+
+        context.metrics["training_overlap"] = leakage_summary(leakage)
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
     yield metrics
+
+
+def training_overlap(sentence_sets: Sequence[Any], inputs: Inputs) -> pa.Table:
+    """How many of each scored set's sentences occur, normalised, in the rows the train stage
+    trains on (the corpus's train split, or the translate artifact's): tasks/evaluate/leakage.py."""
+    from tasks.evaluate.leakage import overlap_table, training_keys
+    from tasks.train.stage import training_table
+
+    return overlap_table(sentence_sets, training_keys(training_table(inputs)))
 
 
 def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
