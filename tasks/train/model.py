@@ -145,7 +145,9 @@ class RepresentationTranslationHead(nn.Module):
     Input: the source sentence's token states (first token excluded, padding masked) followed
     by one [MASK] embedding per token of the sentence to rebuild (word + position + token
     type, one LayerNorm: the embedding module applied once, unlike the reference code which
-    applies the position embedding and LayerNorm twice). Output: logits at the [MASK] positions.
+    applies the position embedding and LayerNorm twice). The first [MASK], in the place of the
+    rebuilt sentence's CLS, is hidden from attention as in DAP's code (the CLS is not rebuilt:
+    its logits are returned but are no label). Output: logits at the [MASK] positions.
     """
 
     def __init__(self, encoder: DualEncoder, layers: int, mask_id: int, n_langs: int = 0) -> None:
@@ -185,7 +187,9 @@ class RepresentationTranslationHead(nn.Module):
             source = source + self.lang_embedding(src_lang)[:, None, :].to(source.dtype)
             queries = queries + self.lang_embedding(tgt_lang)[:, None, :].to(queries.dtype)
         hidden = torch.cat([source, queries], dim=1)
-        mask2d = torch.cat([src_mask[:, 1:], tgt_mask], dim=1)
+        tgt_keys = tgt_mask.clone()
+        tgt_keys[:, 0] = 0  # the rebuilt sentence's CLS place: no token attends to it (DAP's code)
+        mask2d = torch.cat([src_mask[:, 1:], tgt_keys], dim=1)
         attn = create_bidirectional_mask(config=transformer.config, inputs_embeds=hidden, attention_mask=mask2d)
         for layer in self.layers:
             out = layer(hidden, attention_mask=attn)
