@@ -8,7 +8,10 @@ The sentence vector is the configured pooling of the last hidden states, L2-norm
 trained pooler weights, else the first token's state).
 
 `language_embedding=True` adds a learned vector per language to every token embedding (WACSE
-section 6.1); it starts at zero, so step 0 is exactly the base model.
+section 6.1). The paper initialises that layer "randomly at the start of training"; it is drawn
+like the model's own embeddings, normal with std `initializer_range` (0.02 for BERT, XLM-R and
+E5), from the seeded torch generator, so step 0 is the base model plus a small per-language
+offset (step-0 dev scores are of that model, not exactly the base's).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class DualEncoder(nn.Module):
         hidden = transformer.config.hidden_size
         self.lang_embedding = nn.Embedding(n_langs, hidden) if n_langs else None
         if self.lang_embedding is not None:
-            nn.init.zeros_(self.lang_embedding.weight)
+            nn.init.normal_(self.lang_embedding.weight, std=getattr(transformer.config, "initializer_range", 0.02))
 
     @property
     def hidden_size(self) -> int:
