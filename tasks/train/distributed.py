@@ -58,18 +58,28 @@ def sum_over_processes(value: torch.Tensor) -> torch.Tensor:
 
 
 def sum_gradients(parameters: list[torch.nn.Parameter]) -> None:
-    """all_reduce SUM of every gradient, flattened into one buffer per dtype (one call, not one per tensor)."""
-    if not is_distributed():
+    """all_reduce SUM of every gradient, flattened into one buffer (one call, not one per tensor).
+
+    A parameter this process's loss did not reach has `.grad` None (AWP's head on a slice with no
+    aligned word): it contributes zeros, so that every process reduces a buffer of the same
+    layout. One more element per parameter counts the processes that had a gradient; where none
+    had one, `.grad` stays None, as in one process on the whole batch (AdamW then skips it)."""
+    if not is_distributed() or not parameters:
         return
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
+    dtype = next((p.grad.dtype for p in parameters if p.grad is not None), parameters[0].dtype)
+    present = torch.tensor([float(p.grad is not None) for p in parameters], dtype=dtype, device=parameters[0].device)
+    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=dtype, device=p.device) for p in parameters]
+    flat = torch.cat([*parts, present])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
     offset = 0
-    for g in grads:
-        n = g.numel()
-        g.copy_(flat[offset : offset + n].view_as(g))
+    for p, reached in zip(parameters, flat[-len(parameters) :].tolist()):
+        n = p.numel()
+        if reached:
+            summed = flat[offset : offset + n].view_as(p)
+            if p.grad is None:
+                p.grad = summed.clone()
+            else:
+                p.grad.copy_(summed)
         offset += n
 
 

@@ -8,7 +8,10 @@ The sentence vector is the configured pooling of the last hidden states, L2-norm
 trained pooler weights, else the first token's state).
 
 `language_embedding=True` adds a learned vector per language to every token embedding (WACSE
-section 6.1); it starts at zero, so step 0 is exactly the base model.
+section 6.1). The paper initialises that layer "randomly at the start of training"; it is drawn
+like the model's own embeddings, normal with std `initializer_range` (0.02 for BERT, XLM-R and
+E5), from the seeded torch generator, so step 0 is the base model plus a small per-language
+offset (step-0 dev scores are of that model, not exactly the base's).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class DualEncoder(nn.Module):
         hidden = transformer.config.hidden_size
         self.lang_embedding = nn.Embedding(n_langs, hidden) if n_langs else None
         if self.lang_embedding is not None:
-            nn.init.zeros_(self.lang_embedding.weight)
+            nn.init.normal_(self.lang_embedding.weight, std=getattr(transformer.config, "initializer_range", 0.02))
 
     @property
     def hidden_size(self) -> int:
@@ -145,7 +148,9 @@ class RepresentationTranslationHead(nn.Module):
     Input: the source sentence's token states (first token excluded, padding masked) followed
     by one [MASK] embedding per token of the sentence to rebuild (word + position + token
     type, one LayerNorm: the embedding module applied once, unlike the reference code which
-    applies the position embedding and LayerNorm twice). Output: logits at the [MASK] positions.
+    applies the position embedding and LayerNorm twice). The first [MASK], in the place of the
+    rebuilt sentence's CLS, is hidden from attention as in DAP's code (the CLS is not rebuilt:
+    its logits are returned but are no label). Output: logits at the [MASK] positions.
     """
 
     def __init__(self, encoder: DualEncoder, layers: int, mask_id: int, n_langs: int = 0) -> None:
@@ -185,7 +190,9 @@ class RepresentationTranslationHead(nn.Module):
             source = source + self.lang_embedding(src_lang)[:, None, :].to(source.dtype)
             queries = queries + self.lang_embedding(tgt_lang)[:, None, :].to(queries.dtype)
         hidden = torch.cat([source, queries], dim=1)
-        mask2d = torch.cat([src_mask[:, 1:], tgt_mask], dim=1)
+        tgt_keys = tgt_mask.clone()
+        tgt_keys[:, 0] = 0  # the rebuilt sentence's CLS place: no token attends to it (DAP's code)
+        mask2d = torch.cat([src_mask[:, 1:], tgt_keys], dim=1)
         attn = create_bidirectional_mask(config=transformer.config, inputs_embeds=hidden, attention_mask=mask2d)
         for layer in self.layers:
             out = layer(hidden, attention_mask=attn)

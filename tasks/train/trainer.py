@@ -324,7 +324,9 @@ class Trainer:
                 total = total + weight * value
         return total, parts
 
-    def train_step(self, step: int) -> dict[str, float]:
+    def backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
+        """The step's forward and backward passes: every parameter's `.grad` holds the gradient of
+        the global batch's loss (summed over processes). Returns (loss, loss per objective)."""
         config = self.config
         torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + self.rank)
         full = self.plan.batch(step)
@@ -371,11 +373,15 @@ class Trainer:
         sum_gradients(self.params)
         token_global = sum_over_processes(token.detach().reshape(1))[0]
         t_parts = {k: sum_over_processes(torch.as_tensor(v, device=self.device).reshape(1))[0] for k, v in t_parts.items()}
-        loss = float(sentence.detach() + token_global)
+        return float(sentence.detach() + token_global), {**s_parts, **t_parts}
+
+    def train_step(self, step: int) -> dict[str, float]:
+        config = self.config
+        loss, parts = self.backward_step(step)
         if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             raise NonFiniteLossError(
-                f"loss is {loss} at step {step + 1} (parts: { {k: float(v) for k, v in {**s_parts, **t_parts}.items()} }); "
+                f"loss is {loss} at step {step + 1} (parts: { {k: float(v) for k, v in parts.items()} }); "
                 f"training stopped; the last good checkpoint is kept in {self.checkpoint_dir}"
             )
         grad_norm = None
@@ -385,7 +391,7 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        out = {"loss": loss, "lr": lr, **{f"loss/{k}": float(v) for k, v in {**s_parts, **t_parts}.items()}}
+        out = {"loss": loss, "lr": lr, **{f"loss/{k}": float(v) for k, v in parts.items()}}
         if grad_norm is not None:
             out["grad_norm"] = grad_norm
         return out

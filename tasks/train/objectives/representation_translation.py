@@ -4,8 +4,11 @@ from the other sentence's token states.
 A head made of copies of the encoder's last K layers (K=2, not tied) and a vocabulary head
 reads the source sentence's last hidden states (its first token excluded, padding masked)
 followed by one [MASK] embedding per token of the sentence to rebuild, and predicts every
-token of it at the [MASK] positions (reconstruction ratio 1). Loss: token cross-entropy
-averaged over every rebuilt token of the batch.
+token of it but its CLS at the [MASK] positions (reconstruction ratio 1). Loss: token
+cross-entropy averaged over every rebuilt token of the batch. The rebuilt sentence's first
+special token is neither a label nor attended to, as in DAP's code (`cl_forward`: the label at
+the target's first place is -100 and that place is masked out): the paper leaves the CLS out
+of RTL because it "will make translation ranking objective hard to converge" (section 3.3.2).
 
 Direction (DAP section 5.1, Table 5): `to_pivot` rebuilds the pivot (English) sentence from the
 other language's tokens, the paper's method; `from_pivot` rebuilds the other sentence from the
@@ -60,7 +63,7 @@ class RepresentationTranslationLoss(TokenObjective):
 
     def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
         rebuilt = np.where(rows_to_pivot(batch, self.direction), batch.text_ids[:, 0], batch.text_ids[:, 1])
-        return float(data.lengths[rebuilt].sum())  # every rebuilt token of the whole batch
+        return float((data.lengths[rebuilt] - 1).sum())  # every rebuilt token of the whole batch (its CLS is not one)
 
     def forward(self, ctx: TrainContext, chunk: Chunk) -> torch.Tensor:
         to_pivot = torch.from_numpy(rows_to_pivot(chunk.batch, self.direction)).to(chunk.src.hidden.device)
@@ -73,6 +76,7 @@ class RepresentationTranslationLoss(TokenObjective):
     def _rebuild(self, ctx: TrainContext, source: Side, target: Side) -> torch.Tensor:
         """Summed token cross-entropy of rebuilding `target` from `source`'s token states."""
         labels = target.input_ids.masked_fill(target.attention_mask == 0, -100)  # padding first
+        labels[:, 0] = -100  # the CLS is not rebuilt (DAP)
         if self.lookup is not None:
             labels = torch.where(labels >= 0, self.lookup[labels.clamp(min=0)], labels)
         with ctx.autocast():

@@ -50,11 +50,11 @@ def context(encoder: DualEncoder, data) -> TrainContext:
 
 
 def cross_entropy_sum(head: RepresentationTranslationHead, source: Side, target: Side, rows: np.ndarray) -> torch.Tensor:
-    """By hand: the head reads `source` rows, every real token of `target` rows is a label."""
+    """By hand: the head reads `source` rows, every real token of `target` rows but the first (CLS) is a label."""
     r = torch.from_numpy(np.flatnonzero(rows))
     logits = head(source.hidden[r], source.attention_mask[r], target.attention_mask[r], None, source.lang_ids[r], target.lang_ids[r])
-    labels = target.input_ids[r].masked_fill(target.attention_mask[r] == 0, -100)
-    return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
+    labels = target.input_ids[r].masked_fill(target.attention_mask[r] == 0, -100)[:, 1:]
+    return nn.functional.cross_entropy(logits[:, 1:].flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
 
 
 def test_both_sends_about_half_of_the_rows_each_way_and_every_slice_agrees():
@@ -82,7 +82,7 @@ def test_each_direction_rebuilds_the_right_side_with_a_token_mean(encoder, direc
             cross_entropy_sum(head, pivot, other, ~to_pivot) if (~to_pivot).any() else 0.0
         )
     rebuilt_lengths = np.where(to_pivot, data.lengths[:ROWS], data.lengths[ROWS:])
-    assert norm == float(rebuilt_lengths.sum())
+    assert norm == float((rebuilt_lengths - 1).sum())  # the CLS is not rebuilt
     torch.testing.assert_close(got, want / norm)
 
 
@@ -113,3 +113,30 @@ def test_the_language_embedding_names_the_language_to_rebuild(encoder):
     assert not torch.allclose(a, b)
     with pytest.raises(ValueError, match="src_lang and tgt_lang"):
         head(pivot.hidden, pivot.attention_mask, other.attention_mask)
+
+
+def test_the_rebuilt_sentences_cls_is_neither_a_label_nor_attended_to_as_in_daps_code(encoder):
+    """DAP's `cl_forward` (target pattern): input = source states without CLS + one [MASK]
+    embedding per target place; the attention mask hides the target's first place; its label is
+    -100; the loss is the mean over the other real target tokens. Computed here layer by layer."""
+    torch.manual_seed(4)
+    head = RepresentationTranslationHead(encoder, 2, MASK_ID).eval()
+    loss = RepresentationTranslationLoss(head, direction="to_pivot")
+    batch, data, other, pivot = batch_and_sides(encoder, step=5)
+    with torch.no_grad():
+        got = loss(context(encoder, data), Chunk(batch, other, pivot, ROWS, loss.normaliser(data, batch)))
+
+        queries = encoder.transformer.embeddings(input_ids=torch.full((ROWS, WIDTH), MASK_ID))
+        hidden = torch.cat([other.hidden[:, 1:], queries], dim=1)
+        keys = torch.cat([other.attention_mask[:, 1:], pivot.attention_mask], dim=1).bool()
+        keys[:, WIDTH - 1] = False  # the target's first place (its CLS)
+        additive = torch.zeros(ROWS, 1, 1, keys.shape[1]).masked_fill(~keys[:, None, None, :], torch.finfo(torch.float32).min)
+        for layer in head.layers:
+            out = layer(hidden, attention_mask=additive)
+            hidden = out[0] if isinstance(out, tuple) else out
+        logits = head.head(hidden[:, WIDTH - 1 :])
+        real = pivot.attention_mask.bool()
+        real[:, 0] = False
+        want = nn.functional.cross_entropy(logits[real], pivot.input_ids[real], reduction="mean")
+    assert int(real.sum()) == int((data.lengths[:ROWS] - 1).sum())
+    torch.testing.assert_close(got, want)

@@ -67,12 +67,32 @@ def test_config_rejects_no_objective_and_unknown_keys():
         TrainConfig.model_validate({"batch_size": 9, "distributed": {"nproc_per_node": 2}})
 
 
-def test_distribution_settings_stay_out_of_the_key():
+def test_distribution_settings_stay_out_of_the_key_at_dropout_zero():
     from tasks.stage import keyed_config
 
-    a = TrainConfig.model_validate({"grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"})
-    b = TrainConfig.model_validate({})
+    a = TrainConfig.model_validate({"dropout": 0.0, "grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"})
+    b = TrainConfig.model_validate({"dropout": 0.0})
     assert keyed_config(a) == keyed_config(b)
+
+
+@pytest.mark.parametrize("dropout", [None, 0.1])  # None keeps the model's dropout: 0.1 for BERT, XLM-R and E5
+def test_with_dropout_on_the_chunks_and_processes_that_split_the_batch_are_keyed(dropout):
+    """Every forward pass draws its own dropout masks, so how the batch is split changes the
+    gradients (test_trainer.py measures it): the key holds the split wherever it splits."""
+    from tasks.stage import keyed_config
+
+    def key(**extra):
+        return keyed_config(TrainConfig.model_validate({"dropout": dropout, "batch_size": 64, **extra}))
+
+    plain = key()
+    assert key(grad_cache_chunk=16) != plain and key(grad_cache_chunk=16) != key(grad_cache_chunk=8)
+    assert key(grad_cache_chunk=16)["grad_cache_chunk"] == 16
+    assert key(distributed={"nproc_per_node": 2}) != plain
+    assert key(distributed={"nproc_per_node": 2})["distributed"] == {"nproc_per_node": 2}
+    # no split, no key change: a chunk of a process's rows or more is one pass; threads, device, backend never matter
+    assert key(grad_cache_chunk=64) == key(grad_cache_chunk=500) == plain
+    assert key(distributed={"nproc_per_node": 2}, grad_cache_chunk=32) == key(distributed={"nproc_per_node": 2})
+    assert key(torch_threads=3, device="cpu", distributed={"backend": "gloo", "timeout_s": 60}, checkpoint_dir="/x") == plain
 
 
 def test_a_switched_off_objectives_options_stay_out_of_the_key():

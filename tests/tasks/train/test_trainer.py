@@ -81,12 +81,30 @@ def test_all_objectives_train_and_export_loads_in_transformers_and_sentence_tran
     np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
 
 
-def test_grad_cache_gives_the_plain_step_result(inputs, tmp_path):
-    plain, _ = run(config(steps=2, eval_every=0), inputs, tmp_path, "plain")
-    cached, _ = run(config(steps=2, eval_every=0, grad_cache_chunk=3), inputs, tmp_path, "cached")
-    a, b = weights(plain), weights(cached)
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=2e-5, rtol=1e-4, msg=k)
+def step_gradient(cfg: TrainConfig, inputs: TrainInputs, step: int = 0) -> torch.Tensor:
+    """Every parameter's gradient after one step's backward pass, flattened (compared before Adam,
+    whose first update is about lr * sign(gradient) and hides most differences)."""
+    trainer = Trainer(cfg, inputs)
+    trainer.backward_step(step)
+    return torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in trainer.params])
+
+
+def test_grad_cache_gives_the_plain_step_gradient_at_dropout_zero(inputs):
+    for step in (0, 1):
+        plain = step_gradient(config(eval_every=0), inputs, step)
+        cached = step_gradient(config(eval_every=0, grad_cache_chunk=3), inputs, step)
+        assert float((cached - plain).norm() / plain.norm()) < 1e-5  # measured: 3.5e-7 at step 0
+        torch.testing.assert_close(cached, plain, atol=1e-6, rtol=1e-4)
+
+
+def test_with_dropout_on_grad_cache_changes_the_gradient_so_the_key_holds_it(inputs):
+    """Each chunk's forward pass draws its own dropout masks: at dropout 0.1 the chunked gradient
+    is another sample (measured: 48% relative difference on this model), reproducible run to run.
+    That is why the chunk is keyed when dropout is on (test_stage.py)."""
+    plain = step_gradient(config(eval_every=0, dropout=0.1), inputs)
+    cached = step_gradient(config(eval_every=0, dropout=0.1, grad_cache_chunk=3), inputs)
+    assert torch.equal(step_gradient(config(eval_every=0, dropout=0.1, grad_cache_chunk=3), inputs), cached)
+    assert float((cached - plain).norm() / plain.norm()) > 0.05
 
 
 def test_unsupervised_dueam_and_rtl_from_the_pivot_train(inputs, tmp_path):
