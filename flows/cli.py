@@ -655,7 +655,7 @@ def export(
     folder: Annotated[Path, typer.Argument(help="a new (or empty) folder for the dataset")],
     push: Annotated[Optional[str], typer.Option("--push", metavar="REPO_ID", help="then upload it as this Hugging Face dataset repo (token: HF_TOKEN or hf auth login)")] = None,
     layout: Annotated[str, typer.Option(help="multiway, pairs or both: one row per group, and/or one config per language paired with --pivot")] = "both",
-    pivot: Annotated[Optional[str], typer.Option(help="language the pairs are made with; default: translate's source language, else the one with most rows")] = None,
+    pivot: Annotated[Optional[str], typer.Option(metavar="LANG", help="language the pairs are made with; default: translate's source language, else the one with most rows")] = None,
     private: Annotated[bool, typer.Option("--private", help="with --push: create the repo private")] = False,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
     root: StoreRootOpt = "artifacts",
