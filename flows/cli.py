@@ -523,6 +523,34 @@ def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> s
         raise fail(str(exc), 2) from None
 
 
+def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[str, str]:
+    """ARTIFACT on the command line: a stage name (its ref; the latest one when several
+    pipelines have one) or a key or unique key prefix of any stage."""
+    from storage import StoreError
+
+    stages = store.stages()
+    if artifact in stages:
+        refs = [r for r in store.list_refs() if r.stage == artifact]
+        if pipeline is not None or len({r.key for r in refs}) <= 1:
+            return artifact, _resolve(store, artifact, None, pipeline) if refs or pipeline else _no_ref(store, artifact)
+        latest = max(refs, key=lambda r: r.history[0].at if r.history else "")
+        return artifact, latest.key
+    found = []
+    for stage in stages:
+        try:
+            found.append((stage, store.resolve(stage, artifact)))
+        except StoreError:
+            continue
+    if len(found) != 1:
+        what = f"is ambiguous: {', '.join(f'{s} {k[:12]}' for s, k in found)}" if found else "names no stage and no artifact key"
+        raise fail(f"{artifact!r} {what} in {store.root_uri} (stages: {', '.join(stages) or 'none'})", 2)
+    return found[0]
+
+
+def _no_ref(store: Any, stage: str) -> str:
+    raise fail(f"no ref points at a {stage} artifact in {store.root_uri}; give its key (xlembed artifacts ls {stage})", 2)
+
+
 @artifacts_app.command("ls")
 def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None, root: StoreRootOpt = "artifacts") -> None:
     """List committed artifacts with rows, size, age and the refs pointing at them."""
@@ -619,6 +647,36 @@ def artifacts_head(
         raise fail(f"{stage}/{full[:12]} has no table rows (an artifact of attached files only?)")
     with out.frame_config(rows):
         out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+@app.command()
+def export(
+    artifact: Annotated[str, typer.Argument(help="a corpus or translate artifact: stage name (its latest ref), key or unique key prefix")],
+    folder: Annotated[Path, typer.Argument(help="a new (or empty) folder for the dataset")],
+    push: Annotated[Optional[str], typer.Option("--push", metavar="REPO_ID", help="then upload it as this Hugging Face dataset repo (token: HF_TOKEN or hf auth login)")] = None,
+    layout: Annotated[str, typer.Option(help="multiway, pairs or both: one row per group, and/or one config per language paired with --pivot")] = "both",
+    pivot: Annotated[Optional[str], typer.Option(metavar="LANG", help="language the pairs are made with; default: translate's source language, else the one with most rows")] = None,
+    private: Annotated[bool, typer.Option("--private", help="with --push: create the repo private")] = False,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Write a corpus or translate artifact as a Hugging Face dataset (Parquet configs and a README.md dataset card)."""
+    from tasks.corpus.publish import ExportError, export_dataset, push_dataset
+
+    if layout not in ("multiway", "pairs", "both"):
+        raise fail(f"--layout {layout!r}: use multiway, pairs or both", 2)
+    store = _store(root)
+    stage, key = _resolve_artifact(store, artifact, pipeline)
+    try:
+        result = export_dataset(store, stage, key, folder, layout=layout, pivot=pivot)  # type: ignore[arg-type]
+    except ExportError as exc:
+        raise fail(str(exc), 2) from None
+    out.print(f"{stage} {key[:12]}: {result.groups:,} groups -> {result.folder} (configs: {', '.join(c.name for c in result.configs)})", highlight=False)
+    if push:
+        try:
+            out.print(f"pushed: {push_dataset(result.folder, push, private=private or None)}", highlight=False)
+        except Exception as exc:  # noqa: BLE001 - the hub's errors as one line; the export stays
+            raise fail(f"--push {push}: {_one_line(exc)} (the export is in {result.folder})") from None
 
 
 # lineage, query and index: looking into the store

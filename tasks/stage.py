@@ -267,6 +267,11 @@ class Stage(Generic[ConfigT]):
     # the stage itself.
     check_sources: Callable[[ConfigT], list[str]] | None = None
     description: str = ""
+    # Builds the stage's own report from its finished shards (their records and the files they
+    # attached, read from the store) just before the manifest is committed, and returns files to
+    # attach (name -> local path written under the given scratch folder). An attached
+    # `report.md` is shown in Prefect by the flow; `report.html` is linked from the store index.
+    summarize: Callable[[ConfigT, ArtifactStore, str, list[ShardRecord], Path], Mapping[str, Path]] | None = None
     # Shards of such stages run one at a time within a process (several variants of a sweep on a
     # thread pool): each already uses every core or the GPU, and transformers' lazy imports and
     # matplotlib's font-pattern parser are not thread-safe (seen: ImportError of AutoTokenizer
@@ -413,6 +418,10 @@ def commit_stage(
     rows_out = sum(r.rows_out for r in records)
     if stage.schema is not None and rows_out == 0 and not allow_empty:
         raise EmptyOutputError(empty_output_message(stage.name, sum(r.rows_in for r in records), dropped))
+    files = [f for record in records for f in record.files]
+    if stage.summarize is not None:
+        with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-report-") as workdir:
+            files += store.write_attached_files(stage.name, key, stage.summarize(config, store, key, records, Path(workdir)))
     manifest = Manifest(
         stage=stage.name,
         key=key,
@@ -422,7 +431,7 @@ def commit_stage(
         input_keys=dict(input_keys),
         source_fingerprints=dict(fingerprints),
         key_scheme=KEY_SCHEME,
-        files=[f for record in records for f in record.files],
+        files=files,
         shards=[r.shard_id for r in records],
         columns=columns_of(stage.schema) if stage.schema is not None else [],
         created_at=utc_now(),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import InputArtifact, Inputs, ShardContext, ShardSpec, Stage
@@ -32,6 +33,7 @@ from tasks.translate.filters import OK, REASONS, quality_reasons
 from tasks.translate.languages import nllb_code
 from tasks.translate.layout import multiway_layout
 from tasks.translate.model_stage import CT2_DIR, MODEL_INFO, TOKENIZER_DIR
+from tasks.translate.report import GROUP_INCOMPLETE, KEPT, SAMPLES_DIR, shard_samples, summarize_translate
 
 CODE_VERSION = "1"
 
@@ -132,6 +134,17 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         np.where(out_lang == 0, out_row, rows.num_rows)
     )
 
+    # per target language: what was asked, what each filter dropped, and a few samples of each outcome
+    incomplete = max(REASONS) + 1
+    outcome_names = np.array([KEPT, *(REASONS[code] for code in range(1, incomplete)), GROUP_INCOMPLETE], dtype=object)
+    codes = np.where((reasons == OK) & ~complete[row_of], incomplete, reasons.astype(np.int64))
+    counts = np.zeros((len(pool), incomplete + 1), dtype=np.int64)
+    np.add.at(counts, (lang_of, codes), 1)
+    samples = shard_samples(group_ids, texts, row_of, target_langs, output_texts, outcome_names[codes].tolist())
+    samples_path = context.workdir / f"{shard.shard_id}.parquet"
+    pq.write_table(samples, samples_path)
+    context.attach(f"{SAMPLES_DIR}/{shard.shard_id}.parquet", samples_path)
+
     rows_by_lang = Counter(lang.to_pylist())
     context.metrics = {
         "groups": int(np.count_nonzero(complete)),
@@ -142,6 +155,12 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         "output_tokens": int(sum(len(o) for o in outputs)),
         "translate_seconds": round(seconds, 3),
         "rows_by_lang": dict(sorted(rows_by_lang.items())),
+        "requested_by_lang": {lang: int(n) for lang, n in zip(pool, counts.sum(axis=1).tolist()) if n},
+        "dropped_by_lang": {
+            lang: {str(outcome_names[c]): int(counts[i, c]) for c in range(1, incomplete + 1) if counts[i, c]}
+            for i, lang in enumerate(pool)
+            if counts[i, 1:].any()
+        },
         "model": info["name"],
         "device": config.device,
         "compute_type": config.compute_type,
@@ -173,6 +192,7 @@ TRANSLATE_STAGE: Stage[TranslateConfig] = Stage(
     build_shard=build_translate_shard,
     inputs=("corpus", "translate_model"),
     fingerprint_sources=fingerprint_translate,
+    summarize=summarize_translate,
     description="translate one language's corpus rows into a multi-way parallel corpus with NLLB-200 (CTranslate2)",
 )
 
