@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tasks.corpus.lid import lid_check, lid_fingerprint
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import InputArtifact, Inputs, ShardContext, ShardSpec, Stage
 from tasks.translate.config import TranslateConfig
@@ -109,8 +110,13 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
     reasons = quality_reasons(
         [texts[r] for r in row_of], output_texts, [source_ids[r] for r in row_of], output_ids, target_langs, config.filters
     )
+    dropped_by_lang: dict[str, dict[str, int]] = {}
     for code, name in REASONS.items():
-        context.drop(name, int(np.count_nonzero(reasons == code)))
+        failing = reasons == code
+        context.drop(name, int(np.count_nonzero(failing)))
+        for t, n in enumerate(np.bincount(lang_of[failing], minlength=len(pool))):
+            if n:
+                dropped_by_lang.setdefault(pool[t], {})[name] = int(n)
 
     kept = reasons == OK
     rows_per_group = layout.keep_source.astype(np.int64) + np.bincount(row_of[kept], minlength=len(group_ids))
@@ -142,10 +148,14 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         "output_tokens": int(sum(len(o) for o in outputs)),
         "translate_seconds": round(seconds, 3),
         "rows_by_lang": dict(sorted(rows_by_lang.items())),
+        "dropped_by_lang": dict(sorted(dropped_by_lang.items())),
         "model": info["name"],
         "device": config.device,
         "compute_type": config.compute_type,
     }
+    check = lid_check(config.filters.lid)
+    if check is not None:  # "lid": {"backend": "cld2", "not_identifiable": [...]}: targets it never drops
+        context.metrics["lid"] = check.summary(pool)
     yield pa.table(
         {
             "id": pc.binary_join_element_wise(group, lang, ":"),
@@ -160,8 +170,13 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
 
 
 def fingerprint_translate(config: TranslateConfig) -> dict[str, Any]:
-    """CTranslate2's version: a new release can change the numerics, hence the translations."""
-    return {"ctranslate2": version("ctranslate2"), "tokenizers": version("tokenizers")}
+    """CTranslate2's version: a new release can change the numerics, hence the translations; the
+    LID backend's version and model file (sha256), when the LID filter is on."""
+    prints = {"ctranslate2": version("ctranslate2"), "tokenizers": version("tokenizers")}
+    lid = lid_fingerprint(config.filters.lid)
+    if lid is not None:
+        prints["filters.lid"] = lid
+    return prints
 
 
 TRANSLATE_STAGE: Stage[TranslateConfig] = Stage(
