@@ -116,10 +116,10 @@ class Cld2Identifier(LanguageIdentifier):
 
     def _detect(self, text: str) -> tuple[str, float]:
         try:
-            _, _, details = self._cld2.detect(text, bestEffort=True)
+            _, _, details = self._cld2.detect(text, isPlainText=True, bestEffort=True)  # plain text: no HTML parsing
         except self._cld2.error:  # it rejects some code points (controls, noncharacters) as "invalid UTF-8"
             try:
-                _, _, details = self._cld2.detect("".join(ch for ch in text if ch.isprintable()), bestEffort=True)
+                _, _, details = self._cld2.detect("".join(ch for ch in text if ch.isprintable()), isPlainText=True, bestEffort=True)
             except self._cld2.error:
                 return "un", 0.0
         return details[0][1], details[0][2] / 100.0
