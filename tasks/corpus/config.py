@@ -168,6 +168,32 @@ Source = Annotated[
 ]
 
 
+class LidFilter(StageConfig):
+    """Language identification: drop rows that a LID model says are in another language, or
+    whose language it cannot tell with `min_confidence` (see tasks/corpus/lid.py).
+
+    Languages the backend cannot identify are never dropped (the manifest lists them).
+    """
+
+    backend: Literal["cld2", "fasttext"] = Field(
+        default="cld2", description="cld2: offline, inside the pycld2 wheel; fasttext: a GlotLID / OpenLID .bin file (`model`)"
+    )
+    model: ConfigPath | None = Field(
+        default=None, json_schema_extra=CONTENT_KEYED, description="the fastText model file (keyed by its sha256)"
+    )
+    min_confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="rows whose top label is less sure than this are dropped")
+    min_chars: int = Field(default=20, ge=0, description="shorter rows are not checked (LID guesses on short phrases)")
+    skip_langs: LangCodes = Field(default_factory=list, description="languages never checked")
+
+    @model_validator(mode="after")
+    def _model_fits_backend(self) -> LidFilter:
+        if self.backend == "fasttext" and not self.model:
+            raise ValueError("lid.model (a fastText .bin file such as GlotLID's model.bin) is required when backend = 'fasttext'")
+        if self.backend != "fasttext" and self.model:
+            raise ValueError(f"lid.model is only used when backend = 'fasttext' (backend = {self.backend!r} ships its own)")
+        return self
+
+
 class CorpusFilters(StageConfig):
     """Row filters; every dropped row is counted in the manifest under its reason.
 
@@ -197,6 +223,9 @@ class CorpusFilters(StageConfig):
             "incomplete is `group_incomplete`), and split train/dev by the pivot's normalised text, so no dev "
             "row is a near-duplicate of a train row of its source and no pivot text is on both sides anywhere"
         ),
+    )
+    lid: LidFilter | None = Field(
+        default=None, json_schema_extra=KEYED_UNLESS_DEFAULT, description="language identification; off when unset"
     )
 
     @model_validator(mode="after")

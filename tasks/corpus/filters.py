@@ -2,7 +2,9 @@
 
 Each row (one language of one group) gets a reason code; a group is kept when enough of
 its rows pass. Every row that does not reach the output is counted under exactly one
-reason, so `rows_in == rows_out + sum(dropped)` holds for the stage.
+reason, so `rows_in == rows_out + sum(dropped)` holds for the stage. Language
+identification (`filters.lid`, tasks/corpus/lid.py) runs last, on the rows that passed the
+other checks only (it costs far more per row than they do).
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
+from tasks.corpus import lid
 from tasks.corpus.config import CorpusFilters
 from tasks.corpus.languages import is_unspaced_script, to_flores
 
@@ -22,7 +26,18 @@ TOO_LONG = 3
 TOO_SHORT = 4
 LENGTH_RATIO = 5
 GROUP_INCOMPLETE = 6
-REASONS = {EMPTY: "empty", TOO_LONG: "too_long", TOO_SHORT: "too_short", LENGTH_RATIO: "length_ratio", GROUP_INCOMPLETE: "group_incomplete"}
+LID_MISMATCH = 7
+LID_LOW_CONFIDENCE = 8
+REASONS = {
+    EMPTY: "empty",
+    TOO_LONG: "too_long",
+    TOO_SHORT: "too_short",
+    LENGTH_RATIO: "length_ratio",
+    GROUP_INCOMPLETE: "group_incomplete",
+    LID_MISMATCH: lid.REASONS[lid.MISMATCH],
+    LID_LOW_CONFIDENCE: lid.REASONS[lid.LOW_CONFIDENCE],
+}
+_FROM_LID = np.array([OK, LID_MISMATCH, LID_LOW_CONFIDENCE], dtype=np.uint8)  # lid.OK/MISMATCH/LOW_CONFIDENCE -> ours
 
 
 def reason_column(lang: str) -> str:
@@ -54,10 +69,30 @@ def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
     return expr.otherwise(OK).cast(pl.UInt8).alias(reason_column(lang))
 
 
+def _lid_reasons(frame: pl.DataFrame, langs: Sequence[str], check: lid.LidCheck) -> pl.DataFrame:
+    """Run LID on the rows that passed so far (long enough to be checked) and mark the failures."""
+    updates = []
+    for lang in langs:
+        if not check.checks(lang):
+            continue
+        column = reason_column(lang)
+        candidates = (pl.col(column) == OK) & (pl.col(lang).str.len_chars() >= check.config.min_chars)
+        rows = np.nonzero(frame.select(candidates).to_series().fill_null(False).to_numpy())[0]
+        if not len(rows):
+            continue
+        texts = frame.get_column(lang).gather(rows).to_list()
+        codes = _FROM_LID[check.reasons(texts, [lang] * len(texts))]
+        reasons = frame.get_column(column).to_numpy().copy()
+        reasons[rows] = codes
+        updates.append(pl.Series(column, reasons, dtype=pl.UInt8))
+    return frame.with_columns(updates) if updates else frame
+
+
 def apply_filters(
     frame: pl.DataFrame, langs: Sequence[str], filters: CorpusFilters, null_reason: str
-) -> tuple[pl.DataFrame, Counter[str]]:
-    """Strip texts, drop failing rows and incomplete groups; return kept groups and drop counts.
+) -> tuple[pl.DataFrame, Counter[tuple[str, str]]]:
+    """Strip texts, drop failing rows and incomplete groups; return kept groups and drop
+    counts per (language, reason).
 
     The returned frame keeps the input columns (failing texts set to null) plus `n_rows`,
     the number of rows each kept group still has.
@@ -67,6 +102,9 @@ def apply_filters(
     min_langs = min(filters.min_langs_per_group or len(langs), len(langs))
     frame = frame.with_columns([pl.col(lang).str.strip_chars() for lang in langs])
     frame = frame.with_columns([_reason_expr(lang, pivot, filters) for lang in langs])
+    check = lid.lid_check(filters.lid)
+    if check is not None:
+        frame = _lid_reasons(frame, langs, check)
     ok = [pl.col(reason_column(lang)) == OK for lang in langs]
     frame = frame.with_columns(pl.sum_horizontal(ok).cast(pl.UInt32).alias("n_rows"))
     keep = pl.col("n_rows") >= min_langs
@@ -78,15 +116,15 @@ def apply_filters(
         ]
     )
     counts = (
-        frame.select([reason_column(lang) for lang in langs])
-        .unpivot(value_name="reason")
+        frame.select([pl.col(reason_column(lang)).alias(lang) for lang in langs])
+        .unpivot(variable_name="lang", value_name="reason")
         .filter(pl.col("reason") != OK)
-        .group_by("reason")
+        .group_by("lang", "reason")
         .len()
     )
-    dropped: Counter[str] = Counter()
-    for code, n in counts.iter_rows():
-        dropped[null_reason if code == NULL else REASONS[code]] += n
+    dropped: Counter[tuple[str, str]] = Counter()
+    for lang, code, n in counts.iter_rows():
+        dropped[lang, null_reason if code == NULL else REASONS[code]] += n
     kept = frame.filter(keep).with_columns(
         [pl.when(pl.col(reason_column(lang)) == OK).then(pl.col(lang)).alias(lang) for lang in langs]
     )

@@ -27,6 +27,7 @@ from tasks.corpus.config import (
 from tasks.corpus.dedup import add_near_duplicate_keys
 from tasks.corpus.filters import apply_filters
 from tasks.corpus.languages import to_flores
+from tasks.corpus.lid import lid_check, lid_fingerprint
 from tasks.corpus.readers import (
     GroupBatch,
     SourceError,
@@ -128,6 +129,7 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
     selector = GroupSelector(source.sample, config.filters.dedupe, NearDedupe(tuple(langs), min_langs) if near else None)
     rows_by_lang: dict[str, int] = {}
     rows_by_split: dict[str, int] = {}
+    dropped_by_lang: dict[str, dict[str, int]] = {}
     groups = 0
     malformed = [0]
     downloads: dict[str, Any] = {}
@@ -148,8 +150,10 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
             seq += frame.height
             context.read(frame.height * len(langs))
             kept, dropped = apply_filters(frame, langs, config.filters, batch.null_reason)
-            for reason, n in dropped.items():
+            for (lang, reason), n in dropped.items():
                 context.drop(reason, n)
+                by_reason = dropped_by_lang.setdefault(lang, {})
+                by_reason[reason] = by_reason.get(reason, 0) + n
             if near:
                 kept = add_near_duplicate_keys(kept, langs)
             kept = add_hashes(kept, langs, config.seed, config.dev_fraction, split_by_key=near)
@@ -172,7 +176,11 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         "groups": groups,
         "rows_by_lang": dict(sorted(rows_by_lang.items())),
         "rows_by_split": dict(sorted(rows_by_split.items())),
+        "dropped_by_lang": {lang: dict(sorted(counts.items())) for lang, counts in sorted(dropped_by_lang.items())},
     }
+    check = lid_check(config.filters.lid)
+    if check is not None:  # "lid": {"backend": "cld2", "not_identifiable": [...]}: languages it never drops
+        context.metrics["lid"] = check.summary(langs)
     if downloads:
         context.metrics["downloads"] = downloads  # public URLs only: no credentials
 
@@ -201,8 +209,12 @@ def _fingerprint_path(config: CorpusConfig, source: str, path: str, sha256: str 
 
 def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:
     """The contents (sha256) of local and remote inputs, keyed by language or file name but not
-    by their paths (the same bytes elsewhere share the artifact); Babel's version for CLDR."""
+    by their paths (the same bytes elsewhere share the artifact); Babel's version for CLDR; the
+    LID backend's version and model file (sha256), when the LID filter is on."""
     prints: dict[str, Any] = {}
+    lid = lid_fingerprint(config.filters.lid)
+    if lid is not None:
+        prints["filters.lid"] = lid  # not a source name: those cannot contain "."
     for source in config.sources:
         name = source.name
         if isinstance(source, TextSource):

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
+from tasks.corpus.config import LidFilter
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
 from tasks.translate.languages import nllb_code
 
 Quantization = Literal["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"]
@@ -142,6 +143,11 @@ class QualityFilters(StageConfig):
     max_length_ratio: float | None = Field(default=3.0, ge=0, description="output/input tokens above this: dropped; 0: off")
     min_script_share: float | None = Field(
         default=0.5, ge=0, le=1, description="share of letters in the target's script (from its FLORES code) below this: dropped; 0: off"
+    )
+    lid: LidFilter | None = Field(
+        default=None,
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description="language identification of the outputs (off-target translations); off when unset",
     )
 
     @model_validator(mode="after")

@@ -12,7 +12,11 @@ Each translation gets one reason code, the first that applies in this order:
    pieces, so the ratio is comparable across scripts, unlike characters);
 5. ``wrong_script``: the share of letters that belong to the target's script (from its
    FLORES-200 code; Jpan = Hiragana + Katakana + Han) is below `min_script_share`. Text
-   without letters (numbers, symbols) passes.
+   without letters (numbers, symbols) passes;
+6. ``lid_low_confidence`` / ``lid_mismatch`` (when `lid` is set): a language identifier is
+   not sure enough of the output's language, or says it is another language than the target
+   (NLLB's off-target translations in a related language: Russian for Kazakh, Hindi for
+   Marathi); run on the translations that passed 1-5 only (tasks/corpus/lid.py).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tasks.corpus import lid
 from tasks.translate.config import QualityFilters
 from tasks.translate.languages import script_pattern
 
@@ -32,7 +37,18 @@ IDENTICAL = 2
 REPETITION = 3
 LENGTH_RATIO = 4
 WRONG_SCRIPT = 5
-REASONS = {EMPTY: "empty_translation", IDENTICAL: "identical_to_source", REPETITION: "repetition", LENGTH_RATIO: "length_ratio", WRONG_SCRIPT: "wrong_script"}
+LID_MISMATCH = 6
+LID_LOW_CONFIDENCE = 7
+REASONS = {
+    EMPTY: "empty_translation",
+    IDENTICAL: "identical_to_source",
+    REPETITION: "repetition",
+    LENGTH_RATIO: "length_ratio",
+    WRONG_SCRIPT: "wrong_script",
+    LID_MISMATCH: lid.REASONS[lid.MISMATCH],
+    LID_LOW_CONFIDENCE: lid.REASONS[lid.LOW_CONFIDENCE],
+}
+_FROM_LID = np.array([OK, LID_MISMATCH, LID_LOW_CONFIDENCE], dtype=np.uint8)  # lid.OK/MISMATCH/LOW_CONFIDENCE -> ours
 
 
 def padded_ids(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -132,4 +148,8 @@ def quality_reasons(
     if filters.min_script_share:
         shares = script_shares(outputs, target_langs)
         mark(WRONG_SCRIPT, ~np.isnan(shares) & (shares < filters.min_script_share))
+    check = lid.lid_check(filters.lid)
+    if check is not None:
+        rows = np.nonzero(reasons == OK)[0]
+        reasons[rows] = _FROM_LID[check.reasons([outputs[i] for i in rows], [target_langs[i] for i in rows])]
     return reasons

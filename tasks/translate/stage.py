@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tasks.corpus.lid import lid_check, lid_fingerprint
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import InputArtifact, Inputs, ShardContext, ShardSpec, Stage
 from tasks.translate.config import TranslateConfig
@@ -165,6 +166,9 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         "device": config.device,
         "compute_type": config.compute_type,
     }
+    check = lid_check(config.filters.lid)
+    if check is not None:  # "lid": {"backend": "cld2", "not_identifiable": [...]}: targets it never drops
+        context.metrics["lid"] = check.summary(pool)
     yield pa.table(
         {
             "id": pc.binary_join_element_wise(group, lang, ":"),
@@ -179,8 +183,13 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
 
 
 def fingerprint_translate(config: TranslateConfig) -> dict[str, Any]:
-    """CTranslate2's version: a new release can change the numerics, hence the translations."""
-    return {"ctranslate2": version("ctranslate2"), "tokenizers": version("tokenizers")}
+    """CTranslate2's version: a new release can change the numerics, hence the translations; the
+    LID backend's version and model file (sha256), when the LID filter is on."""
+    prints = {"ctranslate2": version("ctranslate2"), "tokenizers": version("tokenizers")}
+    lid = lid_fingerprint(config.filters.lid)
+    if lid is not None:
+        prints["filters.lid"] = lid
+    return prints
 
 
 TRANSLATE_STAGE: Stage[TranslateConfig] = Stage(

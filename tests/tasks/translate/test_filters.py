@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tasks.translate.config import QualityFilters
-from tasks.translate.filters import EMPTY, IDENTICAL, LENGTH_RATIO, OK, REPETITION, WRONG_SCRIPT, longest_runs, loops, quality_reasons, script_shares
+from tasks.corpus.config import LidFilter
+from tasks.translate.filters import EMPTY, IDENTICAL, LENGTH_RATIO, LID_LOW_CONFIDENCE, LID_MISMATCH, OK, REPETITION, WRONG_SCRIPT, longest_runs, loops, quality_reasons, script_shares
 from tasks.translate.languages import NLLB_LANGUAGE_CODES, SCRIPT_UNICODE, nllb_code, script_pattern
 
 ALL_OFF = QualityFilters(drop_identical=False, repetition_max_ngram=None, min_length_ratio=None, max_length_ratio=None, min_script_share=None)
@@ -104,3 +105,26 @@ def test_zero_switches_a_filter_off_as_toml_has_no_null() -> None:
     out = ["la la la la la la", "x", "Это"]
     got = reasons(out, ["hin_Deva"] * 3, zeros, source_ids=[[1] * 10] * 3, output_ids=[[7] * 8, [1], [1] * 100])
     assert got == [OK, OK, OK]
+
+
+
+def test_lid_drops_off_target_translations_after_the_other_filters() -> None:
+    kazakh = "Бүгін таңертең біз ауылға барып, әжемізге сәлем бердік."
+    russian = "Мой брат работает врачом в большой городской больнице уже десять лет."
+    out = [kazakh, russian, "Қала", russian]
+    langs = ["kaz_Cyrl", "kaz_Cyrl", "kaz_Cyrl", "rus_Cyrl"]
+    lid_on = ALL_OFF.model_copy(update={"lid": LidFilter()})
+    # Russian for Kazakh: off target; a one-word output is too short to judge (min_chars)
+    assert reasons(out, langs, lid_on) == [OK, LID_MISMATCH, OK, OK]
+    assert reasons(out, langs, ALL_OFF) == [OK] * 4
+    # a translation another filter dropped first keeps that reason
+    both = lid_on.model_copy(update={"drop_identical": True})
+    assert reasons(out, langs, both, sources=[russian] * 4) == [OK, IDENTICAL, OK, IDENTICAL]
+
+
+def test_lid_low_confidence_in_translations() -> None:
+    mixed = "Это предложение на русском языке. This sentence is in English and it is longer than that."
+    filters = ALL_OFF.model_copy(update={"lid": LidFilter(min_confidence=0.6)})
+    assert reasons([mixed, mixed], ["rus_Cyrl", "eng_Latn"], filters) == [LID_LOW_CONFIDENCE, LID_LOW_CONFIDENCE]
+    filters = ALL_OFF.model_copy(update={"lid": LidFilter(min_confidence=0.3)})
+    assert reasons([mixed, mixed], ["rus_Cyrl", "eng_Latn"], filters) == [OK, LID_MISMATCH]

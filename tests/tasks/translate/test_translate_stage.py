@@ -214,6 +214,35 @@ def test_filters_count_every_drop_in_the_manifest(setup: Setup, tmp_path: Path, 
     assert list(first) == ["eng_Latn", "hin_Deva"]
 
 
+
+def test_lid_drops_are_counted_per_target_language(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A German output in the French slot of the first row: dropped as lid_mismatch, counted for fra_Latn."""
+    real = translate_stage_module.translate_tokens
+    german = "Das Wetter in Berlin ist heute sehr schön und wir gehen spazieren."
+    right = {"fra_Latn": "Le temps est très beau aujourd'hui et nous allons nous promener.", "deu_Latn": german}
+
+    def fake(translator, sources, prefixes, decoding, max_batch_tokens, progress=None):  # noqa: ANN001
+        outputs = real(translator, sources, prefixes, decoding, max_batch_tokens)
+        tokenizer = engine.NllbTokenizer(translator_dir / "tokenizer" / "tokenizer.json")
+        for i, prefix in enumerate(prefixes):
+            text = german if i == 0 else right[prefix[0]]
+            outputs[i] = tokenizer.tokenizer.encode(text, add_special_tokens=False).tokens
+        return outputs
+
+    store = setup.store(tmp_path)
+    translator_dir = store.attached_dir("translate_model", setup.model_key)
+    monkeypatch.setattr(translate_stage_module, "translate_tokens", fake)
+    filters = {"drop_identical": False, "repetition_max_ngram": None, "min_length_ratio": None, "max_length_ratio": None, "min_script_share": None}
+    config = translate_config(targets=["fra_Latn", "deu_Latn"], filters={**filters, "lid": {"backend": "cld2"}}, shard_rows=100, min_rows_per_group=1)
+    manifest, table = run_translate(store, setup, config)
+    assert manifest.dropped == {"lid_mismatch": 1}
+    assert manifest.metrics["dropped_by_lang"] == {"fra_Latn": {"lid_mismatch": 1}}
+    assert manifest.metrics["lid"] == {"backend": "cld2", "not_identifiable": []}
+    assert manifest.source_fingerprints["filters.lid"]["pycld2"] == "0.42"
+    first = groups_of(table)[table["group_id"][0].as_py()]
+    assert list(first) == ["eng_Latn", "deu_Latn"]
+
+
 def test_group_incomplete_drops_whole_group(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(translate_stage_module, "translate_tokens", lambda t, sources, prefixes, d, m, progress=None: [[] if i % 2 else ["▁a", "b"] for i in range(len(sources))])
     store = setup.store(tmp_path)
