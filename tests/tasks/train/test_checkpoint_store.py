@@ -83,6 +83,7 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(s3_serve
     assert {"step-00000002/model.safetensors", "step-00000002/optimizer.safetensors", "step-00000002/state.json",
             "best-model.safetensors"} <= set(remote.names())  # fmt: skip
     assert not store.is_committed("train", key)
+    assert not [n for n in remote.names() if s3_server.secret.encode() in remote.read(n) or s3_server.key_id.encode() in remote.read(n)]
     shutil.rmtree(machine_a)  # the machine is gone, and its disk with it
 
     caplog.set_level(logging.INFO, logger="tasks.train")
@@ -92,6 +93,7 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(s3_serve
     assert "restored the checkpoint at step 2 from s3://" in caplog.text
     assert "resuming from" in caplog.text and "(step 2)" in caplog.text
     assert remote.names() == [] and store.stages() == ["base_model", "corpus", "train"]
+    assert s3_server.secret not in caplog.text and s3_server.key_id not in caplog.text
 
     never_killed = ArtifactStore(tmp_path / "local-root")
     local_inputs = upstream(never_killed, tmp_path, tiny_model_dir)
