@@ -214,6 +214,8 @@ class StoreCheckpoints:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         extras = [n for n in self.files.names() if n == BEST_MODEL or n.startswith(f"{TENSORBOARD_DIR}/")]
+        if BEST_MODEL not in extras:  # this machine's own best weights belong to another state
+            (self.local / BEST_MODEL).unlink(missing_ok=True)
         for path in extras:
             self.files.get(path, self.local / path)
             self._uploaded[path] = _stamp(self.local / path)

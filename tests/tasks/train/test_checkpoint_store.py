@@ -195,6 +195,14 @@ def test_restore_takes_the_later_of_the_local_and_the_store_checkpoint(train_inp
         Trainer(cfg.model_copy(update={"stop_after": 2}), train_inputs).run(tmp_path / "o2", behind)
     assert ckpt.StoreCheckpoints(files, behind).restore() == 4
     assert ckpt.latest_checkpoint(behind) == behind / "step-00000004" and not (behind / "step-00000002").exists()
+    assert (behind / ckpt.BEST_MODEL).read_bytes() == files.read(ckpt.BEST_MODEL)
+
+    stale = tmp_path / "stale"  # best weights of its own, but the store has none: they go
+    stale.mkdir()
+    (stale / ckpt.BEST_MODEL).write_bytes(b"not these")
+    files.remove(ckpt.BEST_MODEL)
+    assert ckpt.StoreCheckpoints(files, stale).restore() == 4
+    assert not (stale / ckpt.BEST_MODEL).exists()
 
     assert ckpt.StoreCheckpoints(files, tmp_path / "ahead").restore() is None  # local is as far: nothing downloaded
 
