@@ -6,6 +6,8 @@ Layout under a root (a local folder or `s3://bucket/prefix`)::
     {root}/{stage}/{key}/shards/{shard}.json           shard done markers (written after the data)
     {root}/{stage}/{key}/manifest.json                 commit marker (written last)
     {root}/refs/{pipeline}/{stage}.json                named pointers with history
+    {root}/_checkpoints/{stage}/{key}/...              a build's resumable state until it commits
+                                                       (storage/checkpoint_files.py)
 
 Every object is written whole (local: temp file + rename; S3: one PUT), so a reader never
 sees a half-written file; an artifact without `manifest.json` does not exist for readers.
@@ -33,6 +35,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.checkpoint_files import CHECKPOINTS_DIR, CheckpointFiles
 from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
 from pydantic import BaseModel, ValidationError
 
@@ -399,10 +402,25 @@ class ArtifactStore:
             if not self.fs.exists(path):
                 raise StoreError(f"refusing to commit {manifest.stage}/{manifest.key}: {entry.path} is missing")
         data = manifest.model_dump_json(indent=2).encode("utf-8")
-        if self._write_bytes(self._manifest_path(manifest.stage, manifest.key), data, exclusive=True):
+        first = self._write_bytes(self._manifest_path(manifest.stage, manifest.key), data, exclusive=True)
+        self._remove_checkpoints(manifest.stage, manifest.key)
+        if first:
             return manifest
         log.info("artifact %s/%s was committed concurrently; keeping the first commit", manifest.stage, manifest.key)
         return self.manifest(manifest.stage, manifest.key)
+
+    def checkpoint_files(self, stage: str, key: str) -> CheckpointFiles:
+        """`{root}/_checkpoints/{stage}/{key}/`: where a build keeps state to resume from elsewhere."""
+        return CheckpointFiles(self, self._check_stage(stage), key)
+
+    def _remove_checkpoints(self, stage: str, key: str) -> None:
+        # the artifact is committed: nothing will resume from them (a failure only leaves files behind)
+        files = self.checkpoint_files(stage, key)
+        try:
+            files.remove()
+        except Exception as exc:  # noqa: BLE001 - the commit stands; say what is left
+            log.warning("could not remove the checkpoints of %s/%s under %s (%s: %s); delete them by hand",
+                        stage, key, files.uri, type(exc).__name__, exc)  # fmt: skip
 
     def list_manifests(self, stage: str | None = None, damaged: list[DamagedArtifact] | None = None) -> list[Manifest]:
         """All committed artifacts, listing by prefix and fetching manifests in one batch.
@@ -448,7 +466,7 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
-        return sorted(n for n in names if n != REFS_DIR and not n.startswith("."))
+        return sorted(n for n in names if n not in (REFS_DIR, CHECKPOINTS_DIR) and not n.startswith("."))
 
     def resolve(self, stage: str, key_or_prefix: str) -> str:
         """A full key from a unique prefix (as git does with commit ids)."""

@@ -213,7 +213,16 @@ class TrainConfig(StageConfig):
         ),
     )
     checkpoint_every: int = Field(default=100, ge=1, json_schema_extra=NOT_KEYED)
-    checkpoint_dir: ConfigPath = Field(default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED)
+    checkpoint_dir: ConfigPath = Field(
+        default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED, description="the in-progress checkpoints' local folder"
+    )
+    checkpoint_location: Literal["local", "store"] = Field(
+        default="local", json_schema_extra=NOT_KEYED,
+        description=(
+            "local: checkpoints only in checkpoint_dir (lost with the machine); store: also under the artifact root "
+            "({root}/_checkpoints/train/{key}/, S3 too), so a run killed on one machine resumes on another"
+        ),
+    )  # fmt: skip
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda when available")
     torch_threads: int | None = Field(default=None, ge=1, json_schema_extra=NOT_KEYED)
     log_every: int = Field(

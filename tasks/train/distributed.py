@@ -122,6 +122,16 @@ def launch(spec_path: Path, *, nproc: int, timeout_s: int | None = None) -> None
         raise RuntimeError(f"distributed training failed (exit {proc.returncode}):\n{tail}")
 
 
+def store_checkpoints(where: dict[str, str] | None, local: Path) -> Any:
+    """Rank 0's store mirror of the checkpoints (tasks.train.checkpoint.StoreCheckpoints), or None."""
+    if not where:
+        return None
+    from storage import ArtifactStore
+    from tasks.train.checkpoint import StoreCheckpoints
+
+    return StoreCheckpoints(ArtifactStore(where["root"], create=False).checkpoint_files(where["stage"], where["key"]), local)
+
+
 def _worker(spec_path: str) -> None:
     from datetime import timedelta
 
@@ -147,12 +157,16 @@ def _worker(spec_path: str) -> None:
         )
         stop_file = Path(spec_path).parent / "stop"
         trainer = Trainer(config, inputs, rank=rank, world=world, should_stop=stop_file.exists)
+        mirror = store_checkpoints(spec.get("checkpoint_store"), Path(spec["checkpoint_dir"])) if rank == 0 else None
         try:
-            metrics = trainer.run(Path(spec["out_dir"]), Path(spec["checkpoint_dir"]))
+            metrics = trainer.run(Path(spec["out_dir"]), Path(spec["checkpoint_dir"]), on_checkpoint=mirror.upload if mirror is not None else None)
         except Interrupted as exc:
             if rank == 0:
                 Path(spec_path).parent.joinpath("interrupted.txt").write_text(str(exc), encoding="utf-8")
             return
+        finally:
+            if mirror is not None:
+                mirror.close()
         if rank == 0:
             Path(spec["out_dir"], "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
     finally:

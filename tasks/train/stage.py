@@ -20,6 +20,12 @@ once the artifact is written. Two processes on one machine that build the same r
 schedules firing together, a rerun while a run is still going) would share that folder, so
 the second waits on a lock file beside it until the first is done, then trains on its own
 (the store keeps one of the two identical artifacts).
+
+With `checkpoint_location = "store"` the checkpoints are also kept under the artifact root, in
+`{root}/_checkpoints/train/{artifact key}/` (tasks.train.checkpoint.StoreCheckpoints): a run
+started on a machine without local checkpoints (the first machine was preempted) downloads
+the latest one from there and resumes from it. The store removes that folder when it commits
+the train artifact, so a machine lost while the model is being uploaded still leaves it.
 """
 
 from __future__ import annotations
@@ -31,20 +37,23 @@ import logging
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.keys import canonical_json
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, keyed_config
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, keyed_config, stage_key
 from tasks.train.config import TrainConfig
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks; one run at a time is on the user
     fcntl = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from tasks.train.checkpoint import StoreCheckpoints
 
 CODE_VERSION = "1"
 log = logging.getLogger(__name__)
@@ -63,6 +72,17 @@ def run_id(config: TrainConfig, inputs: Inputs) -> str:
 
 def checkpoint_dir_for(config: TrainConfig, inputs: Inputs) -> Path:
     return Path(config.checkpoint_dir).expanduser() / run_id(config, inputs)
+
+
+def store_checkpoints_for(config: TrainConfig, inputs: Inputs, local: Path) -> StoreCheckpoints | None:
+    """The store mirror of the local checkpoint folder, under the train artifact's key (None: local only)."""
+    from tasks.train.checkpoint import StoreCheckpoints
+
+    if config.checkpoint_location != "store":
+        return None
+    store = inputs["corpus"].store
+    key = stage_key(TRAIN_STAGE, config, {name: art.key for name, art in inputs.items()}, {})
+    return StoreCheckpoints(store.checkpoint_files(TRAIN_STAGE.name, key), local)
 
 
 def training_table(inputs: Inputs) -> pa.Table:
@@ -92,6 +112,9 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
     context.read(corpus.num_rows)
     out_dir = context.workdir / "out"
     checkpoints.mkdir(parents=True, exist_ok=True)
+    mirror = store_checkpoints_for(config, inputs, checkpoints)
+    if mirror is not None:
+        mirror.restore()
     if config.distributed.nproc_per_node > 1:
         from tasks.train.distributed import launch
 
@@ -107,13 +130,18 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
             "base_dir": str(base_dir),
             "out_dir": str(out_dir),
             "checkpoint_dir": str(checkpoints),
+            "checkpoint_store": {"root": mirror.files.store.root_uri, "stage": mirror.files.stage, "key": mirror.files.key} if mirror is not None else None,
         }
         (spec_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         launch(spec_dir / "spec.json", nproc=config.distributed.nproc_per_node)
         metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
     else:
         trainer = Trainer(config, TrainInputs(corpus, alignments, base_dir))
-        metrics = trainer.run(out_dir, checkpoints, progress=context)
+        try:
+            metrics = trainer.run(out_dir, checkpoints, progress=context, on_checkpoint=mirror.upload if mirror is not None else None)
+        finally:
+            if mirror is not None:
+                mirror.close()  # the last checkpoint is in the store before this returns or raises
     for reason, count in metrics.get("dropped", {}).items():
         context.drop(reason, count)
     context.metrics = {k: v for k, v in metrics.items() if k not in ("dropped", "languages")}

@@ -398,11 +398,13 @@ class Trainer:
 
     # -------------------------------------------------------------------------------- run
 
-    def run(self, out_dir: Path, checkpoint_dir: Path, progress: Any = None) -> dict[str, Any]:
+    def run(self, out_dir: Path, checkpoint_dir: Path, progress: Any = None, on_checkpoint: Callable[[Path], None] | None = None) -> dict[str, Any]:
         """Train (resuming from `checkpoint_dir` when it holds a checkpoint), export into `out_dir`.
 
         `progress` (a ShardContext, or None) hears of every step and gets a line every
-        `log_every` steps; curves also go to the `report_to` reporters (tasks.train.reporters)."""
+        `log_every` steps; curves also go to the `report_to` reporters (tasks.train.reporters).
+        `on_checkpoint` gets each checkpoint's folder once it is written (rank 0; the store
+        mirror, tasks.train.checkpoint.StoreCheckpoints.upload)."""
         from tasks.train.export import export_model, write_curves
 
         config = self.config
@@ -446,7 +448,9 @@ class Trainer:
             if is_main and (done % config.checkpoint_every == 0 or last or stopping):
                 state["train_seconds"] = seconds_before + time.perf_counter() - started
                 state["position"] = list(self.plan.position(step))
-                ckpt.save_checkpoint(checkpoint_dir, step=done, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler, state=state)
+                saved = ckpt.save_checkpoint(checkpoint_dir, step=done, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler, state=state)
+                if on_checkpoint is not None:
+                    on_checkpoint(saved)
             if stopping:
                 raise Interrupted(f"train: stopped at step {done} of {config.steps}; checkpoint at step {done} kept in {checkpoint_dir}; rerun resumes from it")
             if config.stop_after and done >= config.stop_after and not last:

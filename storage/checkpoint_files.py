@@ -1,0 +1,92 @@
+"""Files a stage keeps under the artifact root while it builds an artifact (checkpoints), so a
+build killed on one machine can resume on another that reaches the same root.
+
+They live in `{root}/_checkpoints/{stage}/{key}/`, named by the artifact's key, so only a build
+of exactly that artifact finds them. The store removes them once the artifact is committed
+(`ArtifactStore.commit`). The store does not know what the files mean: the stage chooses
+their names and the order they are written in (write a pointer file last, and a kill
+mid-upload leaves the previous state usable). Every file is written whole (local: temp file +
+rename; S3: one PUT).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from storage.keys import check_key, check_name
+
+if TYPE_CHECKING:
+    from storage.store import ArtifactStore
+
+CHECKPOINTS_DIR = "_checkpoints"
+_GLOB_CHARS = "*?["
+
+
+class CheckpointFiles:
+    """`{root}/_checkpoints/{stage}/{key}/`: read, write, list and remove files by relative name."""
+
+    def __init__(self, store: ArtifactStore, stage: str, key: str) -> None:
+        self.store = store
+        self.stage, self.key = check_name(stage, "stage"), check_key(key)
+        self.base = f"{store._root}/{CHECKPOINTS_DIR}/{stage}/{key}"
+
+    @property
+    def uri(self) -> str:
+        return f"{self.store.root_uri}/{CHECKPOINTS_DIR}/{self.stage}/{self.key}"
+
+    def _path(self, name: str) -> str:
+        parts = name.split("/")
+        if "\\" in name or any(c in name for c in _GLOB_CHARS) or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(
+                f"checkpoint file name {name!r}: use a relative path without '.', '..', '\\', empty parts or glob characters"
+            )
+        return f"{self.base}/{name}"
+
+    def read(self, name: str) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+        path = self._path(name)
+        if not self.store.is_local:
+            self.store.fs.invalidate_cache(path)
+        return self.store._read_bytes(path)
+
+    def write(self, name: str, data: bytes) -> None:
+        self.store._write_bytes(self._path(name), data)
+
+    def put(self, local: Path, name: str) -> None:
+        """Upload a local file as `name`, whole."""
+        self.store.put_local_file(str(local), self._path(name))
+
+    def get(self, name: str, local: Path) -> None:
+        """Download `name` to `local` (a temp file renamed into place)."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.tmp-{uuid.uuid4().hex}")
+        try:
+            self.store.fs.get_file(self._path(name), str(tmp))
+            os.replace(tmp, local)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def names(self, folder: str = "") -> list[str]:
+        """Relative names of the files under `folder` (all of them by default), sorted; temporary
+        files of an interrupted local write (names starting with '.') are left out."""
+        path = self._path(folder) if folder else self.base
+        self.store.fs.invalidate_cache(path)
+        try:
+            found = self.store.fs.find(path)
+        except FileNotFoundError:
+            return []
+        prefix = self.base.rstrip("/") + "/"
+        names = [p[len(prefix) :] for p in found if p.startswith(prefix)]
+        return sorted(n for n in names if not any(part.startswith(".") for part in n.split("/")))
+
+    def remove(self, name: str = "") -> None:
+        """Remove a file or folder (everything by default); absent is fine."""
+        path = self._path(name) if name else self.base
+        with contextlib.suppress(FileNotFoundError):
+            self.store.fs.rm(path, recursive=True)
+        self.store.fs.invalidate_cache(path)
