@@ -1141,6 +1141,81 @@ def serve(
     serve_deployments(spec, limit=limit)
 
 
+# ------------------------------------------------------------------------ export
+def _resolve_artifact(store: Any, artifact: str) -> tuple[str, str]:
+    """(stage, key) of ARTIFACT: a stage name is the artifact its most recently set ref points to,
+    anything else a key or unique key prefix (4+ hex digits) of any stage."""
+    import re
+
+    from storage import StoreError
+
+    stages = store.stages()
+    if artifact in stages:
+        refs = [r for r in store.list_refs() if r.stage == artifact]
+        if not refs:
+            raise fail(f"no ref points at a {artifact} artifact in {store.root_uri}; give its key (xlembed artifacts ls {artifact})", 2)
+        newest = max(refs, key=lambda r: r.history[0].at if r.history else "")
+        if len({r.key for r in refs}) > 1:
+            out.print(f"{artifact}: {len(refs)} refs; taking {newest.pipeline}'s, the most recently set", highlight=False, markup=False)
+        return artifact, newest.key
+    if not re.fullmatch(r"[0-9a-f]{4,64}", artifact):
+        raise fail(f"ARTIFACT {artifact!r} is neither a stage in {store.root_uri} ({', '.join(stages) or 'none'}) nor a key prefix of 4+ hex digits", 2)
+    try:
+        matches = [(m.stage, m.key) for m in store.list_manifests() if m.key.startswith(artifact)]
+    except StoreError as exc:
+        raise fail(str(exc), 2) from None
+    if not matches:
+        raise fail(f"no committed artifact with key starting {artifact!r} in {store.root_uri}", 2)
+    if len(matches) > 1:
+        raise fail(f"key prefix {artifact!r} is ambiguous: {', '.join(f'{s} {k[:12]}' for s, k in matches)}", 2)
+    return matches[0]
+
+
+@app.command("export")
+def export(
+    artifact: Annotated[str, typer.Argument(metavar="ARTIFACT", help="key or unique key prefix, or a stage name (train): the artifact its newest ref points to", show_default=False)],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="new or empty folder to write", show_default=False)],
+    push: Annotated[Optional[str], typer.Option("--push", metavar="REPO_ID", help="also upload DIR to this model-hub repo (token: HF_TOKEN or `hf auth login`)")] = None,
+    private: Annotated[bool, typer.Option("--private", help="with --push: create the repo private")] = False,
+    drop_language_embedding: Annotated[bool, typer.Option("--drop-language-embedding", help="export a model trained with language_embedding = true without it (refused otherwise)")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Copy a trained model out of the store as a sentence-transformers folder with a model card.
+
+    A train artifact gets the card of its newest evaluation; an evaluate artifact exports the
+    model it scored with that evaluation's card. See docs/train.md, "Publishing a model".
+    """
+    from tasks.train.publish import ExportError, LanguageEmbeddingRefused, PushError, export_trained_model, push_to_hub
+
+    store = _store(root)
+    stage, key = _resolve_artifact(store, artifact)
+    evaluation = None
+    if stage == "evaluate":
+        evaluation, key = key, store.manifest("evaluate", key).input_keys.get("train")
+        if key is None:
+            raise fail(f"evaluate artifact {evaluation[:12]} scored a base model, not a trained one: nothing to export", 2)
+    elif stage != "train":
+        raise fail(f"cannot export a {stage} artifact yet", 2)
+    try:
+        result = export_trained_model(store, key, directory, evaluation_key=evaluation, drop_language_embedding=drop_language_embedding, repo_id=push)
+    except LanguageEmbeddingRefused as exc:
+        raise fail(str(exc), 1) from None
+    except ExportError as exc:
+        raise fail(str(exc), 2) from None
+    files = [p for p in result.folder.rglob("*") if p.is_file()]
+    out.print(f"exported train {key[:12]} to {result.folder} ({len(files)} files, {_size(sum(p.stat().st_size for p in files))})", highlight=False, markup=False)
+    out.print(f"  card      {result.card_source}", highlight=False, markup=False)
+    out.print(f"  inputs    truncated at {result.max_seq_length} tokens", highlight=False, markup=False)
+    if result.language_embedding is not None:
+        err.print(Text(f"language embedding dropped: {result.language_embedding.summary()}", style="yellow"), highlight=False)
+    if push:
+        try:
+            url = push_to_hub(result.folder, push, private=private)
+        except PushError as exc:
+            raise fail(f"{exc} (the exported folder {result.folder} is kept)", 1) from None
+        out.print(f"  pushed    {url}", highlight=False, markup=False)
+
+
 def entrypoint() -> None:
     """Console script: store problems become one clear line, not a traceback."""
     from storage import StoreError

@@ -8,7 +8,9 @@ Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, a
 files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/report.md`,
 `report/report.html`, the figures and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
-intervals and the sweep comparison read).
+intervals and the sweep comparison read). When it scored a trained model it also stores that
+model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
+is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
 
 from __future__ import annotations
@@ -424,10 +426,24 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
     evaluation.report(metrics, base_metrics, items=items, base_items=base_items)
+    if "train" in inputs:
+        _attach_model_card(config, inputs, context, metrics, base_metrics)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
     yield metrics
+
+
+def _attach_model_card(config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None) -> None:
+    """The scored trained model's card, with these results, as `model-card.md`."""
+    from tasks.train.model_card import CARD_FILE, EvaluationResults, render_model_card
+    from tasks.train.publish import card_facts
+
+    train = inputs["train"]
+    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics)
+    path = context.workdir / CARD_FILE
+    path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
+    context.attach(CARD_FILE, path)
 
 
 def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
