@@ -83,6 +83,9 @@ def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, pub
     ours = Encoder.load(EncoderSpec(model=str(stored), prefix=PREFIX, device="cpu")).encode(TEXTS)
     np.testing.assert_allclose(SentenceTransformer(str(result.folder), device="cpu").encode(TEXTS), ours, atol=1e-5)
     assert result.evaluation_key == published.evaluate and result.max_seq_length == 40  # the evaluation's length
+    # the train stage's own card (in the artifact's model/): the same facts, no results yet
+    train_card = (stored / "README.md").read_text()
+    assert front_matter(train_card)["language"] == ["en", "fr", "kk", "sw"] and "No evaluation of this model" in train_card
 
 
 def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):
