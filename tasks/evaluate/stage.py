@@ -9,7 +9,9 @@ files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/r
 `report/report.html`, the figures, `report/leakage.parquet` (how many of each scored set's
 sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
-intervals and the sweep comparison read).
+intervals and the sweep comparison read). When it scored a trained model it also stores that
+model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
+is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
 
 from __future__ import annotations
@@ -446,6 +448,8 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
     evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
+    if "train" in inputs:
+        _attach_model_card(config, inputs, context, metrics, base_metrics)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
     if leakage.num_rows:
         from tasks.evaluate.leakage import leakage_summary
@@ -463,6 +467,18 @@ def training_overlap(sentence_sets: Sequence[Any], inputs: Inputs) -> pa.Table:
     from tasks.train.stage import training_table
 
     return overlap_table(sentence_sets, training_keys(training_table(inputs)))
+
+
+def _attach_model_card(config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None) -> None:
+    """The scored trained model's card, with these results, as `model-card.md`."""
+    from tasks.train.model_card import CARD_FILE, EvaluationResults, render_model_card
+    from tasks.train.publish import card_facts
+
+    train = inputs["train"]
+    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics)
+    path = context.workdir / CARD_FILE
+    path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
+    context.attach(CARD_FILE, path)
 
 
 def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:

@@ -5,6 +5,10 @@
 user read it like the base model. When training used language-ID embeddings they are saved
 beside it (`language_embedding.safetensors` + `languages.json`); transformers and
 sentence-transformers do not apply them.
+
+`save_sentence_transformer` writes the folder a user publishes (`xlembed export`, see
+tasks/train/publish.py) with sentence-transformers' own saving, so the folder records the library
+versions, `similarity_fn_name` and the training prefix as the default prompt.
 """
 
 from __future__ import annotations
@@ -73,6 +77,70 @@ def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, m
         save_file({"weight": encoder.lang_embedding.weight.detach().cpu().contiguous()}, str(out_dir / "language_embedding.safetensors"))
         _write_json(out_dir / "languages.json", langs)
     (out_dir / "README.md").write_text(card, encoding="utf-8")
+    return out_dir
+
+
+# The project's pooling modes as sentence-transformers Pooling modes. "cls" (the pooler output)
+# is the first token's state only when the model has no trained pooler (see `st_pooling_mode`).
+ST_POOLING_MODES = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
+# Names under which the training prefix is stored as a prompt: `encode` (default prompt),
+# `encode_query` ("query") and `encode_document` ("document") all apply it, as training did.
+PROMPT_NAMES = ("query", "document")
+
+
+def has_pooler_weights(model_dir: Path) -> bool:
+    """Whether the transformers checkpoint in `model_dir` holds trained pooler weights."""
+    from safetensors import safe_open
+
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as f:
+            if any(k.startswith("pooler.") or ".pooler." in k for k in f.keys()):
+                return True
+    return False
+
+
+def st_pooling_mode(pooling: str, model_dir: Path) -> str:
+    """The sentence-transformers Pooling mode that computes the project's `pooling` for the model in `model_dir`."""
+    if pooling not in ST_POOLING_MODES:
+        raise ValueError(f"pooling {pooling!r} is not one of {sorted(ST_POOLING_MODES)}")
+    if pooling == "cls" and has_pooler_weights(model_dir):
+        raise ValueError(
+            f"pooling 'cls' of {model_dir} is the output of a trained pooler, which sentence-transformers cannot express; "
+            "train with pooling = 'cls_before_pooler'"
+        )
+    return ST_POOLING_MODES[pooling]
+
+
+def save_sentence_transformer(model_dir: Path, out_dir: Path, *, pooling: str, max_seq_length: int, prefix: str) -> Path:
+    """Write the transformers model in `model_dir` as a sentence-transformers folder `out_dir`
+    (Transformer -> Pooling -> Normalize), saved by sentence-transformers itself.
+
+    `prefix` (what training prepended to every text) becomes the "query" and "document" prompts
+    and the default prompt, so `SentenceTransformer(out_dir).encode(text)` encodes `prefix + text`
+    as the project's encoder does; the Pooling module includes the prompt's tokens, as training
+    did. The similarity function is cosine (the vectors are L2-normalised). No README is written.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    from tasks.encoders.loading import quiet_transformers
+
+    mode = st_pooling_mode(pooling, model_dir)
+    pooler = has_pooler_weights(model_dir)
+    with quiet_transformers():
+        transformer = Transformer(str(model_dir), max_seq_length=max_seq_length)
+        if not pooler and getattr(transformer.model, "pooler", None) is not None:
+            transformer.model.pooler = None  # randomly initialised on load: not saved as if trained
+        dim = transformer.get_embedding_dimension()
+        prompts = {name: prefix for name in PROMPT_NAMES} if prefix else None
+        model = SentenceTransformer(
+            modules=[transformer, Pooling(dim, pooling_mode=mode, include_prompt=True), Normalize()],
+            prompts=prompts,
+            default_prompt_name=PROMPT_NAMES[0] if prefix else None,
+            similarity_fn_name="cosine",
+            device="cpu",
+        )
+        model.save(str(out_dir), create_model_card=False)
     return out_dir
 
 

@@ -6,6 +6,8 @@ Output: no table (schema None); the artifact's attached files are
                     learning rate, gradient norm, dev retrieval accuracy
   curves.png        the same as a plot
   metrics.json      the chosen checkpoint's dev metrics and run statistics (also the manifest's metrics)
+  model/README.md   the model card (tasks/train/model_card.py) without evaluation results; the
+                    evaluate stage stores the card with its results, which `xlembed export` uses
 
 Training text comes from the `translate` artifact when the pipeline has one (NLLB multi-way
 rows, corpus layout), else from the corpus; the dev split of the corpus selects the checkpoint.
@@ -142,11 +144,20 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
         finally:
             if mirror is not None:
                 mirror.close()  # the last checkpoint is in the store before this returns or raises
+    write_model_card(config, inputs, metrics, out_dir / "model" / "README.md")
     for reason, count in metrics.get("dropped", {}).items():
         context.drop(reason, count)
     context.metrics = {k: v for k, v in metrics.items() if k not in ("dropped", "languages")}
     context.attach_dir(out_dir)
     return []
+
+
+def write_model_card(config: TrainConfig, inputs: Inputs, metrics: dict[str, Any], path: Path) -> None:
+    """The model's card from its config, metrics and input artifacts (no evaluation yet)."""
+    from tasks.train.model_card import CardFacts, render_model_card
+
+    facts = CardFacts.from_manifests(None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()})
+    path.write_text(render_model_card(facts), encoding="utf-8")
 
 
 @contextlib.contextmanager

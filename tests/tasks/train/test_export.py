@@ -1,0 +1,160 @@
+"""Publishing a trained model: the sentence-transformers folder, the model card, the language-embedding refusal."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tasks.encoders import Encoder, EncoderSpec
+from tasks.train.export import save_sentence_transformer
+from tasks.train.model_card import CARD_FILE, front_matter, hub_language
+from tasks.train.publish import ExportError, LanguageEmbeddingRefused, export_trained_model, newest_evaluation
+from tests.tasks.train.publish_fixtures import PREFIX, build_store, evaluate_model
+
+TEXTS = ["the river city 1.", "la ville 2.", "a much longer sentence about the river and the city 3."]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path):
+    return build_store(tmp_path_factory.mktemp("publish"), tiny_model_dir)
+
+
+def _without_pooler(model_dir: Path, out: Path) -> Path:
+    """A copy of the tiny BERT without pooler weights, as E5 checkpoints are."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model_dir, out)
+    weights = {k: v for k, v in load_file(str(out / "model.safetensors")).items() if not k.startswith("pooler.")}
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls_before_pooler", "cls"])
+def test_the_folder_encodes_like_the_project_encoder_with_the_training_prefix(tmp_path, tiny_model_dir, pooling):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import __version__ as st_version
+    from transformers import AutoModel
+
+    source = _without_pooler(tiny_model_dir, tmp_path / "base")
+    out = save_sentence_transformer(source, tmp_path / "out", pooling=pooling, max_seq_length=64, prefix=PREFIX)
+    ours = Encoder.load(EncoderSpec(model=str(source), pooling=pooling, prefix=PREFIX, device="cpu")).encode(TEXTS)
+    loaded = SentenceTransformer(str(out), device="cpu")
+    np.testing.assert_allclose(loaded.encode(TEXTS), ours, atol=1e-5)
+    np.testing.assert_allclose(loaded.encode_document(TEXTS), ours, atol=1e-5)
+    # without the prompt the vectors differ: the prefix is really what was applied
+    assert not np.allclose(loaded.encode(TEXTS, prompt=""), ours, atol=1e-3)
+    config = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert config["__version__"]["sentence_transformers"] == st_version
+    assert config["similarity_fn_name"] == "cosine"
+    assert config["prompts"] == {"query": PREFIX, "document": PREFIX} and config["default_prompt_name"] == "query"
+    # the project's own loader reads it too, and transformers loads the weights (no pooler saved as if trained)
+    np.testing.assert_allclose(Encoder.load(EncoderSpec(model=str(out), prefix=PREFIX, device="cpu")).encode(TEXTS), ours, atol=1e-5)
+    assert AutoModel.from_pretrained(str(out)).config.hidden_size == 32
+    assert not any(k.startswith("pooler.") for k in _keys(out / "model.safetensors"))
+
+
+def _keys(path: Path) -> list[str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return list(f.keys())
+
+
+def test_cls_through_a_trained_pooler_is_refused(tmp_path, tiny_model_dir):
+    with pytest.raises(ValueError, match="trained pooler"):
+        save_sentence_transformer(tiny_model_dir, tmp_path / "out", pooling="cls", max_seq_length=64, prefix="")
+
+
+def test_hub_language_codes():
+    assert [hub_language(c) for c in ["eng_Latn", "kaz_Cyrl", "swh_Latn", "zsm_Latn", "arb_Arab", "ast_Latn"]] == ["en", "kk", "sw", "ms", "ar", "ast"]
+
+
+def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, published):
+    from sentence_transformers import SentenceTransformer
+
+    result = export_trained_model(published.store, published.train, tmp_path / "model", repo_id="me/xl-encoder")
+    stored = published.store.attached_dir("train", published.train) / "model"
+    ours = Encoder.load(EncoderSpec(model=str(stored), prefix=PREFIX, device="cpu")).encode(TEXTS)
+    np.testing.assert_allclose(SentenceTransformer(str(result.folder), device="cpu").encode(TEXTS), ours, atol=1e-5)
+    assert result.evaluation_key == published.evaluate and result.max_seq_length == 40  # the evaluation's length
+    # the train stage's own card (in the artifact's model/): the same facts, no results yet
+    train_card = (stored / "README.md").read_text()
+    assert front_matter(train_card)["language"] == ["en", "fr", "kk", "sw"] and "No evaluation of this model" in train_card
+
+
+def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):
+    result = export_trained_model(published.store, published.train, tmp_path / "model", repo_id="me/xl-encoder")
+    card = (result.folder / "README.md").read_text()
+    meta = front_matter(card)
+    assert meta["library_name"] == "sentence-transformers"
+    assert meta["language"] == ["en", "fr", "kk", "sw"]
+    assert {"translation_ranking", "multiway_supcon", "sentence-transformers"} <= set(meta["tags"])
+    results = meta["model-index"][0]["results"]
+    assert {r["dataset"]["name"] for r in results} == {f"corpus-dev {lang}-eng_Latn" for lang in ("fra_Latn", "kaz_Cyrl", "swh_Latn")}
+    metrics = published.store.read_table("evaluate", published.evaluate).to_pylist()
+    fra = next(m["value"] for m in metrics if m["src_lang"] == "fra_Latn" and m["metric"] == "accuracy_mean")
+    assert f"| retrieval | corpus-dev | fra_Latn - eng_Latn | accuracy_mean | {fra:.4f} |" in card
+    assert published.corpus in card and "| synthetic | text |" in card  # training data: key, source
+    assert "Dual-Alignment Pre-training for Cross-lingual Sentence Embedding" in card  # TR cites DAP
+    assert "Barah Fazili and Koustava Goswami" in card  # SupCon cites the multi-way paper
+    assert "| `multiway_supcon` | 0.5 |" in card
+    assert 'SentenceTransformer("me/xl-encoder")' in card
+    # the card is the one the evaluation stored (a version per evaluation), with the repo named
+    stored = (published.store.attached_dir("evaluate", published.evaluate) / CARD_FILE).read_text()
+    assert card == stored.replace("path/to/exported-model", "me/xl-encoder")
+
+
+def test_the_newest_evaluation_gives_the_card_and_without_one_the_card_says_so(tmp_path, published):
+    time.sleep(0.01)
+    newer = evaluate_model(published, max_groups=10, max_length=48)
+    try:
+        assert newest_evaluation(published.store, published.train) == newer
+        result = export_trained_model(published.store, published.train, tmp_path / "newest")
+        assert result.evaluation_key == newer and result.max_seq_length == 48
+        assert "| 10 |" in (result.folder / "README.md").read_text()  # n = 10 rows, the newer evaluation's
+        older = export_trained_model(published.store, published.train, tmp_path / "older", evaluation_key=published.evaluate)
+        assert older.max_seq_length == 40
+    finally:
+        published.store.delete("evaluate", newer)
+    for key in [m.key for m in published.store.list_manifests("evaluate")]:
+        published.store.delete("evaluate", key)
+    try:
+        bare = export_trained_model(published.store, published.train, tmp_path / "bare")
+        assert bare.evaluation_key is None and bare.max_seq_length == 24  # the training length
+        assert "No evaluation of this model was found" in (bare.folder / "README.md").read_text()
+    finally:
+        published.evaluate = evaluate_model(published)
+
+
+def test_a_non_empty_target_is_refused(tmp_path, published):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not an empty folder"):
+        export_trained_model(published.store, published.train, tmp_path / "taken")
+    assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
+
+
+def test_a_language_embedding_is_refused_with_its_measured_effect_unless_dropped(tmp_path, tiny_model_dir):
+    # a large learning rate moves the zero-initialised language vectors in two steps, as a long run does
+    built = build_store(tmp_path / "lang", tiny_model_dir, language_embedding=True, evaluate=False, optimizer={"lr": 0.05})
+    with pytest.raises(LanguageEmbeddingRefused) as refused:
+        export_trained_model(built.store, built.train, tmp_path / "refused")
+    message = str(refused.value)
+    assert "language_embedding = true" in message and "--drop-language-embedding" in message
+    assert "cosine(with, without)" in message and "fra_Latn" in message
+    assert not (tmp_path / "refused").exists()
+    result = export_trained_model(built.store, built.train, tmp_path / "dropped", drop_language_embedding=True)
+    effect = result.language_embedding
+    assert effect is not None and set(effect.per_language) == {"fra_Latn", "kaz_Cyrl", "swh_Latn"}
+    # the vectors really change (a random tiny BERT's vectors are all close: cosines stay near 1)
+    assert all(v["cosine"] < 0.99999 for v in effect.per_language.values())
+    assert any(v["accuracy_with"] != v["accuracy_without"] for v in effect.per_language.values())
+    card = (result.folder / "README.md").read_text()
+    assert "DROPS" in card and "cosine(with, without)" in card
+    assert not (result.folder / "language_embedding.safetensors").exists()
