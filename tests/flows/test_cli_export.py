@@ -48,7 +48,7 @@ def test_export_by_stage_name_and_by_key_prefix(tmp_path, published):
 
 
 def test_other_stages_and_bad_targets_are_clear_errors(tmp_path, published):
-    base = invoke("export", "base_model", str(tmp_path / "x"), "--root", str(published.root))
+    base = invoke("export", published.base_model[:8], str(tmp_path / "x"), "--root", str(published.root))
     assert base.exit_code == 2 and "cannot export a base_model artifact" in base.output
     unknown = invoke("export", "nonsense", str(tmp_path / "x"), "--root", str(published.root))
     assert unknown.exit_code == 2 and "names no stage and no artifact key" in unknown.output
