@@ -123,7 +123,7 @@ def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData
         if name == "translation_ranking":
             obj: nn.Module = TranslationRankingLoss(cfg.temperature, cfg.symmetric, cfg.margin)
         elif name == "multiway_supcon":
-            obj = MultiwaySupConLoss(cfg.temperature, cfg.positive_boost, cfg.regularization, cfg.anchors)
+            obj = MultiwaySupConLoss(cfg.temperature, cfg.positive_boost, cfg.regularization, cfg.anchors, cfg.denominator, cfg.reduction)
         elif name == "aligned_word_prediction":
             if data.mask_id is None:
                 raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")

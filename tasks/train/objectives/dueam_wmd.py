@@ -2,10 +2,12 @@
 
 The anchor (the frozen starting model) embeds both sentences' tokens; the Word Mover's
 Distance between the two token clouds (uniform weights, Euclidean cost between L2-normalised
-token vectors) is computed with a batched log-domain Sinkhorn in torch (entropic OT, so a
-close upper estimate of exact WMD). The learner is trained so that exp(-||s' - t'||) of its
-sentence vectors matches exp(-WMD): L_A = mean exp(|exp(-d_euc) - exp(-d_wmd)|); and it
-maximises the cosine of translation pairs: L_B = mean cos(s', t'); loss = L_A - lambda * L_B
+token vectors) is computed with a batched log-domain Sinkhorn in torch, its plan rounded to one
+that moves exactly the right mass, so an upper estimate of the exact WMD: 0.5-0.8% above it at
+the default epsilon 0.01 and 100 rounds (0.05, the former default, was 4-7% above; see
+`sinkhorn_distance`). The learner is trained so that exp(-||s' - t'||) of its sentence vectors
+matches exp(-WMD): L_A = mean exp(|exp(-d_euc) - exp(-d_wmd)|); and it maximises the cosine
+of translation pairs: L_B = mean cos(s', t'); loss = L_A - lambda * L_B
 (lambda = 0.003 in the paper). Pairs need not be parallel. `pairs` chooses what is trained on:
   parallel             each row's (non-pivot, pivot) translation pair;
   parallel_and_random  plus a mismatched pair per row: its non-pivot text with the pivot text of
@@ -31,21 +33,47 @@ from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_li
 
 
 def sinkhorn_distance(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor, *, epsilon: float, iterations: int) -> torch.Tensor:
-    """Entropic OT cost between point clouds, batched: x [n, a, h], y [n, b, h], masks bool; uniform weights."""
+    """Word Mover's Distance between point clouds, batched: x [n, a, h], y [n, b, h], masks bool; uniform weights.
+
+    Log-domain Sinkhorn (stable at any epsilon) for `iterations` rounds, the first half of them
+    with epsilon annealed geometrically from a quarter of the pair's largest cost down to
+    `epsilon` (epsilon scaling: a sharp plan at a small epsilon converges slowly from a cold
+    start); then the plan is rounded onto the transport polytope (Altschuler, Weed & Rigollet
+    2017, Alg. 2: shrink rows and columns that carry too much, send the missing mass along a
+    rank-1 plan), so the result is the cost of a plan that moves exactly the right mass: never
+    below the exact WMD, and closer with a smaller epsilon and more rounds.
+
+    Measured against exact OT (scipy linprog) on multilingual-e5-small token vectors of 16
+    FLORES-200 pairs each of deu/kor/hin-eng (exact WMD 0.50-0.66 for translations, ~0.83 for
+    mismatched pairs): epsilon 0.05 (the former default, 50 rounds, no annealing or rounding)
+    was 6.4-6.5% above exact for translations (up to 9.4%) and 3.9-4.2% for mismatched pairs;
+    epsilon 0.01 with 100 rounds is 0.5-0.8% above (up to 1.1%). Plain Sinkhorn at 0.01 and 100
+    rounds was as close on those, but up to 7% off on sharper toy clouds where this is < 0.6%.
+    """
     cost = torch.cdist(x.float(), y.float())  # [n, a, b]
     big = torch.finfo(cost.dtype).max / 4
-    log_a = torch.where(x_mask, -torch.log(x_mask.sum(1, keepdim=True).float()), torch.full_like(x_mask, -math.inf, dtype=cost.dtype))
-    log_b = torch.where(y_mask, -torch.log(y_mask.sum(1, keepdim=True).float()), torch.full_like(y_mask, -math.inf, dtype=cost.dtype))
+    a = x_mask.to(cost.dtype) / x_mask.sum(1, keepdim=True).clamp(min=1)
+    b = y_mask.to(cost.dtype) / y_mask.sum(1, keepdim=True).clamp(min=1)
+    log_a = torch.where(x_mask, a.log(), torch.full_like(a, -math.inf))
+    log_b = torch.where(y_mask, b.log(), torch.full_like(b, -math.inf))
     pair_ok = x_mask[:, :, None] & y_mask[:, None, :]
     c = torch.where(pair_ok, cost, torch.full_like(cost, big))
+    start = (torch.where(pair_ok, cost, torch.zeros_like(cost)).amax((1, 2)) / 4).clamp(min=epsilon)[:, None]  # [n, 1]
+    progress = (torch.arange(iterations, device=cost.device, dtype=cost.dtype) / max(1, iterations // 2)).clamp(max=1.0)
+    schedule = (start[None] * (epsilon / start[None]) ** progress[:, None, None]).clamp(min=epsilon)  # [iterations, n, 1]
     f = torch.zeros_like(log_a)
     g = torch.zeros_like(log_b)
-    for _ in range(iterations):
-        f = epsilon * (log_a - torch.logsumexp((g[:, None, :] - c) / epsilon, dim=2))
+    for eps in schedule:
+        f = eps * (log_a - torch.logsumexp((g[:, None, :] - c) / eps[:, :, None], dim=2))
         f = torch.where(x_mask, f, torch.zeros_like(f))
-        g = epsilon * (log_b - torch.logsumexp((f[:, :, None] - c) / epsilon, dim=1))
+        g = eps * (log_b - torch.logsumexp((f[:, :, None] - c) / eps[:, :, None], dim=1))
         g = torch.where(y_mask, g, torch.zeros_like(g))
-    plan = torch.exp((f[:, :, None] + g[:, None, :] - c) / epsilon) * pair_ok
+    plan = torch.exp((f[:, :, None] + g[:, None, :] - c) / schedule[-1][:, :, None]) * pair_ok
+    tiny = torch.finfo(cost.dtype).tiny
+    plan = plan * (a / plan.sum(2).clamp(min=tiny)).clamp(max=1.0)[:, :, None]
+    plan = plan * (b / plan.sum(1).clamp(min=tiny)).clamp(max=1.0)[:, None, :]
+    missing_a, missing_b = a - plan.sum(2), b - plan.sum(1)
+    plan = plan + missing_a[:, :, None] * missing_b[:, None, :] / missing_a.sum(1).clamp(min=tiny)[:, None, None]
     return (plan * cost).sum((1, 2))
 
 
@@ -57,7 +85,7 @@ def neighbour_rows(n: int) -> np.ndarray:
 
 
 class DuEAMLoss(SentenceObjective):
-    def __init__(self, cosine_weight: float = 0.003, pairs: str = "parallel_and_random", epsilon: float = 0.05, iterations: int = 50) -> None:
+    def __init__(self, cosine_weight: float = 0.003, pairs: str = "parallel_and_random", epsilon: float = 0.01, iterations: int = 100) -> None:
         super().__init__()
         if pairs not in ("parallel", "parallel_and_random", "random"):
             raise ValueError(f"pairs must be parallel, parallel_and_random or random, not {pairs!r}")
@@ -72,14 +100,19 @@ class DuEAMLoss(SentenceObjective):
             src, src_mask = anchor_tokens(ctx, batch.text_ids[:, 1], batch.lang_ids[:, 1])
             tgt, tgt_mask = anchor_tokens(ctx, batch.text_ids[:, 0], batch.lang_ids[:, 0])
             partner = torch.from_numpy(neighbour_rows(batch.size)).to(src.device)
+            rows = torch.arange(batch.size, device=src.device)
+            ok = partner >= 0
+            # the parallel and the mismatched pairs go through one Sinkhorn call (half the kernel launches)
+            src_rows = torch.cat([rows if self.use_parallel else rows[:0], rows[ok] if self.use_random else rows[:0]])
+            tgt_rows = torch.cat([rows if self.use_parallel else rows[:0], partner[ok] if self.use_random else rows[:0]])
             wmd = torch.full((batch.size,), float("nan"), device=src.device)
-            if self.use_parallel:
-                wmd = sinkhorn_distance(src, src_mask, tgt, tgt_mask, epsilon=self.epsilon, iterations=self.iterations)
             other = torch.full_like(wmd, float("nan"))
-            if self.use_random and (partner >= 0).any():
-                ok = partner >= 0
-                p = partner[ok]
-                other[ok] = sinkhorn_distance(src[ok], src_mask[ok], tgt[p], tgt_mask[p], epsilon=self.epsilon, iterations=self.iterations)
+            if len(src_rows):
+                both = sinkhorn_distance(src[src_rows], src_mask[src_rows], tgt[tgt_rows], tgt_mask[tgt_rows], epsilon=self.epsilon, iterations=self.iterations)
+                if self.use_parallel:
+                    wmd, both = both[: batch.size], both[batch.size :]
+                if self.use_random:
+                    other[ok] = both
             partner_global = torch.where(partner >= 0, partner.float(), torch.full_like(wmd, float("nan")))
         return {"wmd": torch.stack([wmd, other, partner_global - torch.arange(batch.size, device=src.device)], dim=1)}
 

@@ -1,18 +1,27 @@
-"""Multi-way supervised contrastive loss (Fazili & Goswami; SupCon of Khosla et al. 2020).
+"""Multi-way supervised contrastive loss (Fazili & Goswami eq. 1-3; SupCon of Khosla et al. 2020).
 
 Every text of a multi-way row is an anchor; the other texts of its row (its translations) are
-its positives; every other text of the batch is a negative; positives stay in the
-denominator. An anchor without a positive (a row with one valid text) is skipped instead of
-dividing by zero. Optional positive boosting (the paper's appendix): each positive's logit is
-scaled by exp(-z_i . z_p) (a constant factor, no gradient through it), so that the loss keeps
-pulling at translations that are still far apart. Optional regulariser lambda * mean ||z - z_orig||^2
-against the frozen starting model, which keeps the space from drifting. With anchors="pivot"
+its positives P(i); every other text of the batch is a negative. Two denominators:
+  paper   the multi-way paper's eq. 1: the sum runs over A(i) = I minus ({i} and P(i)), the
+          negatives only, so a positive never competes with itself;
+  khosla  Khosla et al.'s L_sup^out: all texts but the anchor, positives included (the form of
+          the SupCon reference code; bounded below by log |P(i)|).
+and two reductions over anchors: `sum` (eq. 1, L_sup = sum_i L_i) or `mean`. The regulariser
+is eq. 2-3: L = L_sup + lambda * R, R = mean over the batch's texts of ||z - z_orig||^2 against
+the frozen starting model. With `sum` lambda is the paper's lambda; with `mean` L_sup is
+divided by the anchor count n, so `regularization = lambda_paper / n` gives the paper's balance
+(n = texts with a positive: rows x views, 512 for 128 rows x 4 views).
+
+An anchor without a positive (a row with one valid text), or with no negative, is skipped
+instead of dividing by zero. Optional positive boosting (the paper's appendix): each
+positive's logit is scaled by exp(-z_i . z_p) (a constant factor, no gradient through it), so
+that the loss keeps pulling at translations that are still far apart. With anchors="pivot"
 only view 0's texts (the pivot, English) are anchors: the paper's en-anchor ablation; the
 other texts still serve as positives and negatives.
 
 Inputs: rows of `views` texts (view 0 the pivot), some views possibly missing.
 
-    loss = MultiwaySupConLoss(temperature=0.05, positive_boost=True, regularization=0.1)
+    loss = MultiwaySupConLoss(temperature=0.05, positive_boost=True, regularization=0.1, denominator="paper", reduction="sum")
     value = loss(embeddings, valid, loss.prepare(ctx, batch))
 """
 
@@ -24,12 +33,24 @@ from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_li
 
 
 class MultiwaySupConLoss(SentenceObjective):
-    def __init__(self, temperature: float = 0.05, positive_boost: bool = False, regularization: float = 0.0, anchors: str = "all") -> None:
+    def __init__(
+        self,
+        temperature: float = 0.05,
+        positive_boost: bool = False,
+        regularization: float = 0.0,
+        anchors: str = "all",
+        denominator: str = "khosla",
+        reduction: str = "mean",
+    ) -> None:
         super().__init__()
         if anchors not in ("all", "pivot"):
             raise ValueError(f"anchors must be 'all' or 'pivot', got {anchors!r}")
+        if denominator not in ("paper", "khosla"):
+            raise ValueError(f"denominator must be 'paper' or 'khosla', got {denominator!r}")
+        if reduction not in ("sum", "mean"):
+            raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
         self.temperature, self.positive_boost, self.regularization = temperature, positive_boost, regularization
-        self.anchors = anchors
+        self.anchors, self.denominator, self.reduction = anchors, denominator, reduction
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         if not self.regularization:
@@ -51,17 +72,20 @@ class MultiwaySupConLoss(SentenceObjective):
         positive = (group[:, None] == group[None, :]) & ~self_mask
         if self.positive_boost:
             logits = torch.where(positive, logits * torch.exp(-sims.detach()), logits)
-        logits = logits.masked_fill(self_mask, float("-inf"))
-        log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
+        outside = self_mask | positive if self.denominator == "paper" else self_mask  # not in the denominator
+        has_other = (~outside).any(1)
+        # a row with nothing in its denominator gets a finite dummy one (it is skipped below), so no NaN gradient
+        denominator_logits = logits.masked_fill(outside, float("-inf")).masked_fill(~has_other[:, None], 0.0)
+        log_prob = logits - torch.logsumexp(denominator_logits, dim=1, keepdim=True)
         n_pos = positive.sum(1)
-        has_pos = n_pos > 0
+        usable = (n_pos > 0) & has_other
         if self.anchors == "pivot":
-            has_pos &= torch.arange(views, device=z.device).repeat(rows)[flat_valid] == 0
-        if not has_pos.any():
+            usable &= torch.arange(views, device=z.device).repeat(rows)[flat_valid] == 0
+        if not usable.any():
             loss = zero_like_graph(z)
         else:
             per_anchor = -(log_prob.masked_fill(~positive, 0.0)).sum(1) / n_pos.clamp(min=1)
-            loss = per_anchor[has_pos].mean()
+            loss = per_anchor[usable].sum() if self.reduction == "sum" else per_anchor[usable].mean()
         if self.regularization and "z_orig" in extras:
             z_orig = extras["z_orig"].reshape(rows * views, -1)[flat_valid].float()
             loss = loss + self.regularization * ((z - z_orig) ** 2).sum(1).mean()
