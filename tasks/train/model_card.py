@@ -45,7 +45,7 @@ class Paper:
 
 
 # Titles and authors as the papers print them (shared/seeds); DuEAM's seed text lacks its title
-# page, so its entry is the EMNLP 2021 paper's.
+# page: its entry is the ACL Anthology's record of the EMNLP 2021 paper (2021.emnlp-main.716).
 WACSE = Paper(
     "miao2024wacse",
     "Enhancing Cross-lingual Sentence Embedding for Low-resource Languages with Word Alignment",
