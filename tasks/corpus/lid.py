@@ -218,22 +218,27 @@ class LidCheck:
         Texts shorter than `min_chars` and rows in languages the filter does not check are OK."""
         n = len(texts)
         out = np.zeros(n, dtype=np.uint8)
-        lang_array = np.asarray(langs, dtype=str) if n else np.array([], dtype=str)
-        checked = np.array([self.checks(lang) for lang in lang_array], dtype=bool) if n else np.zeros(0, dtype=bool)
-        if self.config.min_chars:
-            checked &= np.fromiter((len(text) >= self.config.min_chars for text in texts), dtype=bool, count=n)
-        rows = np.nonzero(checked)[0]
-        if not len(rows):
+        if not n:
             return out
-        labels, confidence = self.identifier.predict([texts[i] for i in rows])
-        matches = np.zeros(len(rows), dtype=bool)
-        for lang in np.unique(lang_array[rows]):
-            these = lang_array[rows] == lang
-            matches[these] = np.isin(labels[these], list(self.identifier.labels_by_lang[lang]))
-        low = confidence < self.config.min_confidence
-        out[rows[low]] = LOW_CONFIDENCE
-        out[rows[~low & ~matches]] = MISMATCH
+        lang_array = np.asarray(langs, dtype=str)
+        lengths = np.fromiter((len(text) for text in texts), dtype=np.int64, count=n)
+        for lang in np.unique(lang_array):
+            if not self.checks(str(lang)):
+                continue
+            rows = np.nonzero((lang_array == lang) & (lengths >= self.config.min_chars))[0]
+            if len(rows):
+                out[rows] = self.lang_reasons([texts[i] for i in rows], str(lang))
         return out
+
+    def lang_reasons(self, texts: Sequence[str], lang: str) -> np.ndarray:
+        """Reason codes for texts of one checked language, every one to be checked (the caller
+        applies `min_chars`). Identical texts go to the backend once."""
+        unique: dict[str, int] = {}
+        index = np.fromiter((unique.setdefault(text, len(unique)) for text in texts), dtype=np.int64, count=len(texts))
+        labels, confidence = self.identifier.predict(list(unique))
+        codes = np.where(np.isin(labels, list(self.identifier.labels_by_lang[lang])), OK, MISMATCH).astype(np.uint8)
+        codes[confidence < self.config.min_confidence] = LOW_CONFIDENCE
+        return codes[index]
 
 
 _LOADED: dict[str, LanguageIdentifier] = {}

@@ -149,7 +149,7 @@ def test_corpus_stage_drops_off_target_rows_per_language(tmp_path: Path) -> None
     assert manifest.dropped == {"lid_mismatch": 2}
     assert manifest.rows_in == manifest.rows_out + 2
     assert manifest.metrics["dropped_by_lang"] == {"kaz_Cyrl": {"lid_mismatch": 2}}
-    assert manifest.metrics["lid"] == {"backend": "cld2", "not_identifiable": ["ace_Latn"]}
+    assert manifest.metrics["lid"] == {"backend": "cld2", "not_identifiable": ["ace_Latn"], "checked": "every_row", "checked_rows": 12}
     table = store.read_table("corpus", manifest.key).to_pylist()
     kazakh = [row["text"] for row in table if row["lang"] == "kaz_Cyrl"]
     assert kazakh == KAZAKH
