@@ -92,7 +92,7 @@ def mark_lid(frame: pl.DataFrame, langs: Sequence[str], check: lid.LidCheck) -> 
         if not len(rows):
             continue
         checked += len(rows)
-        texts = frame.get_column(lang).gather(rows).to_list()
+        texts = frame.get_column(lang).gather(rows)
         reasons = frame.get_column(column).to_numpy().copy()
         reasons[rows] = _FROM_LID[check.lang_reasons(texts, lang)]
         updates.append(pl.Series(column, reasons, dtype=pl.UInt8))

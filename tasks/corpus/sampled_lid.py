@@ -46,6 +46,7 @@ from tasks.corpus.sampling import GroupSelector, add_hashes, compact, hash_varia
 MAX_HASH_VARIANTS = 16
 PENDING_SAMPLES = 4
 MIN_CHUNK = 256  # the smallest chunk of groups checked at once
+MARGIN = 1.02  # check this many times as many groups as the sample still needs, for what LID drops
 
 
 class SampledLid:
@@ -105,11 +106,12 @@ class SampledLid:
         held = 0 if self.selector.kept is None else self.selector.kept.height
         threshold = self.selector.threshold()
         if threshold is None:  # enough to fill the sample, and a margin for what LID drops
-            chunk = math.ceil(1.1 * max(sample - held, 0)) + MIN_CHUNK
+            chunk = math.ceil(MARGIN * max(sample - held, 0)) + MIN_CHUNK
         else:  # about as many as would fall under the threshold after admitting them all
-            chunk = math.ceil(1.1 * len(pending) * sample / (sample + len(pending))) + MIN_CHUNK
+            chunk = math.ceil(MARGIN * len(pending) * sample / (sample + len(pending))) + MIN_CHUNK
         survivors: list[pl.DataFrame] = []
         pos = 0
+        admitted = held
         while pos < len(pending):
             end = min(len(pending), pos + chunk)
             if survivors and threshold is not None:  # only groups that can still get under it
@@ -117,11 +119,13 @@ class SampledLid:
                 if end <= pos:
                     break
             survivors.append(self._check(pending.slice(pos, end - pos)))
+            admitted += survivors[-1].height
             pos = end
             threshold = self.selector.threshold_after(self._in_source_order(survivors))
-            # not full yet: a few more; else the bound may be loose (it is a minimum over several
-            # hashes when LID can keep a group it nulls a row of): at most twice as many
-            chunk = max(chunk // 2, MIN_CHUNK) if threshold is None else 2 * chunk
+            # not full yet: what LID dropped, and a margin (dedupe may drop some too); else the
+            # bound may be loose (a minimum over several hashes when LID can keep a group it
+            # nulls a row of): at most twice as many as before
+            chunk = math.ceil(MARGIN * max(sample - admitted, 0)) + MIN_CHUNK if threshold is None else 2 * chunk
         self.unsampled_rows += int(pending["n_rows"][pos:].sum())
         for _ in self.selector.offer(self._in_source_order(survivors)):
             pass  # a sampling selector emits nothing before `finish`
