@@ -4,7 +4,9 @@ Each row (one language of one group) gets a reason code; a group is kept when en
 its rows pass. Every row that does not reach the output is counted under exactly one
 reason, so `rows_in == rows_out + sum(dropped)` holds for the stage. Language
 identification (`filters.lid`, tasks/corpus/lid.py) runs last, on the rows that passed the
-other checks only (it costs far more per row than they do).
+other checks only (it costs far more per row than they do): `mark_rows` (the cheap checks),
+`mark_lid`, then `drop_rows` (failing rows, incomplete groups, counts). On a sampled source
+the stage runs `mark_lid` only on groups that can enter the sample (tasks/corpus/sampled_lid.py).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from tasks.corpus.lid import LidCheck
 from tasks.corpus.sampling import GroupSelector, add_hashes, compact, hash_variants, smallest_possible_hash
 
 MAX_HASH_VARIANTS = 16
-PENDING_SAMPLES = 4
+PENDING_SAMPLES = 8  # groups held for LID, in samples: larger checks fewer rows and holds more text
 MIN_CHUNK = 256  # the smallest chunk of groups checked at once
 MARGIN = 1.02  # check this many times as many groups as the sample still needs, for what LID drops
 

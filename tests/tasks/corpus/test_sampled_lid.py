@@ -102,13 +102,15 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sampled_lid, "PENDING_SAMPLES", 2)
 
 
-@pytest.mark.parametrize("near_dedupe", [False, True])
-@pytest.mark.parametrize("min_langs", [None, 2])  # None: all three languages; 2: LID may null a row and keep the group
+@pytest.mark.parametrize(
+    ("near_dedupe", "min_langs", "dedupe"),  # min_langs None: all three languages; 2: LID may null a row and keep the group
+    [(False, None, True), (True, None, True), (False, 2, True), (True, 2, True), (False, 2, False)],
+)
 def test_kept_output_is_the_same_as_checking_every_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None, near_dedupe: bool, min_langs: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None, near_dedupe: bool, min_langs: int | None, dedupe: bool
 ) -> None:
     files = write_source(tmp_path / "src", mixed_groups(1200))
-    filters = {"lid": {"min_confidence": 0.6}, "near_dedupe": near_dedupe, "min_langs_per_group": min_langs}
+    filters = {"lid": {"min_confidence": 0.6}, "near_dedupe": near_dedupe, "min_langs_per_group": min_langs, "dedupe": dedupe}
     every, expected = run(monkeypatch, tmp_path / "every", files, False, 60, filters=filters, read_batch_lines=256)
     assert every.metrics["lid"]["checked"] == "every_row"
     assert every.dropped["lid_mismatch"] > 0 and every.dropped["lid_low_confidence"] > 0  # the data tests something
