@@ -4,7 +4,9 @@ Each row (one language of one group) gets a reason code; a group is kept when en
 its rows pass. Every row that does not reach the output is counted under exactly one
 reason, so `rows_in == rows_out + sum(dropped)` holds for the stage. Language
 identification (`filters.lid`, tasks/corpus/lid.py) runs last, on the rows that passed the
-other checks only (it costs far more per row than they do).
+other checks only (it costs far more per row than they do): `mark_rows` (the cheap checks),
+`mark_lid`, then `drop_rows` (failing rows, incomplete groups, counts). On a sampled source
+the stage runs `mark_lid` only on groups that can enter the sample (tasks/corpus/sampled_lid.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ LENGTH_RATIO = 5
 GROUP_INCOMPLETE = 6
 LID_MISMATCH = 7
 LID_LOW_CONFIDENCE = 8
+GONE = 255  # dropped and counted by an earlier pass (see `drop_rows`)
 REASONS = {
     EMPTY: "empty",
     TOO_LONG: "too_long",
@@ -69,9 +72,19 @@ def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
     return expr.otherwise(OK).cast(pl.UInt8).alias(reason_column(lang))
 
 
-def _lid_reasons(frame: pl.DataFrame, langs: Sequence[str], check: lid.LidCheck) -> pl.DataFrame:
-    """Run LID on the rows that passed so far (long enough to be checked) and mark the failures."""
+def mark_rows(frame: pl.DataFrame, langs: Sequence[str], filters: CorpusFilters) -> pl.DataFrame:
+    """Strip texts and add a `{lang}__reason` column per language: every check but LID."""
+    pivot = langs[0]
+    frame = frame.with_columns([pl.col(lang).str.strip_chars() for lang in langs])
+    return frame.with_columns([_reason_expr(lang, pivot, filters) for lang in langs])
+
+
+def mark_lid(frame: pl.DataFrame, langs: Sequence[str], check: lid.LidCheck) -> tuple[pl.DataFrame, int]:
+    """Run LID on the rows that passed so far (long enough to be checked) and mark the failures;
+    also returns how many rows it checked. Rows are selected in polars and identical texts go
+    to the backend once (lid.LidCheck.lang_reasons)."""
     updates = []
+    checked = 0
     for lang in langs:
         if not check.checks(lang):
             continue
@@ -80,31 +93,23 @@ def _lid_reasons(frame: pl.DataFrame, langs: Sequence[str], check: lid.LidCheck)
         rows = np.nonzero(frame.select(candidates).to_series().fill_null(False).to_numpy())[0]
         if not len(rows):
             continue
-        texts = frame.get_column(lang).gather(rows).to_list()
-        codes = _FROM_LID[check.reasons(texts, [lang] * len(texts))]
+        checked += len(rows)
+        texts = frame.get_column(lang).gather(rows)
         reasons = frame.get_column(column).to_numpy().copy()
-        reasons[rows] = codes
+        reasons[rows] = _FROM_LID[check.lang_reasons(texts, lang)]
         updates.append(pl.Series(column, reasons, dtype=pl.UInt8))
-    return frame.with_columns(updates) if updates else frame
+    return (frame.with_columns(updates) if updates else frame), checked
 
 
-def apply_filters(
-    frame: pl.DataFrame, langs: Sequence[str], filters: CorpusFilters, null_reason: str
+def drop_rows(
+    frame: pl.DataFrame, langs: Sequence[str], min_langs: int, null_reason: str
 ) -> tuple[pl.DataFrame, Counter[tuple[str, str]]]:
-    """Strip texts, drop failing rows and incomplete groups; return kept groups and drop
-    counts per (language, reason).
+    """Drop the rows `mark_rows`/`mark_lid` failed and the groups left with fewer than
+    `min_langs` rows; return kept groups and drop counts per (language, reason).
 
-    The returned frame keeps the input columns (failing texts set to null) plus `n_rows`,
-    the number of rows each kept group still has.
-    """
-    langs = list(langs)
-    pivot = langs[0]
-    min_langs = min(filters.min_langs_per_group or len(langs), len(langs))
-    frame = frame.with_columns([pl.col(lang).str.strip_chars() for lang in langs])
-    frame = frame.with_columns([_reason_expr(lang, pivot, filters) for lang in langs])
-    check = lid.lid_check(filters.lid)
-    if check is not None:
-        frame = _lid_reasons(frame, langs, check)
+    A row marked GONE (dropped and counted before) is neither counted again nor kept. The
+    returned frame keeps the input columns (failing texts set to null) plus `n_rows`, the number
+    of rows each kept group still has."""
     ok = [pl.col(reason_column(lang)) == OK for lang in langs]
     frame = frame.with_columns(pl.sum_horizontal(ok).cast(pl.UInt32).alias("n_rows"))
     keep = pl.col("n_rows") >= min_langs
@@ -118,7 +123,7 @@ def apply_filters(
     counts = (
         frame.select([pl.col(reason_column(lang)).alias(lang) for lang in langs])
         .unpivot(variable_name="lang", value_name="reason")
-        .filter(pl.col("reason") != OK)
+        .filter((pl.col("reason") != OK) & (pl.col("reason") != GONE))
         .group_by("lang", "reason")
         .len()
     )
@@ -129,3 +134,24 @@ def apply_filters(
         [pl.when(pl.col(reason_column(lang)) == OK).then(pl.col(lang)).alias(lang) for lang in langs]
     )
     return kept.drop([reason_column(lang) for lang in langs]), dropped
+
+
+def min_langs_per_group(filters: CorpusFilters, langs: Sequence[str]) -> int:
+    return min(filters.min_langs_per_group or len(langs), len(langs))
+
+
+def apply_filters(
+    frame: pl.DataFrame, langs: Sequence[str], filters: CorpusFilters, null_reason: str
+) -> tuple[pl.DataFrame, Counter[tuple[str, str]]]:
+    """Strip texts, drop failing rows (LID included, on every row that passed the rest) and
+    incomplete groups; return kept groups and drop counts per (language, reason).
+
+    The returned frame keeps the input columns (failing texts set to null) plus `n_rows`,
+    the number of rows each kept group still has.
+    """
+    langs = list(langs)
+    frame = mark_rows(frame, langs, filters)
+    check = lid.lid_check(filters.lid)
+    if check is not None:
+        frame, _ = mark_lid(frame, langs, check)
+    return drop_rows(frame, langs, min_langs_per_group(filters, langs), null_reason)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import polars as pl
 
 from tasks.corpus.config import LidFilter
 from tasks.corpus.languages import FLORES200_CODES, MACROLANGUAGE_TO_FLORES, UnknownLanguageError, to_flores
@@ -114,20 +115,30 @@ class Cld2Identifier(LanguageIdentifier):
     def label_lang(self, label: str) -> str | None:
         return self._EXTRA.get(label) or (None if label.startswith("xx-") or label == "un" else _flores_or_none(label))
 
-    def _detect(self, text: str) -> tuple[str, float]:
+    def _detect_printable(self, text: str) -> tuple[str, float]:
+        """CLD2 rejects some code points (controls, noncharacters) as "invalid UTF-8": without them."""
         try:
-            _, _, details = self._cld2.detect(text, isPlainText=True, bestEffort=True)  # plain text: no HTML parsing
-        except self._cld2.error:  # it rejects some code points (controls, noncharacters) as "invalid UTF-8"
-            try:
-                _, _, details = self._cld2.detect("".join(ch for ch in text if ch.isprintable()), isPlainText=True, bestEffort=True)
-            except self._cld2.error:
-                return "un", 0.0
+            _, _, details = self._cld2.detect("".join(ch for ch in text if ch.isprintable()), isPlainText=True, bestEffort=True)
+        except self._cld2.error:
+            return "un", 0.0
         return details[0][1], details[0][2] / 100.0
 
     def predict(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        found = [self._detect(text) for text in texts]
-        labels = np.array([label for label, _ in found], dtype=str) if found else np.array([], dtype=str)
-        return labels, np.fromiter((conf for _, conf in found), dtype=np.float32, count=len(found))
+        detect, error = self._cld2.detect, self._cld2.error  # one call per text: keep the loop lean
+        labels: list[str] = []
+        percents: list[float] = []
+        for text in texts:
+            try:
+                details = detect(text, isPlainText=True, bestEffort=True)[2]  # plain text: no HTML parsing
+                labels.append(details[0][1])
+                percents.append(details[0][2])
+            except error:
+                label, confidence = self._detect_printable(text)
+                labels.append(label)
+                percents.append(confidence * 100.0)
+        if not labels:
+            return np.array([], dtype=str), np.array([], dtype=np.float32)
+        return np.array(labels, dtype=str), (np.array(percents, dtype=np.float64) / 100.0).astype(np.float32)
 
     def fingerprint(self) -> dict[str, Any]:
         return {"backend": self.name, "pycld2": version("pycld2")}
@@ -218,22 +229,30 @@ class LidCheck:
         Texts shorter than `min_chars` and rows in languages the filter does not check are OK."""
         n = len(texts)
         out = np.zeros(n, dtype=np.uint8)
-        lang_array = np.asarray(langs, dtype=str) if n else np.array([], dtype=str)
-        checked = np.array([self.checks(lang) for lang in lang_array], dtype=bool) if n else np.zeros(0, dtype=bool)
-        if self.config.min_chars:
-            checked &= np.fromiter((len(text) >= self.config.min_chars for text in texts), dtype=bool, count=n)
-        rows = np.nonzero(checked)[0]
-        if not len(rows):
+        if not n:
             return out
-        labels, confidence = self.identifier.predict([texts[i] for i in rows])
-        matches = np.zeros(len(rows), dtype=bool)
-        for lang in np.unique(lang_array[rows]):
-            these = lang_array[rows] == lang
-            matches[these] = np.isin(labels[these], list(self.identifier.labels_by_lang[lang]))
-        low = confidence < self.config.min_confidence
-        out[rows[low]] = LOW_CONFIDENCE
-        out[rows[~low & ~matches]] = MISMATCH
+        lang_array = np.asarray(langs, dtype=str)
+        lengths = np.fromiter((len(text) for text in texts), dtype=np.int64, count=n)
+        for lang in np.unique(lang_array):
+            if not self.checks(str(lang)):
+                continue
+            rows = np.nonzero((lang_array == lang) & (lengths >= self.config.min_chars))[0]
+            if len(rows):
+                out[rows] = self.lang_reasons([texts[i] for i in rows], str(lang))
         return out
+
+    def lang_reasons(self, texts: Sequence[str] | pl.Series, lang: str) -> np.ndarray:
+        """Reason codes for texts of one checked language, every one to be checked (the caller
+        applies `min_chars`). Identical texts go to the backend once."""
+        series = texts if isinstance(texts, pl.Series) else pl.Series("text", list(texts), dtype=pl.String)
+        if not len(series):
+            return np.zeros(0, dtype=np.uint8)
+        ranked = series.alias("text").to_frame().with_columns((pl.col("text").rank("dense").cast(pl.Int64) - 1).alias("index"))
+        unique = ranked.unique("index").sort("index")["text"].to_list()
+        labels, confidence = self.identifier.predict(unique)
+        codes = np.where(np.isin(labels, list(self.identifier.labels_by_lang[lang])), OK, MISMATCH).astype(np.uint8)
+        codes[confidence < self.config.min_confidence] = LOW_CONFIDENCE
+        return codes[ranked["index"].to_numpy()]
 
 
 _LOADED: dict[str, LanguageIdentifier] = {}

@@ -25,8 +25,9 @@ their batch and is compacted again once it has admitted twice as many rows as it
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import polars as pl
@@ -41,6 +42,27 @@ def compact(frame: pl.DataFrame) -> pl.DataFrame:
     return pl.from_arrow(frame.to_arrow())  # type: ignore[return-value]
 
 
+def _content(langs: Sequence[str], nulled: Iterable[str] = ()) -> pl.Expr:
+    """The text `h` hashes: the group's texts (null as NUL), `nulled` languages taken as null."""
+    nulled = set(nulled)
+    return pl.concat_str([pl.lit("\x00") if lang in nulled else pl.col(lang).fill_null("\x00") for lang in langs], separator="\x1f")
+
+
+def hash_variants(langs: Sequence[str], droppable: Sequence[str], max_drops: int) -> list[tuple[str, ...]]:
+    """The sets of rows (languages) a later filter could still null in a group: up to
+    `max_drops` of the `droppable` languages. Their number grows fast; callers cap it."""
+    droppable = [lang for lang in langs if lang in set(droppable)]
+    return [subset for size in range(min(max_drops, len(droppable)) + 1) for subset in combinations(droppable, size)]
+
+
+def smallest_possible_hash(frame: pl.DataFrame, langs: Sequence[str], variants: Sequence[tuple[str, ...]], seed: int) -> pl.Series:
+    """A lower bound of the `h` (add_hashes) each group can have once a later filter (LID) nulls
+    some of its rows: the smallest hash over the `variants` (hash_variants) of what may be nulled.
+    A group whose bound is above the sample's threshold can never enter the sample."""
+    hashes = [_content(langs, nulled).hash(seed=seed % (1 << 64)) for nulled in variants]
+    return frame.select(pl.min_horizontal(hashes).alias("h_bound")).to_series()
+
+
 def add_hashes(frame: pl.DataFrame, langs: Sequence[str], seed: int, dev_fraction: float, split_by_key: bool = False) -> pl.DataFrame:
     """Add `h` (sampling/dedupe hash) and `split` from the texts of the group.
 
@@ -48,7 +70,7 @@ def add_hashes(frame: pl.DataFrame, langs: Sequence[str], seed: int, dev_fractio
     language's near-duplicate key (the next language's where it has none): groups whose pivot
     texts are near-duplicates land on the same side in every shard and source of the corpus
     (Tatoeba's English sides, shared across its language pairs, cannot leak into dev)."""
-    content = pl.concat_str([pl.col(lang).fill_null("\x00") for lang in langs], separator="\x1f")
+    content = _content(langs)
     # a second, independent hash for the split; polars hashes are stable within a pinned version
     split_seed = (seed * 1_000_003 + 0x9E3779B9) % (1 << 63)
     split_hash = content.hash(seed=split_seed)
@@ -120,42 +142,71 @@ class GroupSelector:
         if self.sample is None:
             yield self._dedupe_streaming(frame)
             return
-        if self.kept is not None and (self._full if self.near else len(self.kept) >= self.sample):
-            threshold = self.kept["h"].max()
-            admitted = frame.filter(pl.col("h") <= threshold)
-            self.unsampled_rows += int(frame["n_rows"].sum() - admitted["n_rows"].sum())
-            frame = admitted
-        if frame.height:
-            frame = compact(frame)  # keep these rows, not the whole batch they point into
-            self._admitted += frame.height
-        merged = frame if self.kept is None else pl.concat([self.kept, frame], how="vertical_relaxed")
-        if self.dedupe:
-            unique = merged.filter(pl.col("h").is_first_distinct())
-            self.duplicate_rows += int(merged["n_rows"].sum() - unique["n_rows"].sum())
-            merged = unique
-        if self.near:
-            merged = self._cut_sample_after_near_dedupe(merged)
-        elif len(merged) > self.sample:
-            merged = merged.sort("h", "seq")  # ties (duplicates kept when not deduping) by source order
-            self.unsampled_rows += int(merged["n_rows"][self.sample :].sum())
-            merged = merged.head(self.sample)
+        merged, counts, full = self._merge(frame, keep=True)
+        self.unsampled_rows += counts["unsampled"]
+        self.duplicate_rows += counts["duplicate"]
+        self._full = full
         if self._admitted > 2 * self.sample:  # evicted rows still pin the buffers they were copied to
             merged, self._admitted = compact(merged), 0
         self.kept = merged
         return
 
-    def _cut_sample_after_near_dedupe(self, merged: pl.DataFrame) -> pl.DataFrame:
-        """Keep the groups up to the `sample`-th that survives near-dedupe, in (h, seq) order."""
+    def threshold(self) -> int | None:
+        """The largest `h` that can still enter the sample (None: every group can, it is not full)."""
+        return self._threshold(self.kept, self._full)
+
+    def threshold_after(self, frame: pl.DataFrame) -> int | None:
+        """`threshold()` as it would be after `offer(frame)`; changes nothing."""
+        merged, _, full = self._merge(frame, keep=False)
+        return self._threshold(merged, full)
+
+    def _threshold(self, kept: pl.DataFrame | None, full: bool) -> int | None:
+        if kept is None or not (full if self.near else len(kept) >= (self.sample or 0)):
+            return None
+        return int(kept["h"].max())  # type: ignore[arg-type]
+
+    def _merge(self, frame: pl.DataFrame, keep: bool) -> tuple[pl.DataFrame, dict[str, int], bool]:
+        """The sample after admitting `frame`, the rows it drops, and whether it is full; with
+        `keep`, the admitted rows are copied out of their batch (see the module docstring)."""
+        assert self.sample is not None
+        counts = {"unsampled": 0, "duplicate": 0}
+        threshold = self.threshold()
+        if threshold is not None:
+            admitted = frame.filter(pl.col("h") <= threshold)
+            counts["unsampled"] += int(frame["n_rows"].sum() - admitted["n_rows"].sum())
+            frame = admitted
+        if frame.height and keep:
+            frame = compact(frame)  # keep these rows, not the whole batch they point into
+            self._admitted += frame.height
+        merged = frame if self.kept is None else pl.concat([self.kept, frame], how="vertical_relaxed")
+        if self.dedupe:
+            unique = merged.filter(pl.col("h").is_first_distinct())
+            counts["duplicate"] += int(merged["n_rows"].sum() - unique["n_rows"].sum())
+            merged = unique
+        full = False
+        if self.near:
+            merged, unsampled, full = self._cut_sample_after_near_dedupe(merged)
+            counts["unsampled"] += unsampled
+        elif len(merged) > self.sample:
+            merged = merged.sort("h", "seq")  # ties (duplicates kept when not deduping) by source order
+            counts["unsampled"] += int(merged["n_rows"][self.sample :].sum())
+            merged = merged.head(self.sample)
+        return merged, counts, full
+
+    def _cut_sample_after_near_dedupe(self, merged: pl.DataFrame) -> tuple[pl.DataFrame, int, bool]:
+        """Keep the groups up to the `sample`-th that survives near-dedupe, in (h, seq) order;
+        also returns the rows cut and whether the sample is full."""
         assert self.near is not None and self.sample is not None
         merged = self._mark_near_duplicates(merged, ["h", "seq"])
         survives = (merged["n_rows"] - self._near_dup_counts(merged)) >= self.near.min_langs
         survivors = survives.cum_sum()
-        self._full = bool(survivors.len()) and int(survivors[-1]) >= self.sample
-        if self._full:
+        full = bool(survivors.len()) and int(survivors[-1]) >= self.sample
+        unsampled = 0
+        if full:
             cut = int(survivors.search_sorted(self.sample, side="left")) + 1  # through the sample-th survivor
-            self.unsampled_rows += int(merged["n_rows"][cut:].sum())
+            unsampled = int(merged["n_rows"][cut:].sum())
             merged = merged.head(cut)
-        return merged.drop([near_dup_column(lang) for lang in self.near.langs])  # marked again when final
+        return merged.drop([near_dup_column(lang) for lang in self.near.langs]), unsampled, full  # marked again when final
 
     def _mark_near_duplicates(self, frame: pl.DataFrame, order: list[str]) -> pl.DataFrame:
         assert self.near is not None

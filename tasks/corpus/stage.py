@@ -7,6 +7,7 @@ interrupted run resumes at the first source that did not finish.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from tasks.corpus.config import (
     TsvSource,
 )
 from tasks.corpus.dedup import add_near_duplicate_keys
-from tasks.corpus.filters import apply_filters
+from tasks.corpus.filters import drop_rows, mark_lid, mark_rows, min_langs_per_group
 from tasks.corpus.languages import to_flores
 from tasks.corpus.lid import lid_check, lid_fingerprint
 from tasks.corpus.readers import (
@@ -41,11 +42,15 @@ from tasks.corpus.readers import (
     read_text_files,
     read_tsv,
 )
+from tasks.corpus.sampled_lid import SampledLid
 from tasks.corpus.sampling import GroupSelector, NearDedupe, add_hashes
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint, folder_fingerprint
 
 CODE_VERSION = "1"
+# LID on a sampled source only where it can change the sample (tasks/corpus/sampled_lid.py);
+# False checks every row (same output, other counts): for tests and benchmarks/lid_throughput.py
+LID_ON_SAMPLE_CANDIDATES = True
 
 
 def source_langs(source: Any, shard: ShardSpec | None = None) -> list[str]:
@@ -125,8 +130,13 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
     source = config.sources[shard.params["source"]]
     langs = source_langs(source, shard)
     near = config.filters.near_dedupe
-    min_langs = min(config.filters.min_langs_per_group or len(langs), len(langs))  # as apply_filters
+    min_langs = min_langs_per_group(config.filters, langs)
     selector = GroupSelector(source.sample, config.filters.dedupe, NearDedupe(tuple(langs), min_langs) if near else None)
+    check = lid_check(config.filters.lid)
+    sampled_lid = None
+    if LID_ON_SAMPLE_CANDIDATES and check is not None and SampledLid.applies(check, langs, min_langs, source.sample):
+        sampled_lid = SampledLid(check, langs, min_langs, selector, config.seed, config.dev_fraction, near)
+    lid_checked_rows = 0
     rows_by_lang: dict[str, int] = {}
     rows_by_split: dict[str, int] = {}
     dropped_by_lang: dict[str, dict[str, int]] = {}
@@ -144,22 +154,37 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
                 counts[value] = counts.get(value, 0) + n
         return table
 
+    def count(dropped: Counter[tuple[str, str]]) -> None:
+        for (lang, reason), n in dropped.items():
+            context.drop(reason, n)
+            by_reason = dropped_by_lang.setdefault(lang, {})
+            by_reason[reason] = by_reason.get(reason, 0) + n
+
     try:
         for batch in _open_source(config, source, shard, malformed, downloads):
             frame = batch.frame.with_columns(pl.int_range(seq, seq + batch.frame.height, dtype=pl.UInt64).alias("seq"))
             seq += frame.height
             context.read(frame.height * len(langs))
-            kept, dropped = apply_filters(frame, langs, config.filters, batch.null_reason)
-            for (lang, reason), n in dropped.items():
-                context.drop(reason, n)
-                by_reason = dropped_by_lang.setdefault(lang, {})
-                by_reason[reason] = by_reason.get(reason, 0) + n
+            marked = mark_rows(frame, langs, config.filters)
+            if check is not None and sampled_lid is None:
+                marked, checked = mark_lid(marked, langs, check)
+                lid_checked_rows += checked
+            kept, dropped = drop_rows(marked, langs, min_langs, batch.null_reason)
+            count(dropped)
+            if sampled_lid is not None:
+                sampled_lid.add(kept)  # LID, hashes and the selector's offer, when it can decide
+                continue
             if near:
                 kept = add_near_duplicate_keys(kept, langs)
             kept = add_hashes(kept, langs, config.seed, config.dev_fraction, split_by_key=near)
             for ready in selector.offer(kept):
                 if ready.height:
                     yield emit(ready)
+        if sampled_lid is not None:
+            sampled_lid.flush()
+            count(sampled_lid.dropped)
+            lid_checked_rows = sampled_lid.checked_rows
+            context.drop("not_sampled", sampled_lid.unsampled_rows)
         for ready in selector.finish():
             yield emit(ready)
     except (FileNotFoundError, UnicodeError, pa.ArrowInvalid) as exc:
@@ -178,9 +203,12 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         "rows_by_split": dict(sorted(rows_by_split.items())),
         "dropped_by_lang": {lang: dict(sorted(counts.items())) for lang, counts in sorted(dropped_by_lang.items())},
     }
-    check = lid_check(config.filters.lid)
     if check is not None:  # "lid": {"backend": "cld2", "not_identifiable": [...]}: languages it never drops
-        context.metrics["lid"] = check.summary(langs)
+        context.metrics["lid"] = {
+            **check.summary(langs),
+            "checked": "sample_candidates" if sampled_lid is not None else "every_row",
+            "checked_rows": lid_checked_rows,  # rows given to the backend; the lid_* counts are of these
+        }
     if downloads:
         context.metrics["downloads"] = downloads  # public URLs only: no credentials
 

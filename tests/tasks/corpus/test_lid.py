@@ -149,7 +149,7 @@ def test_corpus_stage_drops_off_target_rows_per_language(tmp_path: Path) -> None
     assert manifest.dropped == {"lid_mismatch": 2}
     assert manifest.rows_in == manifest.rows_out + 2
     assert manifest.metrics["dropped_by_lang"] == {"kaz_Cyrl": {"lid_mismatch": 2}}
-    assert manifest.metrics["lid"] == {"backend": "cld2", "not_identifiable": ["ace_Latn"]}
+    assert manifest.metrics["lid"] == {"backend": "cld2", "not_identifiable": ["ace_Latn"], "checked": "every_row", "checked_rows": 12}
     table = store.read_table("corpus", manifest.key).to_pylist()
     kazakh = [row["text"] for row in table if row["lang"] == "kaz_Cyrl"]
     assert kazakh == KAZAKH
@@ -194,3 +194,13 @@ def test_fasttext_model_file_is_keyed_by_content_not_path(tmp_path: Path, fastte
     with open(copy, "ab") as stream:  # a different model file (same path): a different key
         stream.write(b"\0")
     assert key(copy) != key(fasttext_model)
+
+
+def test_identical_texts_go_to_the_backend_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = check()
+    calls: list[list[str]] = []
+    predict = c.identifier.predict
+    monkeypatch.setattr(c.identifier, "predict", lambda texts: calls.append(list(texts)) or predict(texts))
+    texts = [KAZAKH[0], RUSSIAN[0], KAZAKH[0], RUSSIAN[0], KAZAKH[1]]
+    assert names(c.reasons(texts, ["kaz_Cyrl"] * 5)) == ["ok", "lid_mismatch", "ok", "lid_mismatch", "ok"]
+    assert len(calls) == 1 and sorted(calls[0]) == sorted({KAZAKH[0], KAZAKH[1], RUSSIAN[0]})
