@@ -421,8 +421,8 @@ def align(
     src_lang: Annotated[str, typer.Option("--src-lang", help="language of --src")] = "eng_Latn",
     tgt_lang: Annotated[str, typer.Option("--tgt-lang", help="language of --tgt")] = "fra_Latn",
     zero_based: Annotated[bool, typer.Option("--zero-based", help="gold indices start at 0 (default: 1)")] = False,
-    train_src: Annotated[Optional[Path], typer.Option("--train-src", help="eflomal: extra parallel source text for statistics")] = None,
-    train_tgt: Annotated[Optional[Path], typer.Option("--train-tgt", help="eflomal: extra parallel target text")] = None,
+    train_src: Annotated[Optional[Path], typer.Option("--train-src", help="extra parallel source text, for a backend that learns from it (eflomal)")] = None,
+    train_tgt: Annotated[Optional[Path], typer.Option("--train-tgt", help="extra parallel target text, line-aligned with --train-src")] = None,
     examples: Annotated[int, typer.Option("--examples", min=0, help="aligned examples to print")] = 2,
     root: RootOpt = None,
 ) -> None:

@@ -43,6 +43,13 @@ class AlignConfig(StageConfig):
     max_groups: int | None = Field(default=None, ge=1, description="align only the first N groups (stable order)")
     max_words: int = Field(default=128, ge=1, le=4096, description="sentences with more words are dropped")
 
+    def __new__(cls, *args: Any, **data: Any) -> AlignConfig:
+        # `AlignConfig(backend=..., ...)` gives the backend's config class, as model_validate does
+        # (Python then runs that instance's __init__ with the same arguments: validated once more)
+        if cls is AlignConfig and data.get("backend") in ALIGN_BACKENDS:
+            return backend_config_class(ALIGN_BACKENDS[data["backend"]]).model_validate(data)
+        return super().__new__(cls)
+
     @model_validator(mode="wrap")
     @classmethod
     def _backend_table(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:

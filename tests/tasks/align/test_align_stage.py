@@ -145,6 +145,8 @@ def test_config_errors() -> None:
     assert keyed_config(config)["simalign"] is None and "simalign" not in config.model_dump()
     with pytest.raises(ValidationError, match="unknown align backend 'wsp'; registered: .*eflomal, simalign, wspalign"):
         AlignConfig.model_validate({"backend": "wsp"})
+    built = AlignConfig(backend="eflomal", max_words=9, eflomal={"model": 2})  # as model_validate: the backend's config class
+    assert built.settings.model == 2 and built.max_words == 9 and built == AlignConfig.model_validate(built.model_dump())
 
 
 def test_xlembed_align_scores_the_gold_set(tmp_path: Path, tiny_encoder_dir: Path) -> None:
