@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     import torch
 
-    from tasks.align.backends.wspalign import WspAligner
-    from tasks.align.config import EflomalSettings, SimalignSettings, WspalignSettings
+    from tasks.align.backends.eflomal_backend import EflomalSettings
+    from tasks.align.backends.simalign import SimalignSettings
+    from tasks.align.backends.wspalign import WspAligner, WspalignSettings
     from tasks.align.tiny import build_tiny_wspalign
 
     if args.threads:

@@ -421,51 +421,43 @@ def align(
     src_lang: Annotated[str, typer.Option("--src-lang", help="language of --src")] = "eng_Latn",
     tgt_lang: Annotated[str, typer.Option("--tgt-lang", help="language of --tgt")] = "fra_Latn",
     zero_based: Annotated[bool, typer.Option("--zero-based", help="gold indices start at 0 (default: 1)")] = False,
-    train_src: Annotated[Optional[Path], typer.Option("--train-src", help="eflomal: extra parallel source text for statistics")] = None,
-    train_tgt: Annotated[Optional[Path], typer.Option("--train-tgt", help="eflomal: extra parallel target text")] = None,
+    train_src: Annotated[Optional[Path], typer.Option("--train-src", help="extra parallel source text, for a backend that learns from it (eflomal)")] = None,
+    train_tgt: Annotated[Optional[Path], typer.Option("--train-tgt", help="extra parallel target text, line-aligned with --train-src")] = None,
     examples: Annotated[int, typer.Option("--examples", min=0, help="aligned examples to print")] = 2,
     root: RootOpt = None,
 ) -> None:
     """Score the backend of the config's align section against gold word alignments: AER, precision, recall, F1."""
-    from tasks.align.gold import GoldFormatError, align_gold_set, check_gold, read_gold, read_tokenized, score_alignments
-    from tasks.align.stage import load_aligner
-    from tasks.corpus.languages import to_flores
+    from tasks.align.gold import GoldInputError, score_gold_set
 
     cfg = _load(config, root)
     if "align" not in cfg.stage_configs:
         raise fail(f"{config}: no [align] section", 2)
-    align_config = cfg.stage_configs["align"]
-    try:
-        gold_pairs = read_gold(gold, zero_based=zero_based)
-        src_words, tgt_words = read_tokenized(src), read_tokenized(tgt)
-        check_gold(gold_pairs, src_words, tgt_words, gold)
-        extra: list[tuple[list[str], list[str]]] = []
-        if (train_src is None) != (train_tgt is None):
-            raise fail("give both --train-src and --train-tgt, or neither", 2)
-        if train_src is not None and train_tgt is not None:
-            extra_src, extra_tgt = read_tokenized(train_src), read_tokenized(train_tgt)
-            if len(extra_src) != len(extra_tgt):
-                raise fail(f"{train_src} has {len(extra_src)} lines, {train_tgt} has {len(extra_tgt)}", 2)
-            extra = list(zip(extra_src, extra_tgt))
-        langs = (to_flores(src_lang), to_flores(tgt_lang))
-    except (GoldFormatError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
-    model_dir = None
-    if align_config.backend == "simalign" and not align_config.simalign.model:
-        if "base_model" not in cfg.stage_configs:
-            raise fail(f"{config}: simalign needs [align.simalign] model = DIR or a [base_model] section", 2)
+
+    def base_model() -> Path:  # built (or found cached) only when the backend reads it
         store, keys = _execute(cfg, config, "base_model", None, [], root)
-        model_dir = store.attached_dir("base_model", keys["base_model"])
-    aligner = load_aligner(align_config, model_dir)
-    predicted = align_gold_set(aligner, src_words, tgt_words, *langs, extra=extra if align_config.backend == "eflomal" else ())
-    scores = score_alignments(predicted, gold_pairs)
-    table = Table(title=f"{aligner.label} on {gold}", title_justify="left")
+        return store.attached_dir("base_model", keys["base_model"])
+
+    try:
+        result = score_gold_set(
+            cfg.stage_configs["align"],
+            gold,
+            src,
+            tgt,
+            (src_lang, tgt_lang),
+            zero_based=zero_based,
+            train=(train_src, train_tgt),
+            base_model=base_model if "base_model" in cfg.stage_configs else None,
+        )
+    except GoldInputError as exc:
+        raise fail(str(exc), 2) from None
+    scores = result.scores
+    table = Table(title=f"{result.label} on {gold}", title_justify="left")
     for column in ("pairs", "AER", "precision", "recall", "F1", "links", "sure", "possible"):
         table.add_column(column, justify="right")
     table.add_row(str(scores.pairs), f"{scores.aer:.4f}", f"{scores.precision:.4f}", f"{scores.recall:.4f}", f"{scores.f1:.4f}", str(scores.predicted), str(scores.sure), str(scores.possible))
     out.print(table)
-    for n in range(min(examples, len(predicted))):
-        pairs = " ".join(f"{src_words[n][i]}={tgt_words[n][j]}" for i, j in sorted(predicted[n]))
+    for n in range(min(examples, len(result.predicted))):
+        pairs = " ".join(f"{result.src[n][i]}={result.tgt[n][j]}" for i, j in sorted(result.predicted[n]))
         out.print(f"{n + 1}: {pairs}", highlight=False, markup=False)
 
 

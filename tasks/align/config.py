@@ -1,7 +1,7 @@
 """Typed config of the align stage (the `[align]` section of a pipeline TOML).
 
     [align]
-    backend = "wspalign"          # or "simalign", "eflomal"
+    backend = "wspalign"          # a registered backend: "wspalign", "simalign", "eflomal", ...
     pairs = "english_pivot"       # or "all_pairs"
 
     [align.wspalign]              # settings of the chosen backend (defaults when omitted)
@@ -9,109 +9,30 @@
     combine = "sum"
     threshold = 0.9
 
-Only the chosen backend's table may be given; it alone enters the cache key.
+Only the chosen backend's table may be given; it alone enters the cache key. Each backend owns
+its settings model (`tasks/align/backends/<backend>.py`, registered in `ALIGN_BACKENDS`):
+validating `[align]` gives an `AlignConfig` whose field named after the backend holds them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import cache
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidatorFunctionWrapHandler, ValidationInfo, create_model, field_validator, model_validator
 
+from tasks.align.backends import ALIGN_BACKENDS, AlignBackend
 from tasks.corpus.config import LangCodes
-from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
+from tasks.stage import StageConfig
 
-BACKENDS = ("wspalign", "simalign", "eflomal")
-
-
-def _is_local_dir(path: str) -> bool:
-    return Path(path).expanduser().is_dir()
-Precision = Literal["auto", "float32", "bfloat16", "float16"]
-
-
-class WspalignSettings(StageConfig):
-    """Span-prediction alignment with a WSPAlign question-answering checkpoint.
-
-    For each word of sentence A the question is A with the word between ` ¶ ` markers and
-    the context is sentence B; the predicted span of B (or the null answer) gives the aligned
-    words with score P(start)·P(end). Both directions are run and combined:
-
-      sum           the authors' inference script: for pairs found A→B, each direction's
-                    score divided by its span width (in words), summed; pairs found only
-                    B→A are dropped; kept when the sum > threshold. WACSE uses this with
-                    threshold 0.9. The stored score is the sum / 2 (so it stays in [0, 1]).
-      average       the authors' evaluation: (P_ab + P_ba^T) / 2 > threshold (they use 0.4)
-      intersection  both directions > threshold; score = their mean
-      union         either direction > threshold; score = the larger
-    """
-
-    source: Literal["hub", "local", "tiny_random"] = Field(
-        default="hub", description="hub id, local directory, or a seeded tiny random model built on the spot (mechanics tests)"
-    )
-    model: HubIdOrPath = Field(default="qiyuw/WSPAlign-xlm-base", description="hub id or local directory (safetensors weights only)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
-        return local_source_paths(data, info, ("model",))
-    revision: str | None = Field(default=None, description="hub revision (commit) to pin")
-    seed: int = Field(default=0, description="seed of the tiny_random model")
-    combine: Literal["sum", "average", "intersection", "union"] = "sum"
-    threshold: float = Field(default=0.9, ge=0.0, le=2.0, description="WACSE: 0.9 with combine = 'sum'")
-    max_seq_length: int = Field(default=384, ge=16, le=4096, description="pairs whose question+context is longer are dropped")
-    max_answer_tokens: int = Field(default=15, ge=1, le=128, description="longest predicted span, in tokens")
-    batch_tokens: int = Field(default=16_384, ge=256, json_schema_extra=NOT_KEYED, description="padded tokens per forward batch")
-    device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
-    precision: Precision = Field(default="auto", json_schema_extra=NOT_KEYED, description="auto: bfloat16 on CUDA, float32 on CPU")
-
-    def located_fields(self) -> set[str]:
-        # a local model folder is keyed by its files' contents (align's fingerprint), not its path
-        return {"model"} if self.source == "local" and _is_local_dir(self.model) else set()
-
-    @model_validator(mode="after")
-    def _model_named(self) -> WspalignSettings:
-        if self.source != "tiny_random" and not self.model.strip():
-            raise ValueError("wspalign.model must name a hub id or a local directory")
-        return self
-
-
-class SimalignSettings(StageConfig):
-    """SimAlign: word vectors (mean of subword vectors) of an encoder, cosine similarity, then
-    `argmax` (mutual best), `itermax` (argmax, then again among unaligned words, SimAlign's
-    default) or `match` (maximum-weight one-to-one matching). Score = (cos + 1) / 2."""
-
-    model: HubIdOrPath | None = Field(
-        default=None, description="encoder directory or hub id; default: the pipeline's base_model artifact"
-    )
-    method: Literal["argmax", "itermax", "match"] = "itermax"
-    max_count: int = Field(default=2, ge=1, le=10, description="itermax: rounds (SimAlign: 2)")
-    alpha: float = Field(default=0.9, ge=0.0, le=1.0, description="itermax: weight of already aligned rows/columns (SimAlign: 0.9)")
-    prefix: str = Field(default="", description='prepended to every sentence, e.g. "query: "')
-    max_length: int = Field(default=256, ge=8, le=8192, description="tokens; longer sentences are dropped")
-    batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
-    device: str | None = Field(default=None, json_schema_extra=NOT_KEYED)
-
-    def located_fields(self) -> set[str]:
-        # a local encoder folder is keyed by its files' contents (align's fingerprint), not its path
-        return {"model"} if self.model and _is_local_dir(self.model) else set()
-
-
-class EflomalSettings(StageConfig):
-    """eflomal (Östling & Tiedemann 2016): Bayesian IBM-style alignment by Gibbs sampling, per
-    language pair, over the pairs of a shard (larger shards give better statistics).
-    Directional links are symmetrised; score 1.0 for links found in both directions, else 0.5.
-    eflomal seeds its sampler from /dev/urandom: results are not bit-for-bit reproducible."""
-
-    model: Literal[1, 2, 3] = Field(default=3, description="1: IBM1, 2: +HMM, 3: +fertility")
-    symmetrize: Literal["grow_diag_final_and", "intersection", "union"] = "grow_diag_final_and"
-    n_samplers: int = Field(default=3, ge=1, le=64)
-    null_prior: float = Field(default=0.2, gt=0.0, lt=1.0)
-    iterations_scale: float = Field(default=1.0, gt=0.0, le=100.0, description="eflomal's rel_iterations")
+# The keys of align artifacts built before backends were registered hold a table for each of
+# these three, null when not chosen; the key of every config keeps them, so those keys stay
+# valid. A backend added later does not add to this list.
+PRE_REGISTRY_TABLES = ("wspalign", "simalign", "eflomal")
 
 
 class AlignConfig(StageConfig):
-    backend: Literal["wspalign", "simalign", "eflomal"] = Field(description="which aligner")
+    backend: str = Field(description="which aligner: a name registered in tasks.align.backends.ALIGN_BACKENDS")
     pairs: Literal["english_pivot", "all_pairs"] = Field(
         default="english_pivot", description="pivot with every other language of a group (WACSE), or every pair once"
     )
@@ -121,22 +42,34 @@ class AlignConfig(StageConfig):
     groups_per_shard: int = Field(default=2_000, ge=1, description="multi-way groups per cached shard")
     max_groups: int | None = Field(default=None, ge=1, description="align only the first N groups (stable order)")
     max_words: int = Field(default=128, ge=1, le=4096, description="sentences with more words are dropped")
-    wspalign: WspalignSettings | None = None
-    simalign: SimalignSettings | None = None
-    eflomal: EflomalSettings | None = None
 
-    @model_validator(mode="before")
+    def __new__(cls, *args: Any, **data: Any) -> AlignConfig:
+        # `AlignConfig(backend=..., ...)` gives the backend's config class, as model_validate does
+        # (Python then runs that instance's __init__ with the same arguments: validated once more)
+        if cls is AlignConfig and data.get("backend") in ALIGN_BACKENDS:
+            return backend_config_class(ALIGN_BACKENDS[data["backend"]]).model_validate(data)
+        return super().__new__(cls)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _backend_table(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        backend = data.get("backend")
-        others = [name for name in BACKENDS if name != backend and data.get(name) is not None]
-        if backend in BACKENDS and others:
+    def _backend_table(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """`AlignConfig.model_validate(section)` gives the chosen backend's config class
+        (`backend_config_class`), with the backend's table validated by its settings model."""
+        if not isinstance(data, dict) or data.get("backend") is None:
+            return handler(data)
+        backend = data["backend"]
+        if not isinstance(backend, str) or backend not in ALIGN_BACKENDS:
+            raise ValueError(f"unknown align backend {backend!r}; registered: {', '.join(sorted(ALIGN_BACKENDS))}")
+        tables = set(ALIGN_BACKENDS) | set(PRE_REGISTRY_TABLES)
+        others = [name for name in sorted(tables) if name != backend and data.get(name) is not None]
+        if others:
             raise ValueError(f"[align.{others[0]}] is given but backend = {backend!r}; remove it or change the backend")
-        if backend in BACKENDS and data.get(backend) is None:
-            data = {**data, backend: {}}
-        return data
+        data = {k: v for k, v in data.items() if k not in tables or k == backend}  # null tables (a dump of an older config)
+        data[backend] = data.get(backend) or {}
+        model = backend_config_class(ALIGN_BACKENDS[backend])
+        if cls is model:
+            return handler(data)
+        return model.model_validate(data, context=info.context)
 
     @field_validator("pivot")
     @classmethod
@@ -146,11 +79,32 @@ class AlignConfig(StageConfig):
         return to_flores(pivot)
 
     @property
-    def settings(self) -> WspalignSettings | SimalignSettings | EflomalSettings:
-        """The chosen backend's settings."""
+    def backend_class(self) -> type[AlignBackend]:
+        """The chosen backend (its `load`, `fingerprint`, `uses_base_model`)."""
+        return ALIGN_BACKENDS[self.backend]
+
+    @property
+    def settings(self) -> Any:
+        """The chosen backend's settings (an instance of its `Settings` model)."""
         return getattr(self, self.backend)
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {**dict.fromkeys(PRE_REGISTRY_TABLES), **data}
 
     def flores_langs(self) -> list[str] | None:
         from tasks.corpus.languages import to_flores
 
         return None if self.langs is None else [to_flores(code) for code in self.langs]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the per-backend classes are built at run time: pickle the section, not the class
+        return (AlignConfig.model_validate, (self.model_dump(mode="json"),))
+
+
+@cache
+def backend_config_class(backend: type[AlignBackend]) -> type[AlignConfig]:
+    """`AlignConfig` with one more field, named after the backend, holding its settings."""
+    if backend.name in AlignConfig.model_fields:
+        raise ValueError(f"align backend name {backend.name!r} is a field of [align]; rename the backend")
+    field = (backend.Settings, Field(description=f"settings of the {backend.name} backend ([align.{backend.name}])"))
+    return create_model("AlignConfig", __base__=AlignConfig, __module__=__name__, **{backend.name: field})

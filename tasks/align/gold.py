@@ -8,22 +8,28 @@ WPT gold sets; `zero_based=True` for 0-based files). An empty line is a pair wit
     AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|)      with S ⊆ P (sure links are also possible)
     precision = |A∩P| / |A|,  recall = |A∩S| / |S|,  F1 = 2PR / (P + R)
 
-counted over the whole set (Och & Ney 2003).
+counted over the whole set (Och & Ney 2003). `score_gold_set` does it all for an `[align]`
+config: read and check the files, load the backend, align, score (`xlembed align`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
 import regex
+
+from tasks.align.backends import WordAligner
+from tasks.align.config import AlignConfig
 
 _LINK = regex.compile(r"^(\d+)([-?p])(\d+)$")
 
 
-class GoldFormatError(ValueError):
+class GoldInputError(ValueError):
+    """The files or options of a gold-set scoring cannot be used; the message names which."""
+
+
+class GoldFormatError(GoldInputError):
     """A gold or sentence file that cannot be used; the message names file, line and field."""
 
 
@@ -125,21 +131,82 @@ def score_alignments(predicted: Iterable[Iterable[tuple[int, int]]], gold: Seque
     return AlignmentScores(aer, precision, recall, f1, pairs, a_total, s_total, p_total)
 
 
-def align_gold_set(
-    aligner: Any,
-    src: Sequence[list[str]],
-    tgt: Sequence[list[str]],
-    src_lang: str,
-    tgt_lang: str,
-    extra: Sequence[tuple[list[str], list[str]]] = (),
-) -> list[set[tuple[int, int]]]:
-    """Links predicted for each (src, tgt) sentence pair; a pair the backend drops predicts none.
-
-    `extra` pairs (unlabelled parallel text) only add training statistics, for eflomal."""
+def align_gold_set(aligner: WordAligner, src: Sequence[list[str]], tgt: Sequence[list[str]], src_lang: str, tgt_lang: str) -> list[set[tuple[int, int]]]:
+    """Links predicted for each (src, tgt) sentence pair; a pair the backend drops predicts none."""
     import numpy as np
 
     n = len(src)
     sentences, langs = [*src, *tgt], [src_lang] * n + [tgt_lang] * n
     pairs = np.stack([np.arange(n), n + np.arange(n)], axis=1)
-    links = aligner.align(sentences, langs, pairs, extra=extra) if extra else aligner.align(sentences, langs, pairs)
+    links = aligner.align(sentences, langs, pairs)
     return [set() if l is None else set(zip(l[0].tolist(), l[1].tolist())) for l in links]
+
+
+@dataclass(frozen=True)
+class GoldSetResult:
+    """What `score_gold_set` found: the scores, and per pair the sentences and predicted links."""
+
+    label: str  # the aligner's label, e.g. "simalign:itermax"
+    scores: AlignmentScores
+    src: list[list[str]]
+    tgt: list[list[str]]
+    predicted: list[set[tuple[int, int]]]
+
+
+def score_gold_set(
+    config: AlignConfig,
+    gold: str | Path,
+    src: str | Path,
+    tgt: str | Path,
+    langs: tuple[str, str] = ("eng_Latn", "fra_Latn"),
+    *,
+    zero_based: bool = False,
+    train: tuple[str | Path | None, str | Path | None] = (None, None),
+    base_model: Callable[[], Path] | None = None,
+) -> GoldSetResult:
+    """Align a gold set's sentence pairs with the backend of an `[align]` config and score them.
+
+    `train`: extra parallel text (source file, target file, tokenised like `src`/`tgt`) given
+    to the aligner's `fit` first, for a backend that learns from it (eflomal).
+    `base_model`: returns the pipeline's base_model artifact folder (building it if needed),
+    called only when the backend reads it. Unusable files or options raise GoldInputError
+    naming them; the gold files are read and checked before any model is loaded."""
+    from tasks.align.stage import load_aligner  # polars, pyarrow: only when scoring
+    from tasks.corpus.languages import to_flores
+
+    gold_pairs = read_gold(gold, zero_based=zero_based)
+    src_words, tgt_words = read_tokenized(src), read_tokenized(tgt)
+    check_gold(gold_pairs, src_words, tgt_words, gold)
+    extra = read_parallel(*train)
+    try:
+        src_lang, tgt_lang = (to_flores(code) for code in langs)
+    except ValueError as exc:
+        raise GoldInputError(str(exc)) from None
+    backend = config.backend_class
+    folder = None
+    if backend.uses_base_model(config.settings):
+        if base_model is None:
+            raise GoldInputError(
+                f"align backend {config.backend!r} reads the pipeline's base model: add a [base_model] section, or name a model in [align.{config.backend}]"
+            )
+        folder = base_model()
+    aligner = load_aligner(config, folder)
+    if extra:
+        try:
+            aligner.fit(extra)
+        except ValueError as exc:
+            raise GoldInputError(f"{exc}: leave out the extra training text ({train[0]}, {train[1]})") from None
+    predicted = align_gold_set(aligner, src_words, tgt_words, src_lang, tgt_lang)
+    return GoldSetResult(aligner.label, score_alignments(predicted, gold_pairs), src_words, tgt_words, predicted)
+
+
+def read_parallel(src: str | Path | None, tgt: str | Path | None) -> list[tuple[list[str], list[str]]]:
+    """Line-aligned tokenised files as sentence pairs; none when both are None."""
+    if (src is None) != (tgt is None):
+        raise GoldInputError("extra training text: give both a source and a target file, or neither")
+    if src is None or tgt is None:
+        return []
+    src_words, tgt_words = read_tokenized(src), read_tokenized(tgt)
+    if len(src_words) != len(tgt_words):
+        raise GoldInputError(f"{src} has {len(src_words)} lines, {tgt} has {len(tgt_words)}")
+    return list(zip(src_words, tgt_words))

@@ -23,15 +23,16 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from tasks.align.backends import WordAligner
 from tasks.align.config import AlignConfig
 from tasks.align.schema import ALIGNMENT_STRUCT, WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
 CODE_VERSION = "1"
 READ_COLUMNS = ("group_id", "lang", "text", "split")
 _CACHE_LOCK = threading.Lock()
-_ALIGNER_CACHE: dict[str, Any] = {}
+_ALIGNER_CACHE: dict[str, WordAligner] = {}
 
 
 def corpus_input(inputs: Inputs) -> Any:
@@ -84,29 +85,21 @@ def make_pairs(frame: pl.DataFrame, mode: str, pivot: str) -> pl.DataFrame:
     return joined.sort("group_id", "src_lang", "tgt_lang")
 
 
-def load_aligner(config: AlignConfig, model_dir: Path | None = None) -> Any:
-    """The configured backend. `model_dir`: the base_model artifact's folder (simalign's default encoder)."""
-    if config.backend == "wspalign":
-        from tasks.align.backends.wspalign import WspAligner
-
-        return WspAligner.load(config.wspalign)
-    if config.backend == "simalign":
-        from tasks.align.backends.simalign import SimAligner
-
-        return SimAligner.load(config.simalign, None if config.simalign.model else (str(model_dir) if model_dir else None))
-    from tasks.align.backends.eflomal_backend import EflomalAligner
-
-    return EflomalAligner(config.eflomal)
+def load_aligner(config: AlignConfig, base_model: Path | None = None) -> WordAligner:
+    """The configured backend, loaded. `base_model`: the base_model artifact's folder, for a
+    backend that reads it (`uses_base_model`)."""
+    return config.backend_class.load(config.settings, base_model)
 
 
-def _cached_aligner(config: AlignConfig, inputs: Inputs) -> Any:
+def _cached_aligner(config: AlignConfig, inputs: Inputs) -> WordAligner:
     """One loaded aligner per process (shards of a run share it)."""
-    model_dir = inputs["base_model"].local_dir() if config.backend == "simalign" and "base_model" in inputs else None
-    key = f"{config.model_dump_json()}|{model_dir}"
+    uses_base_model = config.backend_class.uses_base_model(config.settings)
+    base_model = inputs["base_model"].local_dir() if uses_base_model and "base_model" in inputs else None
+    key = f"{config.model_dump_json()}|{base_model}"
     with _CACHE_LOCK:
         if key not in _ALIGNER_CACHE:
             _ALIGNER_CACHE.clear()
-            _ALIGNER_CACHE[key] = load_aligner(config, model_dir)
+            _ALIGNER_CACHE[key] = load_aligner(config, base_model)
         return _ALIGNER_CACHE[key]
 
 
@@ -185,24 +178,7 @@ def build_align_shard(config: AlignConfig, inputs: Inputs, shard: ShardSpec, con
 
 
 def fingerprint_align(config: AlignConfig) -> dict[str, Any]:
-    from importlib.metadata import version
-
-    out: dict[str, Any] = {}
-    if config.backend == "wspalign":
-        settings = config.wspalign
-        if settings.source == "local":
-            root = Path(settings.model).expanduser()
-            if root.is_dir():
-                out["model_files"] = folder_fingerprint(root, (p for p in root.glob("*") if p.is_file()))
-        elif settings.source == "tiny_random":  # random init and tokenizer training depend on these
-            out["packages"] = {name: version(name) for name in ("torch", "transformers", "tokenizers")}
-    elif config.backend == "simalign" and config.simalign.model:
-        root = Path(config.simalign.model).expanduser()
-        if root.is_dir():
-            out["model_files"] = folder_fingerprint(root, (p for p in root.rglob("*") if p.is_file()))
-    elif config.backend == "eflomal":
-        out["packages"] = {"eflomal": version("eflomal")}
-    return out
+    return config.backend_class.fingerprint(config.settings)
 
 
 ALIGN_STAGE: Stage[AlignConfig] = Stage(
@@ -215,5 +191,5 @@ ALIGN_STAGE: Stage[AlignConfig] = Stage(
     inputs=("corpus",),
     optional_inputs=("translate", "base_model"),
     fingerprint_sources=fingerprint_align,
-    description="word alignments of translation pairs (WSPAlign, SimAlign or eflomal)",
+    description="word alignments of translation pairs (a registered backend: WSPAlign, SimAlign, eflomal, ...)",
 )

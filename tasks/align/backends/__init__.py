@@ -1,35 +1,17 @@
-"""Word aligners: one file per backend, one interface.
+"""Word aligners: one file per backend, one interface (`base.py`), one registry.
 
-    aligner.align(sentences, pairs)  ->  per pair: (src int32, tgt int32, score float32) or None
+    aligner.align(sentences, langs, pairs)  ->  per pair: (src int32, tgt int32, score float32) or None
 
-`sentences` are word lists (each sentence once, however many pairs it is in); `pairs` is an
-int array [P, 2] of (source, target) indices into them. None marks a pair the backend
-cannot align (too long for its model); the stage counts it as dropped.
+A backend is a class in its own file, decorated with `@register_backend`; importing the file
+registers it. The built-in backends are imported below, one line each (docs/architecture.md,
+"How to add an align backend").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from tasks.align.backends.base import ALIGN_BACKENDS, AlignBackend, ParallelText, Progress, WordAligner, register_backend, word_of_tokens
+from tasks.align.backends import wspalign  # noqa: E402, F401 - registers "wspalign"
+from tasks.align.backends import simalign  # noqa: E402, F401 - registers "simalign"
+from tasks.align.backends import eflomal_backend  # noqa: E402, F401 - registers "eflomal"
 
-import numpy as np
-
-from tasks.align.combine import Links
-
-Progress = Callable[[int], None] | None
-
-
-class WordAligner(Protocol):
-    label: str  # the output's `backend` column: "wspalign", "simalign:itermax", "eflomal"
-
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]: ...
-
-
-def word_of_tokens(word_lengths: np.ndarray, token_starts: np.ndarray) -> np.ndarray:
-    """Word index of each token of `" ".join(words)`, from the tokens' character starts.
-
-    A token belongs to the first word that ends after the token starts: a word's own
-    subwords, and a lone "▁" (whose offset may cover the space before a word) to the word after.
-    """
-    ends = np.cumsum(word_lengths + 1) - 1  # exclusive end of each word in the joined string
-    return np.searchsorted(ends, token_starts, side="right")
+__all__ = ["ALIGN_BACKENDS", "AlignBackend", "ParallelText", "Progress", "WordAligner", "register_backend", "word_of_tokens"]

@@ -15,31 +15,59 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from tasks.align.backends import Progress
+from tasks.align.backends.base import AlignBackend, ParallelText, Progress, register_backend
 from tasks.align.combine import DirectionalLinks, Links, combine_directions, empty_links, grow_diag_final_and
-from tasks.align.config import EflomalSettings
+from tasks.stage import StageConfig
 
 
-class EflomalAligner:
+class EflomalSettings(StageConfig):
+    """eflomal (`[align.eflomal]`; Östling & Tiedemann 2016): Bayesian IBM-style alignment by Gibbs
+    sampling, per language pair, over the pairs of a shard (larger shards give better statistics).
+    Directional links are symmetrised; score 1.0 for links found in both directions, else 0.5.
+    eflomal seeds its sampler from /dev/urandom: results are not bit-for-bit reproducible."""
+
+    model: Literal[1, 2, 3] = Field(default=3, description="1: IBM1, 2: +HMM, 3: +fertility")
+    symmetrize: Literal["grow_diag_final_and", "intersection", "union"] = "grow_diag_final_and"
+    n_samplers: int = Field(default=3, ge=1, le=64)
+    null_prior: float = Field(default=0.2, gt=0.0, lt=1.0)
+    iterations_scale: float = Field(default=1.0, gt=0.0, le=100.0, description="eflomal's rel_iterations")
+
+
+@register_backend
+class EflomalAligner(AlignBackend):
+    name = "eflomal"
+    Settings = EflomalSettings
     label = "eflomal"
 
     def __init__(self, settings: EflomalSettings) -> None:
         import eflomal  # noqa: F401 - fail early, naming the package
 
         self.settings = settings
+        self.extra: list[tuple[list[str], list[str]]] = []
 
-    def align(
-        self,
-        sentences: Sequence[list[str]],
-        langs: Sequence[str],
-        pairs: np.ndarray,
-        progress: Progress = None,
-        extra: Sequence[tuple[list[str], list[str]]] = (),
-    ) -> list[Links | None]:
-        """Align `pairs`; `extra` pairs (same languages as all of `pairs`) only add statistics."""
+    @classmethod
+    def load(cls, settings: EflomalSettings, base_model: Path | None = None) -> EflomalAligner:
+        return cls(settings)
+
+    @classmethod
+    def fingerprint(cls, settings: EflomalSettings) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {"packages": {"eflomal": version("eflomal")}}
+
+    def fit(self, extra: ParallelText) -> None:
+        """Parallel text (word lists) sampled together with the pairs of every later `align` call,
+        for better statistics; eflomal has no separate training step. Same language pair as
+        the pairs to align. Replaces the text of an earlier call."""
+        self.extra = [(list(src), list(tgt)) for src, tgt in extra]
+
+    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+        """Align `pairs`, each language pair on its own (with the text given to `fit`)."""
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         out: list[Links | None] = [None] * len(pairs)
         keys = [(langs[a], langs[b]) for a, b in pairs]
@@ -47,13 +75,13 @@ class EflomalAligner:
             index = [k for k, other in enumerate(keys) if other == key]
             src = [sentences[pairs[k, 0]] for k in index]
             tgt = [sentences[pairs[k, 1]] for k in index]
-            for k, links in zip(index, self.align_words(src, tgt, extra)):
+            for k, links in zip(index, self.align_words(src, tgt, self.extra)):
                 out[k] = links
             if progress is not None:
                 progress(len(index))
         return out
 
-    def align_words(self, src: Sequence[list[str]], tgt: Sequence[list[str]], extra: Sequence[tuple[list[str], list[str]]] = ()) -> list[Links]:
+    def align_words(self, src: Sequence[list[str]], tgt: Sequence[list[str]], extra: ParallelText = ()) -> list[Links]:
         """Alignments of parallel word lists of one language pair."""
         import eflomal
 

@@ -17,27 +17,66 @@ result equals SimAlign's per-pair computation. Link score = the similarity.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from tasks.align.backends import Progress, word_of_tokens
+from tasks.align.backends.base import AlignBackend, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import Links, empty_links, split_by_pair
-from tasks.align.config import SimalignSettings
+from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint
 
 PAIRS_PER_BATCH = 256
 
 
-class SimAligner:
+class SimalignSettings(StageConfig):
+    """SimAlign (`[align.simalign]`): word vectors (mean of subword vectors) of an encoder, cosine
+    similarity, then `argmax` (mutual best), `itermax` (argmax, then again among unaligned words,
+    SimAlign's default) or `match` (maximum-weight one-to-one matching). Score = (cos + 1) / 2."""
+
+    model: HubIdOrPath | None = Field(
+        default=None, description="encoder directory or hub id; default: the pipeline's base_model artifact"
+    )
+    method: Literal["argmax", "itermax", "match"] = "itermax"
+    max_count: int = Field(default=2, ge=1, le=10, description="itermax: rounds (SimAlign: 2)")
+    alpha: float = Field(default=0.9, ge=0.0, le=1.0, description="itermax: weight of already aligned rows/columns (SimAlign: 0.9)")
+    prefix: str = Field(default="", description='prepended to every sentence, e.g. "query: "')
+    max_length: int = Field(default=256, ge=8, le=8192, description="tokens; longer sentences are dropped")
+    batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
+    device: str | None = Field(default=None, json_schema_extra=NOT_KEYED)
+
+    def located_fields(self) -> set[str]:
+        # a local encoder folder is keyed by its files' contents (the backend's fingerprint), not its path
+        return {"model"} if self.model and is_local_dir(self.model) else set()
+
+
+@register_backend
+class SimAligner(AlignBackend):
+    name = "simalign"
+    Settings = SimalignSettings
+
     def __init__(self, encoder: Any, settings: SimalignSettings) -> None:
         self.encoder, self.settings = encoder, settings
         self.label = f"simalign:{settings.method}"
 
     @classmethod
-    def load(cls, settings: SimalignSettings, model_dir: str | None = None) -> SimAligner:
+    def uses_base_model(cls, settings: SimalignSettings) -> bool:
+        return not settings.model
+
+    @classmethod
+    def fingerprint(cls, settings: SimalignSettings) -> dict[str, Any]:
+        root = Path(settings.model).expanduser() if settings.model else None
+        if root is None or not root.is_dir():
+            return {}  # the base model is an input artifact (keyed by its key); a hub id is keyed as written
+        return {"model_files": folder_fingerprint(root, (p for p in root.rglob("*") if p.is_file()))}
+
+    @classmethod
+    def load(cls, settings: SimalignSettings, base_model: Path | None = None) -> SimAligner:
+        """The encoder of `settings.model`, else the base_model artifact's folder."""
         from tasks.encoders import Encoder, EncoderSpec
 
-        model = model_dir or settings.model
+        model = settings.model or (str(base_model) if base_model else None)
         if not model:
             raise ValueError("simalign needs an encoder: the pipeline's base_model stage, or [align.simalign] model = DIR")
         spec = EncoderSpec(

@@ -32,15 +32,65 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, ValidationInfo, model_validator
 
-from tasks.align.backends import Progress, word_of_tokens
+from tasks.align.backends.base import AlignBackend, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
-from tasks.align.config import WspalignSettings
+from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint, local_source_paths
 
 log = logging.getLogger(__name__)
+
+Precision = Literal["auto", "float32", "bfloat16", "float16"]
+
+
+class WspalignSettings(StageConfig):
+    """Span-prediction alignment with a WSPAlign question-answering checkpoint (`[align.wspalign]`).
+
+    For each word of sentence A the question is A with the word between ` ¶ ` markers and
+    the context is sentence B; the predicted span of B (or the null answer) gives the aligned
+    words with score P(start)·P(end). Both directions are run and combined:
+
+      sum           the authors' inference script: for pairs found A→B, each direction's
+                    score divided by its span width (in words), summed; pairs found only
+                    B→A are dropped; kept when the sum > threshold. WACSE uses this with
+                    threshold 0.9. The stored score is the sum / 2 (so it stays in [0, 1]).
+      average       the authors' evaluation: (P_ab + P_ba^T) / 2 > threshold (they use 0.4)
+      intersection  both directions > threshold; score = their mean
+      union         either direction > threshold; score = the larger
+    """
+
+    source: Literal["hub", "local", "tiny_random"] = Field(
+        default="hub", description="hub id, local directory, or a seeded tiny random model built on the spot (mechanics tests)"
+    )
+    model: HubIdOrPath = Field(default="qiyuw/WSPAlign-xlm-base", description="hub id or local directory (safetensors weights only)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
+        return local_source_paths(data, info, ("model",))
+    revision: str | None = Field(default=None, description="hub revision (commit) to pin")
+    seed: int = Field(default=0, description="seed of the tiny_random model")
+    combine: Literal["sum", "average", "intersection", "union"] = "sum"
+    threshold: float = Field(default=0.9, ge=0.0, le=2.0, description="WACSE: 0.9 with combine = 'sum'")
+    max_seq_length: int = Field(default=384, ge=16, le=4096, description="pairs whose question+context is longer are dropped")
+    max_answer_tokens: int = Field(default=15, ge=1, le=128, description="longest predicted span, in tokens")
+    batch_tokens: int = Field(default=16_384, ge=256, json_schema_extra=NOT_KEYED, description="padded tokens per forward batch")
+    device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
+    precision: Precision = Field(default="auto", json_schema_extra=NOT_KEYED, description="auto: bfloat16 on CUDA, float32 on CPU")
+
+    def located_fields(self) -> set[str]:
+        # a local model folder is keyed by its files' contents (the backend's fingerprint), not its path
+        return {"model"} if self.source == "local" and is_local_dir(self.model) else set()
+
+    @model_validator(mode="after")
+    def _model_named(self) -> WspalignSettings:
+        if self.source != "tiny_random" and not self.model.strip():
+            raise ValueError("wspalign.model must name a hub id or a local directory")
+        return self
+
 
 MARKER = "¶"
 MASKED = -10_000.0  # the pipeline's value for logits outside the context
@@ -95,9 +145,12 @@ class TokenizedSentences:
     end: np.ndarray  # int64 [words]: one past the last token of each word (== first: no tokens)
 
 
-class WspAligner:
+@register_backend
+class WspAligner(AlignBackend):
     """Batched WSPAlign. Build with `WspAligner.load(settings)` or from a tokenizer and model."""
 
+    name = "wspalign"
+    Settings = WspalignSettings
     label = "wspalign"
 
     def __init__(self, tokenizer: Any, model: Any, settings: WspalignSettings) -> None:
@@ -119,17 +172,19 @@ class WspAligner:
         self.autocast_dtype = None if precision == "float32" else getattr(torch, precision)
 
     @classmethod
-    def load(cls, settings: WspalignSettings, model_dir: Path | None = None) -> WspAligner:
-        """Tokenizer and model named by `settings` (or `model_dir`): safetensors only, no remote code."""
+    def load(cls, settings: WspalignSettings, base_model: Path | None = None) -> WspAligner:
+        """Tokenizer and model named by `settings`: safetensors only, no remote code. (WSPAlign
+        has its own model; the pipeline's base model is not used.)"""
         import torch
         import transformers
 
         kwargs: dict[str, Any] = {"trust_remote_code": False}
-        if model_dir is None and settings.source == "tiny_random":
+        model_dir: Path | None = None
+        if settings.source == "tiny_random":
             from tasks.align.tiny import tiny_wspalign_dir
 
             model_dir = tiny_wspalign_dir(settings.seed)
-        if model_dir is None and settings.source == "local":
+        if settings.source == "local":
             model_dir = Path(settings.model).expanduser()
         if model_dir is not None:
             if not model_dir.is_dir():
@@ -150,6 +205,19 @@ class WspAligner:
         if not getattr(tokenizer, "is_fast", False):
             raise WspalignLoadError(f"{name}: a fast tokenizer (tokenizer.json) is required")
         return cls(tokenizer, model, settings)
+
+    @classmethod
+    def fingerprint(cls, settings: WspalignSettings) -> dict[str, Any]:
+        """A local model folder's files; for the tiny random model, the packages that build it."""
+        from importlib.metadata import version
+
+        if settings.source == "local":
+            root = Path(settings.model).expanduser()
+            if root.is_dir():
+                return {"model_files": folder_fingerprint(root, (p for p in root.glob("*") if p.is_file()))}
+        elif settings.source == "tiny_random":  # random init and tokenizer training depend on these
+            return {"packages": {name: version(name) for name in ("torch", "transformers", "tokenizers")}}
+        return {}
 
     # ------------------------------------------------------------------ batched
 

@@ -16,7 +16,7 @@ from tasks.align.config import AlignConfig
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
-from tasks.stage import InputArtifact, ShardContext, run_shard, run_stage, source_fingerprints, stage_key
+from tasks.stage import InputArtifact, ShardContext, keyed_config, run_shard, run_stage, source_fingerprints, stage_key
 
 TEXTS = {
     "eng": ["The cat sleeps on the sofa.", "I drink coffee every morning.", "The train leaves at seven.", "My sister is a doctor.", "It rains today."],
@@ -141,8 +141,12 @@ def test_config_errors() -> None:
     with pytest.raises(ValidationError, match="extra"):
         AlignConfig.model_validate({"backend": "wspalign", "wspalign": {"treshold": 0.9}})
     config = AlignConfig.model_validate({"backend": "wspalign", "pivot": "en"})
-    assert config.pivot == "eng_Latn" and config.wspalign.threshold == 0.9 and config.wspalign.combine == "sum"
-    assert config.simalign is None and "simalign" in config.model_dump()
+    assert config.pivot == "eng_Latn" and config.settings.threshold == 0.9 and config.settings.combine == "sum"
+    assert keyed_config(config)["simalign"] is None and "simalign" not in config.model_dump()
+    with pytest.raises(ValidationError, match="unknown align backend 'wsp'; registered: .*eflomal, simalign, wspalign"):
+        AlignConfig.model_validate({"backend": "wsp"})
+    built = AlignConfig(backend="eflomal", max_words=9, eflomal={"model": 2})  # as model_validate: the backend's config class
+    assert built.settings.model == 2 and built.max_words == 9 and built == AlignConfig.model_validate(built.model_dump())
 
 
 def test_xlembed_align_scores_the_gold_set(tmp_path: Path, tiny_encoder_dir: Path) -> None:
@@ -166,6 +170,15 @@ def test_xlembed_align_scores_the_gold_set(tmp_path: Path, tiny_encoder_dir: Pat
     bad.write_text("1-1 x\n", encoding="utf-8")
     result = CliRunner().invoke(app, [*args[:3], str(bad), *args[4:]])
     assert result.exit_code == 2 and "bad.gold:1: field 2" in " ".join(result.output.split())
+    # extra training text for a backend that learns nothing from it: refused, not silently ignored
+    result = CliRunner().invoke(app, [*args, "--train-src", str(DATA / "eng-fra.eng"), "--train-tgt", str(DATA / "eng-fra.fra")])
+    assert result.exit_code == 2 and "'simalign' learns nothing from extra parallel text" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, [*args, "--train-src", str(DATA / "eng-fra.eng")])
+    assert result.exit_code == 2 and "give both a source and a target file" in " ".join(result.output.split())
+    # no model and no [base_model] section to take one from
+    config.write_text(config.read_text(encoding="utf-8").split("[align.simalign]")[0], encoding="utf-8")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "'simalign' reads the pipeline's base model: add a [base_model] section" in " ".join(result.output.split())
 
 
 def test_align_progress_counts_word_pairs_toward_the_shards_total(corpus, tiny_wspalign_dir: Path) -> None:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.align.config import EflomalSettings
 from tasks.align.gold import align_gold_set, read_gold, read_tokenized, score_alignments
 from tasks.align.words import split_words
 from tests.tasks.align.conftest import DATA, flores_rows
@@ -12,13 +11,14 @@ pytest.importorskip("eflomal")
 
 
 def test_eflomal_on_flores_rows_and_the_gold_set() -> None:
-    from tasks.align.backends.eflomal_backend import EflomalAligner
+    from tasks.align.backends.eflomal_backend import EflomalAligner, EflomalSettings
 
     eng, fra = flores_rows("eng_Latn", 200), flores_rows("fra_Latn", 200)
     extra = [(split_words(e, "eng_Latn"), split_words(f, "fra_Latn")) for e, f in zip(eng, fra)]
     aligner = EflomalAligner(EflomalSettings(iterations_scale=0.2, n_samplers=1))
     src, tgt = read_tokenized(DATA / "eng-fra.eng"), read_tokenized(DATA / "eng-fra.fra")
-    predicted = align_gold_set(aligner, src, tgt, "eng_Latn", "fra_Latn", extra=extra)
+    aligner.fit(extra)
+    predicted = align_gold_set(aligner, src, tgt, "eng_Latn", "fra_Latn")
     scores = score_alignments(predicted, read_gold(DATA / "eng-fra.gold"))
     assert scores.predicted > 0 and scores.aer < 0.6  # sampled: a loose bound, not a benchmark
 

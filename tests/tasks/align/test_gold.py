@@ -4,7 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from tasks.align.gold import GoldFormatError, check_gold, parse_gold_line, read_gold, read_tokenized, score_alignments
+from tasks.align.config import AlignConfig
+from tasks.align.gold import (
+    GoldFormatError,
+    GoldInputError,
+    check_gold,
+    parse_gold_line,
+    read_gold,
+    read_parallel,
+    read_tokenized,
+    score_alignments,
+    score_gold_set,
+)
 
 from tests.tasks.align.conftest import DATA
 
@@ -54,3 +65,34 @@ def test_bad_gold_files_name_file_line_and_field(tmp_path: Path) -> None:
     empty.write_text("a b\n\n", encoding="utf-8")
     with pytest.raises(GoldFormatError, match=r"s\.txt:2: empty sentence"):
         read_tokenized(empty)
+
+
+def test_score_gold_set_asks_for_the_base_model_only_when_the_backend_reads_it(tiny_encoder_dir: Path) -> None:
+    files = (DATA / "eng-fra.gold", DATA / "eng-fra.eng", DATA / "eng-fra.fra")
+    asked: list[str] = []
+
+    def base_model() -> Path:
+        asked.append("base_model")
+        return tiny_encoder_dir
+
+    reads = AlignConfig.model_validate({"backend": "simalign", "simalign": {"method": "argmax", "device": "cpu"}})
+    result = score_gold_set(reads, *files, base_model=base_model)
+    assert asked == ["base_model"] and result.label == "simalign:argmax" and result.scores.pairs == 12
+    own = AlignConfig.model_validate({"backend": "simalign", "simalign": {"model": str(tiny_encoder_dir), "method": "argmax", "device": "cpu"}})
+    same = score_gold_set(own, *files, base_model=base_model)
+    assert asked == ["base_model"] and same.predicted == result.predicted  # the same encoder, not asked again
+    with pytest.raises(GoldInputError, match="reads the pipeline's base model"):
+        score_gold_set(reads, *files)
+    with pytest.raises(GoldInputError, match="unknown language"):
+        score_gold_set(own, *files, ("eng_Latn", "xx_nope"))
+
+
+def test_extra_parallel_text_files_are_checked(tmp_path: Path) -> None:
+    assert read_parallel(None, None) == []
+    with pytest.raises(GoldInputError, match="give both"):
+        read_parallel(DATA / "eng-fra.eng", None)
+    short = tmp_path / "short.txt"
+    short.write_text("a b\n", encoding="utf-8")
+    with pytest.raises(GoldInputError, match=r"eng-fra\.eng has 12 lines, .*short\.txt has 1"):
+        read_parallel(DATA / "eng-fra.eng", short)
+    assert read_parallel(short, short) == [(["a", "b"], ["a", "b"])]

@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tasks.align.backends.simalign import SimAligner, _argmax, _itermax
-from tasks.align.config import SimalignSettings
+from tasks.align.backends.simalign import SimAligner, SimalignSettings, _argmax, _itermax
 from tasks.align.words import split_words
 from tests.tasks.align.conftest import flores_rows
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.align.backends.wspalign import MARKER, WspAligner, WspalignLoadError
-from tasks.align.config import WspalignSettings
+from tasks.align.backends.wspalign import MARKER, WspAligner, WspalignLoadError, WspalignSettings
 from tasks.align.words import split_words
 from tests.tasks.align.conftest import flores_rows
 

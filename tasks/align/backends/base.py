@@ -1,0 +1,114 @@
+"""What an align backend is, and the registry that finds one by name.
+
+A backend is one class (one file in this folder): its `name` (the `backend = "..."` of
+`[align]`, and the name of its settings table `[align.<name>]`), its config model
+`Settings`, and its behaviour:
+
+    Backend.load(settings, base_model)  ->  the aligner (an instance of the class)
+    Backend.uses_base_model(settings)   ->  reads the pipeline's base_model artifact?
+    Backend.fingerprint(settings)       ->  what the key needs beyond the settings (files, packages)
+    aligner.align(sentences, langs, pairs)  ->  per pair: (src int32, tgt int32, score float32) or None
+    aligner.fit(extra)                  ->  optional: learn from unlabelled parallel text
+
+`sentences` are word lists (each sentence once, however many pairs it is in); `pairs` is an
+int array [P, 2] of (source, target) indices into them. None marks a pair the backend
+cannot align (too long for its model); the stage counts it as dropped.
+
+`@register_backend` puts a class into `ALIGN_BACKENDS`; nothing else in xlembed names a backend.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+
+from tasks.align.combine import Links
+from tasks.stage import StageConfig
+
+Progress = Callable[[int], None] | None
+ParallelText = Sequence[tuple[list[str], list[str]]]
+
+
+class WordAligner(Protocol):
+    """A loaded backend, as the align stage and the gold scorer use it."""
+
+    label: str  # the output's `backend` column: "wspalign", "simalign:itermax", "eflomal"
+
+    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]: ...
+
+    def fit(self, extra: ParallelText) -> None: ...
+
+
+class AlignBackend:
+    """Base of a backend class. Set `name` and `Settings`, implement `load` and `align`; override
+    `uses_base_model`, `fingerprint` and `fit` when the backend needs them."""
+
+    name: ClassVar[str]
+    Settings: ClassVar[type[StageConfig]]
+    label: str
+
+    @classmethod
+    def load(cls, settings: Any, base_model: Path | None = None) -> AlignBackend:
+        """The aligner for `settings`; `base_model` is the pipeline's base_model artifact folder,
+        given when `uses_base_model(settings)` and the pipeline has one."""
+        raise NotImplementedError(f"{cls.__name__}.load")
+
+    @classmethod
+    def uses_base_model(cls, settings: Any) -> bool:
+        """Whether `load` reads the base_model artifact (its folder then also names the loaded aligner in the stage's cache)."""
+        return False
+
+    @classmethod
+    def fingerprint(cls, settings: Any) -> dict[str, Any]:
+        """Keyed contents beyond the settings: local model files (`tasks.stage.folder_fingerprint`),
+        package versions that change the output. Default: none."""
+        return {}
+
+    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+        raise NotImplementedError(f"{type(self).__name__}.align")
+
+    def fit(self, extra: ParallelText) -> None:
+        """Learn from unlabelled parallel sentence pairs (word lists) of the language pair that
+        later `align` calls align. Backends with nothing to learn refuse."""
+        raise ValueError(f"align backend {self.name!r} learns nothing from extra parallel text")
+
+
+ALIGN_BACKENDS: dict[str, type[AlignBackend]] = {}
+
+B = TypeVar("B", bound=type[AlignBackend])
+
+
+def register_backend(cls: B) -> B:
+    """Class decorator: make `cls` the backend named `cls.name` (`[align] backend = "<name>"`)."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name != name.lower():
+        raise ValueError(f"{cls.__qualname__}.name must be a lower-case identifier (it names a TOML table [align.<name>]), got {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, AlignBackend)):
+        raise TypeError(f"{cls!r} is not a subclass of tasks.align.backends.AlignBackend")
+    settings = getattr(cls, "Settings", None)
+    if not (isinstance(settings, type) and issubclass(settings, StageConfig)):
+        raise TypeError(f"{cls.__qualname__}.Settings must be a tasks.stage.StageConfig subclass, got {settings!r}")
+    known = ALIGN_BACKENDS.get(name)
+    if known is not None and known is not cls:
+        raise ValueError(f"align backend {name!r} is already registered by {known.__module__}.{known.__qualname__}")
+    ALIGN_BACKENDS[name] = cls
+    return cls
+
+
+def is_local_dir(path: str) -> bool:
+    """Whether a model setting names an existing local folder (keyed by its files, not its path)."""
+    return Path(path).expanduser().is_dir()
+
+
+def word_of_tokens(word_lengths: np.ndarray, token_starts: np.ndarray) -> np.ndarray:
+    """Word index of each token of `" ".join(words)`, from the tokens' character starts.
+
+    A token belongs to the first word that ends after the token starts: a word's own
+    subwords, and a lone "▁" (whose offset may cover the space before a word) to the word after.
+    """
+    ends = np.cumsum(word_lengths + 1) - 1  # exclusive end of each word in the joined string
+    return np.searchsorted(ends, token_starts, side="right")
