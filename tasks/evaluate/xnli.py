@@ -4,7 +4,7 @@ The setting of WACSE (Table 7) and DAP (Table 4, appendix C), following Chi et a
 the encoder and a linear head are fine-tuned on English training pairs (MultiNLI), each
 learning rate of a small grid is tried, the one with the best dev accuracy is kept, and
 test accuracy is reported for each of the 15 XNLI languages. Paper settings are the
-defaults of `XnliBenchmark`: batch 256, max length 128, 2 epochs, no weight decay,
+defaults of `XnliBenchmark` (tasks/evaluate/benchmarks/xnli.py): batch 256, max length 128, 2 epochs, no weight decay,
 learning rates {1e-5, 3e-5, 5e-5, 7e-5}; AdamW with a linear decay (no warmup unless
 `warmup_ratio` is set), dropout 0.1 before the head. The papers do not say on which dev set
 the rate is picked: `select_on = "all_dev"` (default) takes the mean over the evaluated
@@ -51,7 +51,8 @@ from tasks.evaluate.groups import GROUP_PREFIX, metric_row
 if TYPE_CHECKING:
     import torch
 
-    from tasks.evaluate.config import EncoderSettings, XnliBenchmark
+    from tasks.evaluate.benchmarks.xnli import XnliBenchmark
+    from tasks.evaluate.config import EncoderSettings
 
 __all__ = ["LABELS", "NliPairs", "read_nli_file", "read_xnli_split", "xnli_rows"]
 
