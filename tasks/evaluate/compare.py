@@ -46,7 +46,7 @@ import polars as pl
 import pyarrow as pa
 
 from storage.keys import canonical_json
-from tasks.evaluate.benchmarks import headline_metric, in_domain, item_metric
+from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
 from tasks.evaluate.groups import LANGUAGE_GROUPS
 from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (

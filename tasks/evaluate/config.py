@@ -1,5 +1,5 @@
-"""Typed config of the evaluate stage (the `[evaluate]` section). Each benchmark's own config is
-its class in tasks/evaluate/benchmarks/."""
+"""Typed config of the evaluate stage (the `[evaluate]` section). Each benchmark's own config
+(one `[[evaluate.benchmarks]]` table) is its class in tasks/evaluate/benchmarks/."""
 
 from __future__ import annotations
 
@@ -7,36 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
-from tasks.evaluate.benchmarks import (
-    XNLI_LANGUAGES,
-    Benchmark,
-    BuccBenchmark,
-    CorpusDevBenchmark,
-    DistractorSource,
-    MtebBenchmark,
-    MultiwayBenchmark,
-    StsBenchmark,
-    TatoebaBenchmark,
-    XnliBenchmark,
-    validate_benchmark,
-)
+from tasks.evaluate.benchmarks.registry import Benchmark, validate_benchmark
 from tasks.stage import NOT_KEYED, StageConfig
-
-__all__ = [  # the benchmark configs are re-exported: they were defined here before the registry
-    "XNLI_LANGUAGES",
-    "Benchmark",
-    "BenchmarkConfig",
-    "BuccBenchmark",
-    "CorpusDevBenchmark",
-    "DistractorSource",
-    "EncoderSettings",
-    "EvaluateConfig",
-    "MtebBenchmark",
-    "MultiwayBenchmark",
-    "StsBenchmark",
-    "TatoebaBenchmark",
-    "XnliBenchmark",
-]
 
 
 class EncoderSettings(StageConfig):

@@ -53,7 +53,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from tasks.evaluate.benchmarks import in_domain as benchmark_in_domain
+from tasks.evaluate.benchmarks.registry import in_domain as benchmark_in_domain
 from tasks.evaluate.stats import DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CORRELATION_TOKENS,

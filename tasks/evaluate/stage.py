@@ -1,7 +1,7 @@
 """The evaluate stage: score an encoder on its benchmarks (retrieval, mining, STS, ...); write a report.
 
 Each benchmark is a registered class (tasks/evaluate/benchmarks/): the stage asks it to check
-its files, fingerprint them and score the model through an `Evaluation`, and takes each
+its files, fingerprint them and score the model (through `benchmarks.Evaluation`), and takes each
 dataset's headline from its main metric; nothing here knows a benchmark by name.
 
 Input artifacts: `base_model` (the encoder, as a transformers directory), `corpus` (for
@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.evaluate.benchmarks import headline_metric
+from tasks.evaluate.benchmarks.registry import headline_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
@@ -79,11 +79,10 @@ def pair_similarities(src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.nda
     return PairSimilarities(src_lang, tgt_lang, matched, shuffled)
 
 
-class Evaluation:
-    """One model's evaluation, as a benchmark's `score` sees it: the encoder (`encode`), the
-    stage's `config`, `inputs` and shard `context` (drop counts, progress), the `model_dir`,
-    and what the benchmarks add: metric rows, per-query items, the sentences scored (for the
-    training-overlap check) and pair similarities and a word map (for the report's figures)."""
+class _Evaluation:
+    """One model's evaluation: what a benchmark's `score` gets (`benchmarks.Evaluation`). The
+    encoder, and what the benchmarks add: metric rows, per-query items, the sentences scored
+    (for the training-overlap check), pair similarities and a word map (for the report's figures)."""
 
     def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path) -> None:
         from tasks.encoders import Encoder, EncoderSpec
@@ -245,7 +244,7 @@ def trained_model_dir(artifact_dir: Path) -> Path:
     raise FileNotFoundError(f"the train artifact at {artifact_dir} holds no model (no config.json at its root or in model/)")
 
 
-def _score(evaluation: Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table]:
+def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table]:
     """(metrics, items) of one model."""
     for bench in config.benchmarks:
         bench.score(evaluation)
@@ -256,13 +255,13 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     base_dir = inputs["base_model"].local_dir()
     base_metrics = base_items = None
     if "train" in inputs:
-        evaluation = Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()))
+        evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()))
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
             base_context = ShardContext(shard.shard_id, workdir=context.workdir)
-            base_metrics, base_items = _score(Evaluation(config, inputs, base_context, base_dir), config)
+            base_metrics, base_items = _score(_Evaluation(config, inputs, base_context, base_dir), config)
     else:
-        evaluation = Evaluation(config, inputs, context, base_dir)
+        evaluation = _Evaluation(config, inputs, context, base_dir)
     metrics, items = _score(evaluation, config)
     leakage = training_overlap(evaluation.sentence_sets, inputs)
     _attach_items(context, ITEMS_FILE, items)

@@ -6,7 +6,7 @@ any encoding and keyed by content."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -18,15 +18,12 @@ from storage import ArtifactStore
 from tasks.base_model import BASE_MODEL_STAGE
 from tasks.corpus import CORPUS_STAGE
 from tasks.evaluate import EVALUATE_STAGE
-from tasks.evaluate.benchmarks import Benchmark, register_benchmark
+from tasks.evaluate.benchmarks import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.compare import headline_columns
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.stage import plan_evaluate_shards
 from tasks.stage import CONTENT_KEYED, ConfigPath, run_stage, source_fingerprints, stage_key
-
-if TYPE_CHECKING:
-    from tasks.evaluate.stage import Evaluation
 
 
 @register_benchmark

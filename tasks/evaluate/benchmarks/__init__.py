@@ -9,6 +9,7 @@ imported before the config is validated.
 from tasks.evaluate.benchmarks.registry import (
     BENCHMARKS,
     Benchmark,
+    Evaluation,
     headline_metric,
     in_domain,
     item_metric,
@@ -34,6 +35,7 @@ __all__ = [
     "BuccBenchmark",
     "CorpusDevBenchmark",
     "DistractorSource",
+    "Evaluation",
     "MtebBenchmark",
     "MultiwayBenchmark",
     "StsBenchmark",

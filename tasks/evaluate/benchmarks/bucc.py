@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from tasks.corpus.config import LangCodes
-from tasks.evaluate.benchmarks.registry import Benchmark, register_benchmark
+from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import CONTENT_KEYED, ConfigPath
-
-if TYPE_CHECKING:
-    from tasks.evaluate.stage import Evaluation
 
 
 @register_benchmark

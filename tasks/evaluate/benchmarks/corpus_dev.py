@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from tasks.corpus.languages import to_flores
-from tasks.evaluate.benchmarks.registry import Benchmark, register_benchmark
+from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 
 if TYPE_CHECKING:
     import polars as pl
-
-    from tasks.evaluate.stage import Evaluation
 
 
 @register_benchmark

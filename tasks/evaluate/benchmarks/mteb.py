@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from tasks.evaluate.benchmarks.registry import Benchmark, register_benchmark
+from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import NOT_KEYED, ConfigPath
-
-if TYPE_CHECKING:
-    from tasks.evaluate.stage import Evaluation
 
 
 @register_benchmark

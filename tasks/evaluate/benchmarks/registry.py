@@ -27,20 +27,19 @@ on its main metric, its per-query item metric and whether it is in domain.
 from __future__ import annotations
 
 import typing
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
+import numpy as np
 from pydantic_core import PydanticCustomError
 
-from tasks.stage import StageConfig, file_fingerprint, folder_fingerprint
-
-if TYPE_CHECKING:
-    from tasks.evaluate.stage import Evaluation
+from tasks.stage import Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
 
 __all__ = [
     "BENCHMARKS",
     "Benchmark",
+    "Evaluation",
     "headline_metric",
     "in_domain",
     "item_metric",
@@ -49,6 +48,38 @@ __all__ = [
     "register_benchmark",
     "validate_benchmark",
 ]
+
+
+class Evaluation(Protocol):
+    """What a benchmark's `score` gets: one model's evaluation (tasks/evaluate/stage.py implements it)."""
+
+    config: Any  # the stage's EvaluateConfig (encoder settings, word_map_concepts, seed, ...)
+    inputs: Inputs  # the stage's input artifacts (corpus, base_model; translate, train when present)
+    context: ShardContext  # drop counts (`context.drop(reason, n)`), progress
+    model_dir: Path  # the model scored, as a transformers / sentence-transformers folder
+    word_map: Any  # report.WordMap for the report's embedding map; the first benchmark that has one sets it
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of `texts` (each distinct text encoded once per evaluation)."""
+        ...
+
+    def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Metric rows (`groups.metric_row`), their `benchmark` being the benchmark's row benchmark."""
+        ...
+
+    def add_scores(self, scores: Iterable[Any]) -> None:
+        """Scored retrieval pairs (`retrieval.PairRetrieval`): their metric rows and per-query items."""
+        ...
+
+    def add_sentences(
+        self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True
+    ) -> None:
+        """The sentences of a scored set, for the overlap check against the training rows."""
+        ...
+
+    def add_pair(self, src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray) -> None:
+        """Embeddings of translation pairs, for the report's similarity histograms."""
+        ...
 
 
 class Benchmark(StageConfig):

@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from tasks.evaluate.benchmarks.registry import Benchmark, register_benchmark
+from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import CONTENT_KEYED, ConfigPath
 
 if TYPE_CHECKING:
     from tasks.evaluate.datasets import StsPairs
-    from tasks.evaluate.stage import Evaluation
 
 
 @register_benchmark

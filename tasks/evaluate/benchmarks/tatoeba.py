@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from tasks.corpus.config import LangCodes, LangKeyed
-from tasks.evaluate.benchmarks.registry import Benchmark, register_benchmark
+from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig, folder_fingerprint
 
 if TYPE_CHECKING:
     from tasks.evaluate.datasets import DistractorFolder
-    from tasks.evaluate.stage import Evaluation
 
 
 class DistractorSource(StageConfig):

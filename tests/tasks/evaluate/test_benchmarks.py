@@ -18,7 +18,7 @@ XNLI_TEST = {"en": 0.84, "fr": 0.78, "sw": 0.66}
 
 
 def xnli_rows() -> list[dict]:
-    """XNLI rows as tasks/evaluate/xnli.py writes them: `accuracy` at the picked rate, one row
+    """XNLI rows as tasks/evaluate/benchmarks/xnli.py writes them: `accuracy` at the picked rate, one row
     per rate tried, a group mean; the rates tried score lower than the picked one here."""
     rows = []
     for metric, shift in (("accuracy", 0.0), ("accuracy@lr=1e-05", -0.30), ("accuracy@lr=3e-05", -0.20)):
