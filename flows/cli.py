@@ -297,8 +297,9 @@ def evaluate(config: ConfigArg, force: Annotated[bool, typer.Option("--force", h
 def _print_evaluation(store: Any, key: str) -> None:
     import polars as pl
 
-    metrics = pl.from_arrow(store.read_table("evaluate", key))
-    main = metrics.filter(pl.col("metric").is_in(["accuracy_mean", "f1", "spearman"]))
+    from tasks.evaluate.stage import main_metric_rows
+
+    main = main_metric_rows(store.read_table("evaluate", key))  # each benchmark's main metric
     with out.frame_config(60):
         out.print(str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")), markup=False, highlight=False)
     manifest = store.manifest("evaluate", key)

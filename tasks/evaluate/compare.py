@@ -11,9 +11,10 @@ intervals as plain dicts.
 Columns are metric values picked from each table by a spec `benchmark/dataset/language/metric`:
 `language` is a FLORES-200 code, `group:<name>` (a group average row) or `mean` (the
 unweighted mean over every language row, groups left out). Without explicit columns the
-headline of every (benchmark, dataset) is shown: its main metric (accuracy_mean for Tatoeba
-and retrieval, F1 for BUCC, Spearman for STS, accuracy for XNLI, main_score for MTEB) as
-group averages, then as the mean over languages.
+headline of every (benchmark, dataset) is shown: its main metric (each benchmark's
+`main_metric`, tasks/evaluate/benchmarks/: accuracy_mean for Tatoeba and retrieval, F1 for
+BUCC, Spearman for STS, accuracy for XNLI, main_score for MTEB) as group averages, then as
+the mean over languages.
 
 Deltas are `value - baseline` in the metric's display units (percentage points for
 percentages, x100 for correlations). The baseline is a variant, or a seed group: then it is
@@ -21,8 +22,8 @@ the group's mean. Variants that differ only in their seed keys form a group; a g
 several seeds gets a row in the "over seeds" table: mean ± sample standard deviation
 (ddof = 1) over its seeds, and the delta of the mean.
 
-Intervals (`accuracy_mean` of tatoeba and retrieval only: the benchmarks with per-query
-outcomes): items of the two sides are paired on (benchmark, dataset, src_lang, tgt_lang,
+Intervals (the `item_metric` of benchmarks with per-query outcomes only: `accuracy_mean`
+of tatoeba and retrieval): items of the two sides are paired on (benchmark, dataset, src_lang, tgt_lang,
 direction, item); a side with several runs (seeds) is averaged per item first; one stratum
 per language pair (both directions' queries) is resampled by `tasks.evaluate.stats.paired_bootstrap`;
 each stratum is weighted so that the statistic is the column's own average (a group row
@@ -45,8 +46,8 @@ import polars as pl
 import pyarrow as pa
 
 from storage.keys import canonical_json
+from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
 from tasks.evaluate.groups import LANGUAGE_GROUPS
-from tasks.evaluate.report import IN_DOMAIN_BENCHMARKS
 from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CSS,
@@ -65,7 +66,6 @@ from tasks.evaluate.tables import (
 
 __all__ = [
     "INTERVALS_FIGURE_FILE",
-    "MAIN_METRICS",
     "Column",
     "Comparison",
     "VariantResult",
@@ -74,12 +74,8 @@ __all__ = [
     "headline_columns",
 ]
 
-MAIN_METRICS = {"tatoeba": "accuracy_mean", "retrieval": "accuracy_mean", "bucc": "f1", "sts": "spearman", "xnli": "accuracy"}
 MEAN = "mean"
 GROUP_PREFIX = "group:"
-# Benchmarks whose evaluations record per-query outcomes, and the metric those outcomes make up.
-ITEM_BENCHMARKS = frozenset({"tatoeba", "retrieval"})
-ITEM_METRIC = "accuracy_mean"
 ITEM_KEY = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item"]
 INTERVALS_FIGURE_FILE = "intervals.png"
 NO_INTERVAL = "no CI"
@@ -107,7 +103,7 @@ class Column:
     @property
     def has_items(self) -> bool:
         """Whether per-query outcomes make up this column (so it can get a bootstrap interval)."""
-        return self.benchmark in ITEM_BENCHMARKS and self.metric == ITEM_METRIC
+        return item_metric(self.benchmark) == self.metric
 
     @classmethod
     def parse(cls, spec: str) -> Column:
@@ -158,12 +154,6 @@ def _metric_rows(table: pa.Table) -> list[dict[str, Any]]:
     return table.select(["benchmark", "dataset", "src_lang", "tgt_lang", "metric", "value"]).to_pylist()
 
 
-def _main_metric(benchmark: str, metrics: list[str]) -> str:
-    if benchmark in MAIN_METRICS and MAIN_METRICS[benchmark] in metrics:
-        return MAIN_METRICS[benchmark]
-    return "main_score" if "main_score" in metrics else metrics[0]
-
-
 def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
     """Per (benchmark, dataset), in first-seen order: its main metric's group rows, then the mean."""
     found: dict[tuple[str, str], dict[str, list[str]]] = {}
@@ -174,7 +164,7 @@ def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
                 entry["metrics"].append(row["metric"])
     out = []
     for (benchmark, dataset), entry in found.items():
-        metric = _main_metric(benchmark, entry["metrics"])
+        metric = headline_metric(benchmark, entry["metrics"])
         groups: list[str] = []
         for table in tables:
             for row in _metric_rows(table):
@@ -701,8 +691,8 @@ def _disagreement(name: str, chosen: Sequence[Column], found: Mapping[str, Boots
     clauses = []
     for better, better_i in measured:
         for worse, worse_i in measured:
-            inside = better.benchmark in IN_DOMAIN_BENCHMARKS
-            if inside == (worse.benchmark in IN_DOMAIN_BENCHMARKS) or not gains(better_i) or gains(worse_i):
+            inside = in_domain(better.benchmark)
+            if inside == in_domain(worse.benchmark) or not gains(better_i) or gains(worse_i):
                 continue
             where = ("in domain", "out of domain") if inside else ("out of domain", "in domain")
             clauses.append(f"{name}: {where[0]} {described(better, better_i)}, but {where[1]} {described(worse, worse_i)}")

@@ -53,6 +53,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from tasks.evaluate.benchmarks.registry import in_domain as benchmark_in_domain
 from tasks.evaluate.stats import DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CORRELATION_TOKENS,
@@ -90,9 +91,6 @@ __all__ = [
 SIMILARITY_HISTOGRAM_FILE = "similarity_histogram.png"
 EMBEDDING_MAP_FILE = "embedding_map.png"
 DELTA_INTERVALS_FILE = "delta_intervals.png"
-# Benchmarks whose data are held-out rows of what the encoder is trained on (FLORES/NTREX
-# multi-way rows, the corpus dev split); every other benchmark is out of domain.
-IN_DOMAIN_BENCHMARKS = frozenset({"retrieval"})
 DELTA_ROW_INCHES = 0.2  # per language / group row of the error-bar figure
 DELTA_MAX_LANGUAGES = 40  # language rows per panel beyond which a seeded sample is shown
 
@@ -553,7 +551,8 @@ class DeltaInterval:
 
     @property
     def in_domain(self) -> bool:
-        return self.benchmark in IN_DOMAIN_BENCHMARKS
+        """Its data are held-out rows of what the encoder is trained on (a benchmark's `in_domain`)."""
+        return benchmark_in_domain(self.benchmark)
 
 
 def _items_frame(table: pa.Table, what: str) -> Any:

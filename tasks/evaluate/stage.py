@@ -1,4 +1,8 @@
-"""The evaluate stage: score an encoder on retrieval, mining and STS benchmarks; write a report.
+"""The evaluate stage: score an encoder on its benchmarks (retrieval, mining, STS, ...); write a report.
+
+Each benchmark is a registered class (tasks/evaluate/benchmarks/): the stage asks it to check
+its files, fingerprint them and score the model (through `benchmarks.Evaluation`), and takes each
+dataset's headline from its main metric; nothing here knows a benchmark by name.
 
 Input artifacts: `base_model` (the encoder, as a transformers directory), `corpus` (for
 the held-out `dev` split; `translate` instead when the pipeline translates) and, when the
@@ -16,9 +20,7 @@ is a new version of the card, which `xlembed export` of the model uses (the newe
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import combinations
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +29,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.corpus.languages import to_flores
-from tasks.evaluate.config import (
-    BuccBenchmark,
-    CorpusDevBenchmark,
-    EvaluateConfig,
-    MtebBenchmark,
-    MultiwayBenchmark,
-    StsBenchmark,
-    TatoebaBenchmark,
-    XnliBenchmark,
-)
+from tasks.evaluate.benchmarks.registry import headline_metric
+from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, file_fingerprint, folder_fingerprint
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
 CODE_VERSION = "3"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap
 REPORT_DIR = "report"
@@ -51,30 +44,8 @@ BASE_ITEMS_FILE = "items/base_items.parquet"
 def check_benchmark_files(config: EvaluateConfig) -> None:
     """Parse every benchmark's files before any model loads, so that a bad line in the last
     benchmark fails in seconds (naming file, line and field), not after the first ones ran."""
-    from tasks.evaluate import datasets
-
     for bench in config.benchmarks:
-        if isinstance(bench, TatoebaBenchmark):
-            langs = {datasets.read_tatoeba(bench.path, lang).src_lang for lang in bench.langs} | {"eng_Latn"}
-            for source in bench.distractors:
-                folder = datasets.scan_distractor_folder(source.path, source.pattern, source.files)
-                for lang in sorted(langs):
-                    folder.read(lang)
-        elif isinstance(bench, MultiwayBenchmark):
-            datasets.read_multiway_rows(bench.path, bench.langs, slice(bench.row_start, bench.row_stop), pattern=bench.pattern)
-        elif isinstance(bench, BuccBenchmark):
-            for lang in bench.langs:
-                datasets.read_bucc(bench.path, lang, bench.tune_split)
-                datasets.read_bucc(bench.path, lang, bench.test_split)
-        elif isinstance(bench, StsBenchmark):
-            if bench.layout == "semeval2017":
-                datasets.read_sts2017_folder(bench.path)
-            elif bench.langs and len(bench.langs) == 2:
-                datasets.read_sts_tsv(bench.path, bench.langs[0], bench.langs[1])
-        elif isinstance(bench, XnliBenchmark) and bench.path and bench.train_file:
-            from tasks.evaluate.xnli import load_xnli_data
-
-            load_xnli_data(bench)
+        bench.check_files()
 
 
 def benchmark_problems(config: EvaluateConfig) -> list[str]:
@@ -109,7 +80,9 @@ def pair_similarities(src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.nda
 
 
 class _Evaluation:
-    """State of one evaluation run: the encoder, metric rows, figure inputs."""
+    """One model's evaluation: what a benchmark's `score` gets (`benchmarks.Evaluation`). The
+    encoder, and what the benchmarks add: metric rows, per-query items, the sentences scored
+    (for the training-overlap check), pair similarities and a word map (for the report's figures)."""
 
     def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path) -> None:
         from tasks.encoders import Encoder, EncoderSpec
@@ -131,9 +104,8 @@ class _Evaluation:
         self.items: list[pa.Table] = []
         self.similarities: list[Any] = []
         self.sentence_sets: list[Any] = []  # leakage.SentenceSet of every scored pair, for the overlap check
-        self.word_map: Any = None
+        self.word_map: Any = None  # report.WordMap, set by the first benchmark that has one
         self._vectors: dict[str, np.ndarray] = {}
-        self._distractor_lines: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts`; each distinct text goes through the model once per evaluation
@@ -146,10 +118,16 @@ class _Evaluation:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
         return np.stack([self._vectors[t] for t in texts])
 
+    def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Metric rows (`groups.metric_row`; their `benchmark` is the benchmark's row benchmark)."""
+        self.rows += [dict(row) for row in rows]
+
     def add_pair(self, src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray) -> None:
+        """Embeddings of translation pairs, for the report's similarity histograms."""
         self.similarities.append(pair_similarities(src_lang, tgt_lang, src, tgt, self.config.seed + len(self.similarities)))
 
     def add_sentences(self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True) -> None:
+        """The sentences of a scored set, for the overlap check against the training rows (leakage.py)."""
         from tasks.evaluate.leakage import SentenceSet
 
         self.sentence_sets.append(SentenceSet(benchmark, dataset, src_lang, tgt_lang, tuple(src), tuple(tgt), aligned))
@@ -159,161 +137,6 @@ class _Evaluation:
         for scored in scores:
             self.rows += scored.metric_rows()
             self.items.append(scored.items())
-
-    # ------------------------------------------------------------ benchmarks
-    def tatoeba(self, bench: TatoebaBenchmark) -> None:
-        from tasks.evaluate.datasets import read_tatoeba, scan_distractor_folder
-        from tasks.evaluate.retrieval import score_pair
-
-        folders = [(s.name, scan_distractor_folder(s.path, s.pattern, s.files)) for s in bench.distractors]
-        for lang in bench.langs:
-            pairs = read_tatoeba(bench.path, lang)
-            if bench.max_pairs is not None and len(pairs) > bench.max_pairs:
-                self.context.drop("tatoeba_pair_beyond_max_pairs", len(pairs) - bench.max_pairs)
-                pairs = dataclasses.replace(pairs, src=pairs.src[: bench.max_pairs], tgt=pairs.tgt[: bench.max_pairs])
-            src, tgt = self.encode(pairs.src), self.encode(pairs.tgt)
-            names = {"src_lang": pairs.src_lang, "tgt_lang": pairs.tgt_lang, "benchmark": "tatoeba"}
-            self.add_scores([score_pair(src, tgt, dataset="tatoeba", **names)])
-            for dataset in ("tatoeba", "tatoeba-distractors") if folders else ("tatoeba",):
-                self.add_sentences("tatoeba", dataset, pairs.src_lang, pairs.tgt_lang, pairs.src, pairs.tgt)
-            self.add_pair(pairs.src_lang, pairs.tgt_lang, src, tgt)
-            if folders:
-                src_pool = self.distractor_pool(folders, pairs.src_lang, pairs.src)
-                tgt_pool = self.distractor_pool(folders, pairs.tgt_lang, pairs.tgt)
-                self.add_scores(
-                    [
-                        score_pair(
-                            src, tgt, dataset="tatoeba-distractors", src_distractors=self.encode(src_pool),
-                            tgt_distractors=self.encode(tgt_pool), **names,
-                        )
-                    ]
-                )
-
-    def distractor_pool(self, folders: Sequence[tuple[str, Any]], lang: str, tatoeba_side: Sequence[str]) -> list[str]:
-        """Distractor rows of `lang` from every folder, each text once, without the texts of
-        `tatoeba_side`: a distractor equal to a sentence's translation would be scored as a
-        wrong answer. Both removals are counted."""
-        pool: dict[str, None] = {}
-        offered = 0
-        for name, folder in folders:
-            if (name, lang) not in self._distractor_lines:  # English is read once for all languages
-                self._distractor_lines[name, lang] = folder.read(lang)
-            lines = self._distractor_lines[name, lang]
-            offered += len(lines)
-            pool.update(dict.fromkeys(line.strip() for line in lines))
-        unique = len(pool)
-        for text in tatoeba_side:
-            pool.pop(text.strip(), None)
-        self.context.drop("tatoeba_distractor_repeated", offered - unique)
-        self.context.drop("tatoeba_distractor_equals_tatoeba_sentence", unique - len(pool))
-        return list(pool)
-
-    def multiway(self, bench: MultiwayBenchmark) -> None:
-        from tasks.evaluate.datasets import read_multiway_rows
-        from tasks.evaluate.retrieval import multiway_pair_scores, xx_yy_rows
-
-        rows = slice(bench.row_start, bench.row_stop)
-        data = read_multiway_rows(bench.path, bench.langs, rows, pattern=bench.pattern)
-        pivot = to_flores(bench.pivot)
-        if pivot not in data.sentences:
-            raise ValueError(f"evaluate: multiway pivot {pivot} is not among langs {list(data.sentences)}")
-        embeddings = {lang: self.encode(texts) for lang, texts in data.sentences.items()}
-        scores = multiway_pair_scores(embeddings, dataset=bench.name, pivot=pivot, xx_yy=bench.pairs == "all")
-        self.add_scores(scores)
-        for scored in scores:
-            self.add_sentences(
-                scored.benchmark, scored.dataset, scored.src_lang, scored.tgt_lang,
-                data.sentences[scored.src_lang], data.sentences[scored.tgt_lang],
-            )  # fmt: skip
-        self.rows += xx_yy_rows(scores, pivot)
-        for lang in embeddings:
-            if lang != pivot:
-                self.add_pair(lang, pivot, embeddings[lang], embeddings[pivot])
-
-    def corpus_dev(self, bench: CorpusDevBenchmark) -> None:
-        from tasks.evaluate.retrieval import score_pair, xx_yy_rows
-
-        pivot = to_flores(bench.pivot)
-        # the multi-way corpus: NLLB's translations when the pipeline translates, else the corpus
-        corpus = self.inputs["translate"] if "translate" in self.inputs else self.inputs["corpus"]
-        dev = pl.from_arrow(corpus.read_table(["group_id", "lang", "text", "split"])).filter(pl.col("split") == "dev")
-        wide = dev.pivot(on="lang", index="group_id", values="text").sort("group_id")
-        if pivot not in wide.columns:
-            raise ValueError(f"evaluate: the corpus dev split has no {pivot} rows to pair with")
-        if bench.max_groups is not None:
-            wide = wide.head(bench.max_groups)
-        langs = sorted(c for c in wide.columns if c not in ("group_id", pivot))
-        pairs_to_score = [(lang, pivot) for lang in langs] + (list(combinations(langs, 2)) if bench.pairs == "all" else [])
-        scores = []
-        for src_lang, tgt_lang in pairs_to_score:
-            pairs = wide.select(src_lang, tgt_lang).drop_nulls()  # the groups that have both languages
-            if pairs.height < 2:
-                self.context.drop("corpus_dev_pair_too_small", pairs.height)
-                continue
-            src, tgt = self.encode(pairs[src_lang].to_list()), self.encode(pairs[tgt_lang].to_list())
-            scores.append(score_pair(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset="corpus-dev"))
-            self.add_sentences("retrieval", "corpus-dev", src_lang, tgt_lang, pairs[src_lang].to_list(), pairs[tgt_lang].to_list())
-            if tgt_lang == pivot:
-                self.add_pair(src_lang, tgt_lang, src, tgt)
-        self.add_scores(scores)
-        self.rows += xx_yy_rows(scores, pivot)
-        if self.config.word_map_concepts and self.word_map is None:
-            self.word_map = self._word_map(wide, pivot)
-
-    def _word_map(self, wide: pl.DataFrame, pivot: str) -> Any:
-        """Single-word concepts (the pivot text has no space) with their translations."""
-        from tasks.evaluate.report import WordMap
-
-        langs = [c for c in wide.columns if c != "group_id"]
-        single = wide.filter(~pl.col(pivot).str.contains(r"\s") & (pl.sum_horizontal(pl.col(langs).is_not_null()) >= 3))
-        chosen = single.head(self.config.word_map_concepts)
-        long = chosen.unpivot(on=langs, index=[pivot], variable_name="lang", value_name="word").drop_nulls("word")
-        if long.height == 0:
-            return None
-        words = long["word"].to_list()
-        return WordMap(words=words, langs=long["lang"].to_list(), concept=long[pivot].to_list(), vectors=self.encode(words))
-
-    def bucc(self, bench: BuccBenchmark) -> None:
-        from tasks.evaluate.datasets import read_bucc
-        from tasks.evaluate.mining import bucc_rows
-
-        for lang in bench.langs:
-            tune = read_bucc(bench.path, lang, bench.tune_split)
-            test = read_bucc(bench.path, lang, bench.test_split)
-            self.context.drop("bucc_duplicate_gold_line", tune.duplicate_gold_lines + test.duplicate_gold_lines)
-            for split in (test, tune):  # the rows' dataset names (mining.bucc_rows)
-                self.add_sentences("bucc", f"bucc2018.{split.split}", split.src_lang, split.tgt_lang, split.src, split.tgt, aligned=False)
-            self.rows += bucc_rows(
-                tune, self.encode(tune.src), self.encode(tune.tgt), test, self.encode(test.src), self.encode(test.tgt), k=bench.k
-            )
-
-    def sts(self, bench: StsBenchmark) -> None:
-        from tasks.evaluate.datasets import read_sts2017_folder, read_sts_tsv
-        from tasks.evaluate.sts import sts_rows
-
-        if bench.layout == "semeval2017":
-            sets = read_sts2017_folder(bench.path)
-        else:
-            if not bench.langs or len(bench.langs) != 2:
-                raise ValueError("evaluate: an STS tsv benchmark needs langs = [src, tgt]")
-            sets = [read_sts_tsv(bench.path, bench.langs[0], bench.langs[1])]
-        for pairs in sets:
-            self.context.drop("sts_unscored_pair", pairs.unscored_dropped)
-            self.add_sentences("sts", pairs.dataset, pairs.src_lang, pairs.tgt_lang, pairs.sentence1, pairs.sentence2)
-            self.rows += sts_rows(
-                self.encode(pairs.sentence1), self.encode(pairs.sentence2), pairs.scores,
-                dataset=pairs.dataset, src_lang=pairs.src_lang, tgt_lang=pairs.tgt_lang,
-            )
-
-    def mteb(self, bench: MtebBenchmark) -> None:
-        from tasks.evaluate.mteb_bridge import run_mteb
-
-        self.rows += run_mteb(self.model_dir, list(bench.tasks), Path(bench.cache_dir).expanduser())
-
-    def xnli(self, bench: XnliBenchmark) -> None:
-        from tasks.evaluate.xnli import xnli_rows
-
-        self.rows += xnli_rows(self.model_dir, bench, self.config.encoder, progress=self.context.progress, drop=self.context.drop)
 
     # ---------------------------------------------------------------- output
     def metrics_table(self) -> pa.Table:
@@ -377,19 +200,27 @@ class _Evaluation:
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
 
 
+def main_metric_rows(metrics: pa.Table) -> pl.DataFrame:
+    """The rows of each (benchmark, dataset)'s main metric (`benchmarks.headline_metric`), in table order."""
+    frame = pl.from_arrow(metrics)
+    chosen = {
+        (benchmark, dataset): headline_metric(benchmark, list(dict.fromkeys(part["metric"])))
+        for (benchmark, dataset), part in frame.group_by(["benchmark", "dataset"], maintain_order=True)
+    }
+    keep = [chosen[benchmark, dataset] == metric for benchmark, dataset, metric in zip(frame["benchmark"], frame["dataset"], frame["metric"])]
+    return frame.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
 def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
-    """Per benchmark/dataset, the mean of its main metric: what `xlembed run` and Prefect show.
+    """Per benchmark/dataset, the mean over languages of its main metric: what `xlembed run` and Prefect show.
 
     Where a dataset also scored pairs of two non-pivot languages (`pairs = "all"`), its
     headline stays the mean over pivot pairs and `{benchmark}/{dataset}/xx-yy` is added."""
     from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
 
-    main = {"tatoeba": "accuracy_mean", "retrieval": "accuracy_mean", "bucc": "f1", "sts": "spearman"}
-    frame = pl.from_arrow(metrics)
     out: dict[str, Any] = {}
-    for (benchmark, dataset), part in frame.group_by(["benchmark", "dataset"], maintain_order=True):
-        metric = main.get(benchmark)
-        chosen = part.filter(pl.col("metric") == metric) if metric else part
+    for (benchmark, dataset), chosen in main_metric_rows(metrics).group_by(["benchmark", "dataset"], maintain_order=True):
+        metric = chosen["metric"][0]
         languages = chosen.filter(~pl.col("src_lang").str.starts_with("group:"))
         xx_yy = chosen.filter(pl.col("src_lang") == f"group:{XX_YY_GROUP}")
         if xx_yy.height:
@@ -397,12 +228,10 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
             if pivot is not None:
                 languages = languages.filter(pl.col("tgt_lang") == pivot)
         if languages.height:
-            out[f"{benchmark}/{dataset}"] = {
-                "metric": metric or "mean", "mean": round(float(languages["value"].mean()), 4), "pairs": languages.height
-            }
+            out[f"{benchmark}/{dataset}"] = {"metric": metric, "mean": round(float(languages["value"].mean()), 4), "pairs": languages.height}
         if xx_yy.height:
             out[f"{benchmark}/{dataset}/{XX_YY_GROUP}"] = {
-                "metric": metric or "mean", "mean": round(float(xx_yy["value"].mean()), 4), "pairs": int(xx_yy["n"].max())
+                "metric": metric, "mean": round(float(xx_yy["value"].mean()), 4), "pairs": int(xx_yy["n"].max())
             }
     return out
 
@@ -417,17 +246,8 @@ def trained_model_dir(artifact_dir: Path) -> Path:
 
 def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table]:
     """(metrics, items) of one model."""
-    runners = {
-        "tatoeba": evaluation.tatoeba,
-        "multiway": evaluation.multiway,
-        "corpus_dev": evaluation.corpus_dev,
-        "bucc": evaluation.bucc,
-        "sts": evaluation.sts,
-        "mteb": evaluation.mteb,
-        "xnli": evaluation.xnli,
-    }
     for bench in config.benchmarks:
-        runners[bench.kind](bench)
+        bench.score(evaluation)
     return evaluation.metrics_table(), evaluation.items_table()
 
 
@@ -490,30 +310,15 @@ def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
 
 def fingerprint_evaluate_sources(config: EvaluateConfig) -> dict[str, Any]:
     """The contents of the benchmark files (a folder's by file name, not by its path), so edited
-    benchmark data re-evaluates and the same data elsewhere does not."""
+    benchmark data re-evaluates and the same data elsewhere does not: `{index}:{kind}` plus the
+    suffix each benchmark's `fingerprint` names its parts by."""
     prints: dict[str, Any] = {}
     for index, bench in enumerate(config.benchmarks):
-        if getattr(bench, "train_file", None):  # xnli: the training pairs live outside `path`
-            prints[f"{index}:{bench.kind}:train_file"] = file_fingerprint(Path(bench.train_file).expanduser())
-        path = getattr(bench, "path", None)
-        if path is None:
-            continue
-        root = Path(path).expanduser()
-        if not root.exists():
-            raise FileNotFoundError(f"evaluate.benchmarks[{index}] ({bench.kind}): {root} does not exist")
-        if root.is_file():  # its name stays: it can name the dataset (an STS .tsv)
-            prints[f"{index}:{bench.kind}"] = {root.name: file_fingerprint(root)}
-        else:
-            prints[f"{index}:{bench.kind}"] = folder_fingerprint(root, (p for p in root.iterdir() if p.is_file()))
-        for source in getattr(bench, "distractors", ()):  # tatoeba: distractor folders live outside `path`
-            folder = Path(source.path).expanduser()
-            if not folder.is_dir():
-                raise FileNotFoundError(
-                    f"evaluate.benchmarks[{index}] ({bench.kind}) distractors {source.name!r}: {folder} is not a folder"
-                )
-            prints[f"{index}:{bench.kind}:distractors:{source.name}"] = folder_fingerprint(
-                folder, (p for p in folder.iterdir() if p.is_file())
-            )
+        try:
+            parts = bench.fingerprint()
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"evaluate.benchmarks[{index}] ({bench.kind}): {exc}") from None
+        prints |= {f"{index}:{bench.kind}{suffix}": value for suffix, value in parts.items()}
     return prints
 
 

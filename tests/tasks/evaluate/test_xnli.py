@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.evaluate.config import EncoderSettings, EvaluateConfig, XnliBenchmark
+from tasks.evaluate.benchmarks.xnli import XnliBenchmark, read_nli_file, read_xnli_split, xnli_rows
+from tasks.evaluate.config import EncoderSettings, EvaluateConfig
 from tasks.evaluate.datasets import BenchmarkDataError
-from tasks.evaluate.xnli import read_nli_file, read_xnli_split, xnli_rows
 from tests.tasks.encoders.conftest import WORDS, build_tiny_model
 
 MARKERS = {"entailment": "water water", "neutral": "night night", "contradiction": "river river"}

@@ -1,0 +1,222 @@
+"""What a benchmark is, and the one registry of them (issue 16 §1).
+
+A benchmark is a class: a pydantic config model (one `[[evaluate.benchmarks]]` table, `kind`
+naming the class) that also knows how to check its files, fingerprint them, score a model
+on them, and which of its metrics is the headline. The evaluate stage, the sweep comparison
+and the CLI look all of this up here; none of them branches on a benchmark's name.
+
+    @register_benchmark
+    class ToyBenchmark(Benchmark):
+        kind: Literal["toy"]
+        path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
+        main_metric: ClassVar[str] = "accuracy_mean"
+
+        def score(self, evaluation: Evaluation) -> None:
+            pairs = read_toy(self.path)
+            evaluation.add_scores([score_pair(evaluation.encode(pairs.src), evaluation.encode(pairs.tgt), ...)])
+
+Registration only fills a dict, so a class registered from any module (a plug-in, a test)
+before a config is validated is a benchmark like the built-in ones (`tasks/evaluate/benchmarks/__init__.py`).
+
+Metric rows name their benchmark in the `benchmark` column: by default the class's `kind`;
+`row_benchmark` overrides it when several classes score the same kind of task (`multiway`
+and `corpus_dev` both write `retrieval` rows). Classes that share a row benchmark must agree
+on its main metric, its per-query item metric and whether it is in domain.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+from pydantic_core import PydanticCustomError
+
+from tasks.stage import Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
+
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "Evaluation",
+    "headline_metric",
+    "in_domain",
+    "item_metric",
+    "main_metric",
+    "path_fingerprint",
+    "register_benchmark",
+    "validate_benchmark",
+]
+
+
+class Evaluation(Protocol):
+    """What a benchmark's `score` gets: one model's evaluation (tasks/evaluate/stage.py implements it)."""
+
+    config: Any  # the stage's EvaluateConfig (encoder settings, word_map_concepts, seed, ...)
+    inputs: Inputs  # the stage's input artifacts (corpus, base_model; translate, train when present)
+    context: ShardContext  # drop counts (`context.drop(reason, n)`), progress
+    model_dir: Path  # the model scored, as a transformers / sentence-transformers folder
+    word_map: Any  # report.WordMap for the report's embedding map; the first benchmark that has one sets it
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of `texts` (each distinct text encoded once per evaluation)."""
+        ...
+
+    def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Metric rows (`groups.metric_row`), their `benchmark` being the benchmark's row benchmark."""
+        ...
+
+    def add_scores(self, scores: Iterable[Any]) -> None:
+        """Scored retrieval pairs (`retrieval.PairRetrieval`): their metric rows and per-query items."""
+        ...
+
+    def add_sentences(
+        self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True
+    ) -> None:
+        """The sentences of a scored set, for the overlap check against the training rows."""
+        ...
+
+    def add_pair(self, src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray) -> None:
+        """Embeddings of translation pairs, for the report's similarity histograms."""
+        ...
+
+
+class Benchmark(StageConfig):
+    """Base of every benchmark. A subclass declares `kind: Literal["<name>"]` and its settings as
+    pydantic fields (mark paths CONTENT_KEYED: `fingerprint` keys their content), sets
+    `main_metric`, and implements `score`; `check_files` and `fingerprint` have defaults."""
+
+    # The metric the headline of each of its (benchmark, dataset) shows: `xlembed run`, Prefect,
+    # the sweep comparison's default columns.
+    main_metric: ClassVar[str]
+    # The `benchmark` column of its metric rows; None: its kind.
+    row_benchmark: ClassVar[str | None] = None
+    # The metric its per-query items (ITEMS_SCHEMA) make up, so comparisons can bootstrap it; None: no items.
+    item_metric: ClassVar[str | None] = None
+    # Its data are held-out rows of what the encoder is trained on (the report contrasts in- and out-of-domain).
+    in_domain: ClassVar[bool] = False
+
+    @classmethod
+    def kind_name(cls) -> str:
+        """The `kind = "..."` that selects this class (its `kind` field's one Literal value)."""
+        field = cls.model_fields.get("kind")
+        values = typing.get_args(field.annotation) if field is not None and typing.get_origin(field.annotation) is typing.Literal else ()
+        if len(values) != 1 or not isinstance(values[0], str):
+            raise TypeError(f"benchmark {cls.__name__} must declare its kind as one string: kind: Literal[\"name\"]")
+        return values[0]
+
+    @classmethod
+    def rows_name(cls) -> str:
+        """The `benchmark` column of the metric rows it writes."""
+        return cls.row_benchmark or cls.kind_name()
+
+    def check_files(self) -> None:
+        """Parse every file it will read, raising BenchmarkDataError (file, line, field) on bad
+        data: run before any model loads, so a bad line fails in seconds. Default: nothing."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The contents of what it reads, by a name suffix (`""` for `path`, `":train_file"`, ...):
+        edited data re-evaluates, the same data elsewhere does not. Default: the file or the
+        files of the folder at `path`, when it has one."""
+        path = getattr(self, "path", None)
+        return {} if path is None else {"": path_fingerprint(Path(path).expanduser())}
+
+    def score(self, evaluation: Evaluation) -> None:
+        """Score the evaluation's encoder: add metric rows (and items, sentences, pair similarities) to `evaluation`."""
+        raise NotImplementedError(f"benchmark {self.kind_name()!r} does not implement score()")
+
+
+def path_fingerprint(root: Path) -> dict[str, Any]:
+    """The content of a benchmark file (by its name: it can name the dataset) or of the files
+    directly in a benchmark folder (by their names)."""
+    if not root.exists():
+        raise FileNotFoundError(f"{root} does not exist")
+    if root.is_file():
+        return {root.name: file_fingerprint(root)}
+    return folder_fingerprint(root, (p for p in root.iterdir() if p.is_file()))
+
+
+# kind -> class, in registration order (the built-in ones first: tasks/evaluate/benchmarks/__init__.py)
+BENCHMARKS: dict[str, type[Benchmark]] = {}
+
+BenchmarkT = TypeVar("BenchmarkT", bound=type[Benchmark])
+
+
+def register_benchmark(cls: BenchmarkT) -> BenchmarkT:
+    """Class decorator: make `cls` the benchmark of its kind. Registering another class under a
+    taken kind, or one that disagrees with a class writing the same row benchmark, is an error."""
+    if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
+        raise TypeError(f"register_benchmark: {cls!r} is not a subclass of Benchmark")
+    kind = cls.kind_name()
+    if not isinstance(getattr(cls, "main_metric", None), str):
+        raise TypeError(f"benchmark {cls.__name__} ({kind!r}) must set main_metric: ClassVar[str]")
+    known = BENCHMARKS.get(kind)
+    if known is not None and known is not cls:
+        raise ValueError(f"benchmark kind {kind!r} is already registered by {known.__module__}.{known.__qualname__}")
+    for other in BENCHMARKS.values():
+        if other is not cls and other.rows_name() == cls.rows_name():
+            facts, other_facts = _row_facts(cls), _row_facts(other)
+            if facts != other_facts:
+                raise ValueError(
+                    f"benchmarks {kind!r} and {other.kind_name()!r} both write {cls.rows_name()!r} rows but disagree: "
+                    f"{facts} vs {other_facts}"
+                )
+    BENCHMARKS[kind] = cls
+    return cls
+
+
+def _row_facts(cls: type[Benchmark]) -> dict[str, Any]:
+    return {"main_metric": cls.main_metric, "item_metric": cls.item_metric, "in_domain": cls.in_domain}
+
+
+def _by_rows_name(benchmark: str) -> type[Benchmark] | None:
+    return next((cls for cls in BENCHMARKS.values() if cls.rows_name() == benchmark), None)
+
+
+def main_metric(benchmark: str) -> str | None:
+    """The main metric of the benchmark named in metric rows' `benchmark` column; None if none is registered."""
+    cls = _by_rows_name(benchmark)
+    return cls.main_metric if cls is not None else None
+
+
+def headline_metric(benchmark: str, metrics: Collection[str]) -> str:
+    """The metric a (benchmark, dataset) is summed up by, among the `metrics` its rows have:
+    the benchmark's main metric, or (rows of an unregistered benchmark, or without their main
+    metric) the first of `metrics`."""
+    main = main_metric(benchmark)
+    if main is not None and main in metrics:
+        return main
+    if not metrics:
+        raise ValueError(f"benchmark {benchmark!r}: no metrics to choose a headline from")
+    return next(iter(metrics))
+
+
+def item_metric(benchmark: str) -> str | None:
+    """The metric the per-query items of a row benchmark make up; None: it records no items."""
+    cls = _by_rows_name(benchmark)
+    return cls.item_metric if cls is not None else None
+
+
+def in_domain(benchmark: str) -> bool:
+    """Whether a row benchmark's data are held-out rows of what the encoder is trained on."""
+    cls = _by_rows_name(benchmark)
+    return cls.in_domain if cls is not None else False
+
+
+def validate_benchmark(value: Any, context: dict[str, Any] | None = None) -> Benchmark:
+    """One `[[evaluate.benchmarks]]` table as the config of the class its `kind` names.
+    Errors name the field inside the table (pydantic adds where the table is)."""
+    if isinstance(value, Benchmark):
+        return value
+    if not isinstance(value, dict):
+        raise PydanticCustomError("benchmark_type", "a benchmark must be a table with a kind")
+    known = ", ".join(repr(kind) for kind in BENCHMARKS)
+    if "kind" not in value:
+        raise PydanticCustomError("benchmark_kind_missing", "a benchmark needs kind = one of {known}", {"known": known})
+    cls = BENCHMARKS.get(value["kind"]) if isinstance(value["kind"], str) else None
+    if cls is None:
+        raise PydanticCustomError(
+            "benchmark_kind", "unknown benchmark kind {kind}; known: {known}", {"kind": repr(value["kind"]), "known": known}
+        )
+    return cls.model_validate(value, context=context)
