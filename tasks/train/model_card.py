@@ -88,10 +88,6 @@ OBJECTIVES: dict[str, tuple[str, tuple[Paper, ...]]] = {
     "base_regularization": ("stay near the base model: mean squared distance to its sentence vectors", (MULTIWAY,)),
 }
 
-# Main metric of each benchmark (as the evaluate stage's headline uses).
-MAIN_METRIC = {"tatoeba": "accuracy_mean", "retrieval": "accuracy_mean", "bucc": "f1", "sts": "spearman", "xnli": "accuracy"}
-
-
 def hub_language(flores: str) -> str:
     """The model hub's code for a FLORES-200 code: ISO 639-1 where one exists (for the variety or
     the macro-language it stands for: swh_Latn -> sw), else the ISO 639-3 code."""
@@ -209,12 +205,14 @@ class EvaluationResults:
 
     @classmethod
     def from_tables(cls, key: str | None, metrics: pa.Table, encoder: Mapping[str, Any], base_metrics: pa.Table | None = None) -> EvaluationResults:
+        from tasks.evaluate.benchmarks.registry import main_metric  # the one table of main metrics
+
         base = {}
         if base_metrics is not None:
             base = {_row_id(r): r["value"] for r in base_metrics.to_pylist()}
         rows = []
         for row in metrics.to_pylist():
-            metric = MAIN_METRIC.get(row["benchmark"])
+            metric = main_metric(row["benchmark"])
             if metric is not None and row["metric"] != metric:
                 continue
             rows.append({**row, "base": base.get(_row_id(row))})
