@@ -57,10 +57,13 @@ class PipelineSettings(BaseModel):
     @field_validator("task_runner")
     @classmethod
     def _runner_installed(cls, runner: str) -> str:
-        import importlib.util
+        from tasks.extras import MissingExtraError, require_extra
 
-        if runner == "ray" and (importlib.util.find_spec("prefect_ray") is None or importlib.util.find_spec("ray") is None):
-            raise ValueError("task_runner = \"ray\" needs prefect-ray and ray: pip install prefect-ray==0.6.0 'ray[default]==2.60.0'")
+        if runner in ("dask", "ray"):
+            try:
+                require_extra(runner, f"task_runner = {runner!r}")
+            except MissingExtraError as exc:
+                raise ValueError(str(exc)) from None
         return runner
 
 

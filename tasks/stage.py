@@ -10,6 +10,7 @@ about Prefect: flows call these functions from tasks, tests call them directly.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import tempfile
 import threading
@@ -36,7 +37,16 @@ from storage.content_hash import file_sha256
 from storage.keys import KEY_SCHEME, check_name
 from tasks.stop import raise_if_stopping
 
-PACKAGE_VERSION = "0.1.0"
+
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("xlembed")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+        return "0+unknown"
+
+
+PACKAGE_VERSION = _installed_version()
+"""xlembed's version, as installed: pyproject.toml's `[project] version` is its only definition."""
 
 # Mark a config field with `Field(json_schema_extra=NOT_KEYED)` when changing it cannot
 # change the output (worker counts, batch sizes for reading, timeouts): it stays out of the key.

@@ -151,6 +151,9 @@ class FastTextIdentifier(LanguageIdentifier):
     PREFIX = "__label__"
 
     def __init__(self, model: str) -> None:
+        from tasks.extras import require_extra
+
+        require_extra("fasttext", "lid backend 'fasttext'")
         import fasttext
 
         path = Path(model).expanduser()

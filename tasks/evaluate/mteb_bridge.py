@@ -1,7 +1,7 @@
 """Run MTEB tasks on a saved encoder and turn MTEB's scores into metric rows (benchmark="mteb").
 
 mteb is optional and imported only by the worker process, never by this module's import.
-Install it with ``pip install mteb`` (seen to work: mteb 2.26.24 with the CPU torch 2.13.0
+Install it with ``pip install 'xlembed[mteb]'`` (seen to work: mteb 2.26.24 with the CPU torch 2.13.0
 here; it adds datasets, pandas, pytrec-eval-terrier, dill, multiprocess, xxhash and no other
 torch). Nothing is downloaded at evaluation time: the MTEB datasets must already be in
 ``cache_dir`` (a Hugging Face cache root), e.g. fetched once on a connected machine with
@@ -42,7 +42,7 @@ from tasks.evaluate.groups import GROUP_PREFIX, metric_row
 __all__ = ["MtebNotInstalledError", "MtebRunError", "run_mteb", "task_result_rows"]
 
 _INSTALL_HINT = (
-    "mteb is not installed: `pip install mteb` (tested: mteb==2.26.24 with the CPU torch build). "
+    "mteb is not installed: pip install 'xlembed[mteb]' (tested: mteb==2.26.24 with the CPU torch build). "
     "Evaluation runs offline, so the MTEB datasets must also be cached under cache_dir beforehand "
     "(see tasks/evaluate/mteb_bridge.py)."
 )

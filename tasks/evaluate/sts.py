@@ -8,29 +8,16 @@ Values are correlations in [-1, 1] (papers print them x100).
 from __future__ import annotations
 
 import numpy as np
+import scipy.stats
 
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.retrieval import as_unit_float32
 
-__all__ = ["average_ranks", "paired_cosine", "spearman", "sts_rows"]
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks of ``values``, tied values sharing the mean of their ranks (float64)."""
-    values = np.asarray(values)
-    n = values.size
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], n]  # exclusive
-    group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
-    ranks = np.empty(n, dtype=np.float64)
-    ranks[order] = ((starts + ends - 1) / 2 + 1)[group]
-    return ranks
+__all__ = ["paired_cosine", "spearman", "sts_rows"]
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rho: the Pearson correlation of average ranks (as scipy.stats.spearmanr).
+    """Spearman's rho (``scipy.stats.spearmanr``: the Pearson correlation of average ranks).
 
     NaN when either input is constant (the correlation is undefined). Raises ValueError for
     inputs of different length, fewer than two values, or NaN values.
@@ -43,12 +30,9 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
         raise ValueError("need at least two pairs")
     if np.isnan(a).any() or np.isnan(b).any():
         raise ValueError("inputs contain NaN")
-    ra = average_ranks(a) - (a.size + 1) / 2  # mean rank is (n + 1) / 2, with or without ties
-    rb = average_ranks(b) - (b.size + 1) / 2
-    denominator = np.sqrt(np.dot(ra, ra) * np.dot(rb, rb))
-    if denominator == 0:
+    if np.ptp(a) == 0 or np.ptp(b) == 0:  # scipy would warn (ConstantInputWarning) and return NaN
         return float("nan")
-    return float(np.clip(np.dot(ra, rb) / denominator, -1.0, 1.0))
+    return float(scipy.stats.spearmanr(a, b).statistic)
 
 
 def paired_cosine(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:

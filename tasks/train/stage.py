@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks; one run at
 if TYPE_CHECKING:
     from tasks.train.checkpoint import StoreCheckpoints
 
-CODE_VERSION = "2"  # 2: one-to-one word pairs by score, RTL without the CLS label, random language embeddings, AWP as in the paper
+CODE_VERSION = "3"  # 2: one-to-one word pairs by score, RTL without the CLS label, random language embeddings, AWP as in the paper; 3: transformers' LR schedules (warmup from 0)
 log = logging.getLogger(__name__)
 
 

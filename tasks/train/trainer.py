@@ -154,20 +154,19 @@ def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData
     return objectives
 
 
-def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
-    warmup, total, kind = config.schedule.warmup_steps, config.steps, config.schedule.kind
+SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+"""`[train.schedule] kind` -> the name `transformers.get_scheduler` gives that schedule."""
 
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if kind == "constant":
-            return 1.0
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        if kind == "linear":
-            return max(0.0, 1.0 - progress)
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
 
-    return factor
+def lr_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    """transformers' schedule (as the HF Trainer and sentence-transformers use it): the factor on
+    the learning rate rises linearly from 0 at step 0 to 1 at `warmup_steps`, then stays at 1
+    (constant), falls linearly to 0 at `steps` (linear) or along half a cosine to 0 (cosine)."""
+    from transformers import get_scheduler
+
+    return get_scheduler(
+        SCHEDULES[config.schedule.kind], optimizer, num_warmup_steps=config.schedule.warmup_steps, num_training_steps=config.steps
+    )
 
 
 # --------------------------------------------------------------------------------- trainer
@@ -234,7 +233,7 @@ class Trainer:
             [{"params": decay, "weight_decay": opt.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=self.device.type in ("cpu", "cuda"),
         )  # fmt: skip
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(config))
+        self.scheduler = lr_scheduler(self.optimizer, config)
         self.ctx = TrainContext(self.data, self.model, self.frozen, self.device, self.autocast)
         self.dev = self._dev_set()
         self.checkpoint_dir: Path | None = None
@@ -349,9 +348,8 @@ class Trainer:
             states, cached = [], []
             with torch.no_grad():
                 for s, e in bounds:
-                    states.append(_rng_states(self.device))
+                    states.append(RandContext(self.device))
                     cached.append(_forward_views(self.ctx, self.model, local.rows(s, e))[0])
-            end_state = _rng_states(self.device)
             emb_local = torch.cat(cached).detach().requires_grad_(True)
             sentence, s_parts = self._sentence_losses(emb_local, valid, extras)
             if sentence.requires_grad:
@@ -360,15 +358,14 @@ class Trainer:
             token = sentence.new_zeros(())
             t_parts = {}
             for (s, e), state in zip(bounds, states):
-                _set_rng_states(self.device, state)
                 part = local.rows(s, e)
-                emb, tensors, langs = _forward_views(self.ctx, self.model, part)
-                t_total, t_chunk = self._token_losses(part, tensors, langs, norms)
-                ((emb * grad[s:e]).sum() + t_total).backward()
+                with state:  # the chunk's first pass's dropout masks; the RNG is put back after
+                    emb, tensors, langs = _forward_views(self.ctx, self.model, part)
+                    t_total, t_chunk = self._token_losses(part, tensors, langs, norms)
+                    ((emb * grad[s:e]).sum() + t_total).backward()
                 token = token + t_total.detach()
                 for k, v in t_chunk.items():
                     t_parts[k] = t_parts.get(k, 0.0) + v
-            _set_rng_states(self.device, end_state)
 
         sum_gradients(self.params)
         token_global = sum_over_processes(token.detach().reshape(1))[0]
@@ -524,14 +521,26 @@ def _flores(codes: list[str]) -> list[str]:
     return [to_flores(c) for c in codes]
 
 
-def _rng_states(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
-    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+class RandContext:
+    """torch's RNG state (CPU, and `device` where it is a GPU) when made; `with` replays it inside
+    `torch.random.fork_rng`, which puts back the state the block found when it ends. GradCache's
+    `RandContext` (sentence-transformers' cached losses have it too): a chunk's second forward
+    pass draws the dropout masks of its first."""
 
+    def __init__(self, device: torch.device) -> None:
+        self.devices = [device] if device.type == "cuda" else []
+        self.cpu_state = torch.get_rng_state()
+        self.device_states = [torch.cuda.get_rng_state(d) for d in self.devices]
 
-def _set_rng_states(device: torch.device, state: tuple[torch.Tensor, torch.Tensor | None]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
+    def __enter__(self) -> None:
+        self._fork = torch.random.fork_rng(devices=self.devices)
+        self._fork.__enter__()
+        torch.set_rng_state(self.cpu_state)
+        for d, state in zip(self.devices, self.device_states):
+            torch.cuda.set_rng_state(state, d)
+
+    def __exit__(self, *exc: object) -> None:
+        self._fork.__exit__(*exc)
 
 
 def _model_card(config: TrainConfig, metrics: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from flows.config import ConfigError, PipelineSettings, load_config
 from storage import ArtifactStore
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None and importlib.util.find_spec("prefect_ray") is not None
-needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="prefect-ray / ray not installed (pip install prefect-ray==0.6.0 'ray[default]==2.60.0')")
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="prefect-ray / ray not installed (pip install 'xlembed[ray]')")
 
 
 def file_digests(root: Path) -> dict[str, list[str]]:
@@ -38,7 +38,7 @@ def test_ray_settings_validate(toy_pipeline: dict, tmp_path: Path, monkeypatch: 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("ray", "prefect_ray") else real_find_spec(name, *a))
     missing = ray_config(tmp_path / "missing.toml", toy_pipeline, tmp_path / "b", 'task_runner = "ray"')
-    with pytest.raises(ConfigError, match=r"pipeline.task_runner: .*pip install prefect-ray==0\.6\.0"):
+    with pytest.raises(ConfigError, match=r"pipeline.task_runner: .*pip install 'xlembed\[ray\]'"):
         load_config(missing)
 
 

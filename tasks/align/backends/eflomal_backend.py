@@ -45,8 +45,9 @@ class EflomalAligner(AlignBackend):
     label = "eflomal"
 
     def __init__(self, settings: EflomalSettings) -> None:
-        import eflomal  # noqa: F401 - fail early, naming the package
+        from tasks.extras import require_extra
 
+        require_extra("eflomal", "align backend 'eflomal'")  # fail early, naming the extra
         self.settings = settings
         self.extra: list[tuple[list[str], list[str]]] = []
 

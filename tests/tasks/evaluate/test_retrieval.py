@@ -328,5 +328,5 @@ def test_mteb_task_result_rows():
 def test_run_mteb_without_mteb_says_how_to_install(tmp_path, monkeypatch):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mteb" else real_find_spec(name, *a))
-    with pytest.raises(mteb_bridge.MtebNotInstalledError, match=r"pip install mteb.*datasets must also be cached"):
+    with pytest.raises(mteb_bridge.MtebNotInstalledError, match=r"pip install 'xlembed\[mteb\]'.*datasets must also be cached"):
         mteb_bridge.run_mteb(tmp_path, ["STS22"], tmp_path / "cache")
