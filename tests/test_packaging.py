@@ -88,8 +88,7 @@ def test_a_missing_optional_part_names_its_extra(monkeypatch):
     with pytest.raises(MissingExtraError, match=r"^task_runner = 'ray' needs prefect_ray, which is not installed: pip install 'xlembed\[ray\]'$"):
         require_extra("ray", "task_runner = 'ray'")
 
-    from tasks.align.backends.eflomal_backend import EflomalAligner
-    from tasks.align.config import EflomalSettings
+    from tasks.align.backends.eflomal_backend import EflomalAligner, EflomalSettings
 
     with pytest.raises(MissingExtraError, match=r"align backend 'eflomal' needs eflomal, .*pip install 'xlembed\[eflomal\]'"):
         EflomalAligner(EflomalSettings())
