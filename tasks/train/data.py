@@ -340,9 +340,9 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
     checked = ~outside & ~without_text & ~mismatch
     in_range = (scores >= min_score) & checked[link_record] & (a >= 0) & (b >= 0) & (a < n_other) & (b < n_pivot)
     stride = int(max(n_other.max(initial=0), n_pivot.max(initial=0))) + 1
-    with_tokens = np.unique(token_text[token_word >= 0] * stride + token_word[token_word >= 0])  # (text, word) with a token
+    with_tokens = np.sort(token_text[token_word >= 0] * stride + token_word[token_word >= 0])  # (text, word) with a token
     la, lb = src_t[link_record], tgt_t[link_record]
-    has_tokens = in_range & np.isin(la * stride + a, with_tokens) & np.isin(lb * stride + b, with_tokens)
+    has_tokens = in_range & _members(la * stride + a, with_tokens) & _members(lb * stride + b, with_tokens)
     if checked.any():
         data.dropped["word_pair_without_tokens"] += int(in_range.sum() - has_tokens.sum())
     found = np.flatnonzero(has_tokens)
@@ -365,16 +365,44 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
     data.alignments = WordPairs(keys, offsets, np.stack([a[kept], b[kept]], axis=1).astype(np.int32), n_texts)
 
 
+def _word_char_spans_flat(texts: list[str], words: list[list[str]]) -> np.ndarray:
+    """`word_char_spans` of many texts, stacked: [total words, 2]. The search itself is
+    `str.find` from a cursor, word after word (each word is looked for after the previous
+    one), which has no vectorised form; the arrays are built once for all texts."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for text, text_words in zip(texts, words):
+        cursor = 0
+        for word in text_words:
+            word = word.strip()
+            at = text.find(word, cursor) if word else -1
+            if at < 0:
+                starts.append(-1)
+                ends.append(-1)
+            else:
+                cursor = at + len(word)
+                starts.append(at)
+                ends.append(cursor)
+    return np.stack([np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)], axis=1)
+
+
+def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """values in sorted_set, by binary search (no hashing of either side)."""
+    if not len(sorted_set):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[at] == values
+
+
 def _set_word_ids(data: TrainingData, texts: np.ndarray, words: list[list[str]], spans: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Set `data.word_ids` of `texts` (distinct) from their words, `token_word_ids` for all texts
     at once; returns (text id, word id) of each of their tokens."""
     if not len(texts):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    word_spans = [word_char_spans(data.texts[t], w) for t, w in zip(texts.tolist(), words)]  # str.find per text
-    n_words = np.fromiter(map(len, word_spans), dtype=np.int64, count=len(texts))
+    word_span = _word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
+    n_words = np.fromiter(map(len, words), dtype=np.int64, count=len(texts))
     n_tokens = data.lengths[texts]
     token_spans = np.concatenate([spans[t] for t in texts.tolist()]).reshape(-1, 2)
-    word_span = np.concatenate(word_spans).reshape(-1, 2)
     token_text = np.repeat(np.arange(len(texts)), n_tokens)
     word_text = np.repeat(np.arange(len(texts)), n_words)
     word_index = np.arange(len(word_span)) - np.repeat(np.cumsum(n_words) - n_words, n_words)
