@@ -8,6 +8,12 @@ processes:
 and print peak RSS and lines/s for each, with the ratios measured in the same run.
 
     python benchmarks/corpus_stream.py [--lines 250000 1000000 4000000] [--sample 38000]
+        [--naive-max 4000000] [--extrapolate 100000000]
+
+`--extrapolate N` fits the stage's seconds = a + b * lines over the measured sizes and prints
+its lines/s and peak memory at N lines, with the error of the same fit made without the
+largest size and used to predict it (the stated error); sizes above `--naive-max` run the
+stage only (the naive script holds the whole input in memory).
 """
 
 from __future__ import annotations
@@ -109,6 +115,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, nargs="+", default=[250_000, 1_000_000, 4_000_000])
     parser.add_argument("--sample", type=int, default=38_000)
+    parser.add_argument("--naive-max", type=int, default=4_000_000, help="largest size the naive script runs at")
+    parser.add_argument("--extrapolate", type=int, help="lines to extrapolate the stage's speed and memory to (e.g. 100000000)")
     parser.add_argument("--child", choices=["stage", "naive"])
     parser.add_argument("--files")
     parser.add_argument("--root")
@@ -120,18 +128,44 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'lines':>10} | {'stage MiB':>9} {'naive MiB':>9} {'mem ratio':>9} | {'stage l/s':>10} {'naive l/s':>10} {'speed ratio':>11}")
         first_peak = None
+        stages = []
         for lines in args.lines:
             files = generate(Path(tmp), lines)
             stage = measure("stage", files, args.sample, f"{tmp}/store-{lines}")
-            naive = measure("naive", files, args.sample, "")
+            stages.append((lines, stage))
             first_peak = first_peak or stage["peak_mib"]
-            print(
-                f"{lines:>10,} | {stage['peak_mib']:>9.0f} {naive['peak_mib']:>9.0f} {naive['peak_mib'] / stage['peak_mib']:>8.1f}x |"
-                f" {lines / stage['seconds']:>10,.0f} {lines / naive['seconds']:>10,.0f} {naive['seconds'] / stage['seconds']:>10.1f}x"
-            )
+            if lines <= args.naive_max:
+                naive = measure("naive", files, args.sample, "")
+                print(
+                    f"{lines:>10,} | {stage['peak_mib']:>9.0f} {naive['peak_mib']:>9.0f} {naive['peak_mib'] / stage['peak_mib']:>8.1f}x |"
+                    f" {lines / stage['seconds']:>10,.0f} {lines / naive['seconds']:>10,.0f} {naive['seconds'] / stage['seconds']:>10.1f}x"
+                )
+            else:
+                print(f"{lines:>10,} | {stage['peak_mib']:>9.0f} {'-':>9} {'-':>9} | {lines / stage['seconds']:>10,.0f} {'-':>10} {'-':>11}")
             for path in files.values():
                 path.unlink()
         print(f"stage peak memory grows {stage['peak_mib'] / first_peak:.2f}x while input grows {args.lines[-1] / args.lines[0]:.0f}x")
+        if args.extrapolate and len(stages) >= 3:
+            print(extrapolate(stages, args.extrapolate))
+
+
+def extrapolate(stages: list[tuple[int, dict]], target: int) -> str:
+    """Lines/s and peak MiB at `target` lines from a linear fit of seconds and of peak MiB on
+    lines; the error is that of the fit without the largest size, predicting it."""
+    import numpy as np
+
+    lines = np.array([n for n, _ in stages], dtype=float)
+    seconds = np.array([s["seconds"] for _, s in stages])
+    peaks = np.array([s["peak_mib"] for _, s in stages])
+    fit_s, fit_m = np.polyfit(lines, seconds, 1), np.polyfit(lines, peaks, 1)
+    held_s, held_m = np.polyfit(lines[:-1], seconds[:-1], 1), np.polyfit(lines[:-1], peaks[:-1], 1)
+    err_s = abs(np.polyval(held_s, lines[-1]) - seconds[-1]) / seconds[-1]
+    err_m = abs(np.polyval(held_m, lines[-1]) - peaks[-1]) / peaks[-1]
+    t, m = np.polyval(fit_s, target), max(np.polyval(fit_m, target), peaks.max())
+    return (
+        f"extrapolated to {target:,} lines: {target / t:,.0f} lines/s ({t:,.0f} s, +-{100 * err_s:.0f}%), "
+        f"peak {m:,.0f} MiB (+-{100 * err_m:.0f}%); errors: the fit without {int(lines[-1]):,} lines predicting it"
+    )
 
 
 if __name__ == "__main__":

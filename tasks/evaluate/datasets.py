@@ -21,13 +21,27 @@ Layouts:
   * FLORES-200 multi-way: ``{code}.{split}`` per language, line-aligned.
   * Distractor folders: one file per language named by a pattern (``{code}.dev``,
     ``newstest2019-ref.{code}.txt``) or listed by name; any code :func:`to_flores` maps.
+
+Each file is parsed once per process: the readers remember their results (a few, least
+recently used first out) with the state (size, times, inode) of every file and folder they
+looked at, and parse again only when one of those changed. The evaluate stage checks every
+benchmark's files at plan time and reads them again to score one or two models; those later
+reads are lookups, not parses.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
-from collections.abc import Mapping, Sequence
+import stat
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +56,7 @@ __all__ = [
     "BenchmarkDataError",
     "BitextPairs",
     "BuccSplit",
+    "clear_parsed",
     "DistractorFolder",
     "MultiwayRows",
     "StsPairs",
@@ -91,6 +106,92 @@ class BenchmarkDataError(DataError):
         return (type(self), (self.path, self.line, self.problem, self.field))
 
 
+# ------------------------------------------------------------------ parsed once
+
+PARSED_LIMIT = 32  # readers' results kept per process (a BUCC split is one)
+_RACY_NS = 2_000_000_000
+_PARSED: OrderedDict[tuple, tuple[tuple[tuple[str, tuple | None], ...], object]] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_LOOKED_AT: ContextVar[list[tuple[str, tuple | None]] | None] = ContextVar("_LOOKED_AT", default=None)
+
+
+def _state(path: str | Path) -> tuple | None:
+    """What changes when a file or folder is written, replaced or removed (None: absent).
+
+    Size, times and inode; for one modified in the last 2 s also its content (a checksum) or
+    its listing, since file times are coarse: a second write in the same tick would not show."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    state: tuple = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if time.time_ns() - st.st_mtime_ns < _RACY_NS:
+        try:
+            state += (tuple(sorted(os.listdir(path))) if stat.S_ISDIR(st.st_mode) else zlib.crc32(Path(path).read_bytes()),)
+        except OSError:
+            return None
+    return state
+
+
+def _look_at(path: str | Path) -> None:
+    """Note a file or folder (and its state now, before it is read) for the reader running."""
+    seen = _LOOKED_AT.get()
+    if seen is not None:
+        seen.append((os.path.abspath(path), _state(path)))
+
+
+def _frozen(value: object) -> object:
+    if isinstance(value, Mapping):
+        return ("mapping", tuple(sorted((k, _frozen(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, slice):
+        return ("slice", value.start, value.stop, value.step)
+    if isinstance(value, Path):
+        return os.path.abspath(value)
+    return value
+
+
+def _parsed_once(reader: Callable) -> Callable:
+    """Remember `reader`'s result by its arguments and the state of what it looked at."""
+
+    @functools.wraps(reader)
+    def remembered(*args, **kwargs):
+        key = (reader.__qualname__, os.getcwd(), _frozen(args), _frozen(kwargs))
+        outer = _LOOKED_AT.get()
+        with _PARSED_LOCK:
+            hit = _PARSED.get(key)
+        if hit is not None and all(_state(path) == state for path, state in hit[0]):
+            with _PARSED_LOCK:
+                if key in _PARSED:
+                    _PARSED.move_to_end(key)
+            if outer is not None:
+                outer.extend(hit[0])
+            return hit[1]
+        seen: list[tuple[str, tuple | None]] = []
+        token = _LOOKED_AT.set(seen)
+        try:
+            result = reader(*args, **kwargs)
+        finally:
+            _LOOKED_AT.reset(token)
+        if outer is not None:
+            outer.extend(seen)
+        with _PARSED_LOCK:
+            _PARSED[key] = (tuple(dict.fromkeys(seen)), result)
+            _PARSED.move_to_end(key)
+            while len(_PARSED) > PARSED_LIMIT:
+                _PARSED.popitem(last=False)
+        return result
+
+    return remembered
+
+
+def clear_parsed() -> None:
+    """Forget every remembered reader result (the next reads parse again)."""
+    with _PARSED_LOCK:
+        _PARSED.clear()
+
+
 # ------------------------------------------------------------------ lines
 
 
@@ -101,6 +202,7 @@ def read_lines(path: str | Path) -> list[str]:
     BenchmarkDataError naming the line.
     """
     path = Path(path)
+    _look_at(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -160,6 +262,7 @@ def tatoeba_languages(folder: str | Path) -> list[str]:
     return sorted(found)
 
 
+@_parsed_once
 def read_tatoeba(folder: str | Path, lang: str) -> BitextPairs:
     """Tatoeba pairs of ``lang`` (a Tatoeba / ISO 639-3 code such as ``kaz``) with English.
 
@@ -234,6 +337,7 @@ def _bucc_sentences(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[
     return tuple(ids), tuple(sentences), position
 
 
+@_parsed_once
 def read_bucc(folder: str | Path, lang: str, split: str, *, with_gold: bool = True) -> BuccSplit:
     """BUCC 2018 ``{lang}-en`` ``split`` (sample, training or test) from ``folder``.
 
@@ -251,6 +355,8 @@ def read_bucc(folder: str | Path, lang: str, split: str, *, with_gold: bool = Tr
         raise ValueError(f"unknown BUCC split {split!r}: expected one of {', '.join(BUCC_SPLITS)}")
     folder = Path(folder)
     stem = f"{lang}-en.{split}"
+    _look_at(folder)
+    _look_at(folder / f"{lang}-en")
     if not (folder / f"{stem}.{lang}").exists() and (folder / f"{lang}-en" / f"{stem}.{lang}").exists():
         folder = folder / f"{lang}-en"
     src_ids, src, src_position = _bucc_sentences(folder / f"{stem}.{lang}")
@@ -314,6 +420,7 @@ def _split_pair(path: Path, number: int, line: str, n_fields: int) -> list[str]:
     return fields
 
 
+@_parsed_once
 def read_sts2017(
     input_path: str | Path, gold_path: str | Path | None = None, languages: tuple[str, str] | None = None
 ) -> StsPairs:
@@ -361,6 +468,7 @@ def read_sts2017(
     return StsPairs(name, src_lang, tgt_lang, tuple(sentence1), tuple(sentence2), np.array(scores, dtype=np.float64), unscored)
 
 
+@_parsed_once
 def read_sts2017_folder(folder: str | Path, languages: Mapping[str, tuple[str, str]] | None = None) -> list[StsPairs]:
     """Every ``STS.input.track*.txt`` in ``folder`` with its gold file, sorted by name.
 
@@ -368,6 +476,7 @@ def read_sts2017_folder(folder: str | Path, languages: Mapping[str, tuple[str, s
     :data:`STS2017_TRACK_LANGUAGES`.
     """
     found = []
+    _look_at(folder)
     for path in sorted(Path(folder).glob("STS.input.track*.txt")):
         match = _STS_TRACK.match(path.name)
         override = languages.get(match.group(1)) if (languages and match) else None
@@ -377,6 +486,7 @@ def read_sts2017_folder(folder: str | Path, languages: Mapping[str, tuple[str, s
     return found
 
 
+@_parsed_once
 def read_sts_tsv(
     path: str | Path, src_lang: str, tgt_lang: str, *, header: bool | None = None, dataset: str | None = None
 ) -> StsPairs:
@@ -451,6 +561,7 @@ def held_out_rows(total_lines: int, fraction: float = 0.2) -> range:
     return range(total_lines - keep, total_lines)
 
 
+@_parsed_once
 def read_multiway_rows(
     path: str | Path, langs: Sequence[str], rows: range | slice, *, pattern: str = "{code}.dev"
 ) -> MultiwayRows:
@@ -527,13 +638,18 @@ class DistractorFolder:
         path = self.file_for(lang)
         if path is None:
             return ()
-        lines = read_lines(path)
-        if not lines:
-            raise BenchmarkDataError(path, None, "no sentences")
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                raise BenchmarkDataError(path, number, "empty line (the files are line-aligned: is the file damaged?)", lang)
-        return tuple(lines)
+        return _read_distractor_lines(path, lang)
+
+
+@_parsed_once
+def _read_distractor_lines(path: Path, lang: str) -> tuple[str, ...]:
+    lines = read_lines(path)
+    if not lines:
+        raise BenchmarkDataError(path, None, "no sentences")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise BenchmarkDataError(path, number, "empty line (the files are line-aligned: is the file damaged?)", lang)
+    return tuple(lines)
 
 
 def scan_distractor_folder(

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ class TrainingData:
     token_ids: np.ndarray  # [n_texts, max_length] int64, padded with pad_id
     lengths: np.ndarray  # [n_texts] int64
     word_ids: np.ndarray  # [n_texts, max_length] int32: word index of each token, -1 for none
-    alignments: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (text, pivot text) -> [k, 2]
+    alignments: WordPairs = field(default_factory=lambda: WordPairs.empty())  # (text, pivot text) -> [k, 2] word pairs
     pad_id: int = 0
     mask_id: int | None = None
     dropped: Counter = field(default_factory=Counter)
@@ -215,55 +217,211 @@ def one_to_one_pairs(pairs: np.ndarray, scores: np.ndarray, sentence: np.ndarray
     return mask
 
 
+class WordPairs(Mapping):
+    """Word pairs per (text, pivot text), as one sorted key array and one flat pair array.
+
+    A read-only mapping `(text id, pivot text id) -> [k, 2] int32 pairs` (what a dict of them
+    would give), and `lookup` for a whole batch of keys at once with one `searchsorted`, so
+    the step builder never goes through Python per row.
+    """
+
+    def __init__(self, keys: np.ndarray, offsets: np.ndarray, pairs: np.ndarray, n_texts: int) -> None:
+        self.keys = keys  # [n] int64, sorted: text * n_texts + pivot text
+        self.offsets = offsets  # [n + 1] int64 into `pairs`
+        self.pairs = pairs  # [total, 2] int32 (word of the text, word of the pivot text)
+        self.n_texts = n_texts
+
+    @classmethod
+    def empty(cls) -> WordPairs:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros((0, 2), dtype=np.int32), 0)
+
+    def lookup(self, texts: np.ndarray, pivots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start in `pairs`, number of pairs) per (text, pivot text): 0 pairs where it has none."""
+        texts, pivots = np.asarray(texts, dtype=np.int64), np.asarray(pivots, dtype=np.int64)
+        start, count = np.zeros(len(texts), dtype=np.int64), np.zeros(len(texts), dtype=np.int64)
+        if not len(self.keys):
+            return start, count
+        wanted = texts * self.n_texts + pivots
+        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        hit = (texts >= 0) & (pivots >= 0) & (texts < self.n_texts) & (pivots < self.n_texts) & (self.keys[at] == wanted)
+        start[hit] = self.offsets[at[hit]]
+        count[hit] = self.offsets[at[hit] + 1] - start[hit]
+        return start, count
+
+    def __getitem__(self, key: tuple[int, int]) -> np.ndarray:
+        start, count = self.lookup(np.array([key[0]]), np.array([key[1]]))
+        if not count[0]:
+            raise KeyError(key)
+        return self.pairs[start[0] : start[0] + count[0]]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        n = max(self.n_texts, 1)
+        return zip((self.keys // n).tolist(), (self.keys % n).tolist())
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float) -> None:
+    """Join the align artifact's rows to the training rows, all records at once (polars/numpy).
+
+    Per record, in table order: a record is stored other -> pivot (a pivot -> other one is
+    swapped); one outside the training rows or whose text is missing is dropped and counted.
+    The first record that names a text fixes that text's words (and its tokens' word ids); a
+    later record giving the text other words is dropped as a mismatch. Links under
+    `min_score`, outside the words or on a word without tokens are dropped; the rest are cut
+    to a 1-1 matching per record by score. Where two records give the same (text, pivot
+    text), the later one's pairs are kept. Only the search for each distinct text's words in
+    the text (`word_char_spans`) runs per text.
+    """
     pivot = data.langs[0]
+    n_texts = len(data.texts)
     lang_col = {lang: c for c, lang in enumerate(data.langs)}
-    group_row = {gid: g for g, gid in enumerate(data.group_ids)}
-    words_of: dict[int, list[str]] = {}
-    found: list[tuple[tuple[int, int], np.ndarray, np.ndarray]] = []  # (text, pivot text), word pairs, scores
     columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
-    for rec in table.select(columns).to_pylist():
-        src_lang, tgt_lang = rec["src_lang"], rec["tgt_lang"]
-        src_words, tgt_words = rec["src_words"], rec["tgt_words"]
-        kept_links = [a for a in rec["alignments"] if a["score"] >= min_score]
-        pairs = np.array([(a["src"], a["tgt"]) for a in kept_links], dtype=np.int64).reshape(-1, 2)
-        scores = np.array([a["score"] for a in kept_links], dtype=np.float64)
-        if src_lang == pivot and tgt_lang != pivot:  # store every pair as other -> pivot
-            src_lang, tgt_lang, src_words, tgt_words = tgt_lang, src_lang, tgt_words, src_words
-            pairs = pairs[:, ::-1]
-        g = group_row.get(rec["group_id"])
-        if tgt_lang != pivot or src_lang not in lang_col or g is None:
-            data.dropped["alignment_outside_training_rows"] += 1
-            continue
-        src_t, tgt_t = int(data.groups[g, lang_col[src_lang]]), int(data.groups[g, 0])
-        if src_t < 0:
-            data.dropped["alignment_without_text"] += 1
-            continue
-        ok = True
-        for t, words in ((src_t, src_words), (tgt_t, tgt_words)):
-            if t in words_of:
-                ok &= words_of[t] == words
-            else:
-                words_of[t] = words
-                data.word_ids[t, : data.lengths[t]] = token_word_ids(spans[t], word_char_spans(data.texts[t], words))
-        if not ok:
-            data.dropped["alignment_words_mismatch"] += 1
-            continue
-        in_range = (pairs[:, 0] < len(src_words)) & (pairs[:, 1] < len(tgt_words)) & (pairs >= 0).all(axis=1)
-        pairs, scores = pairs[in_range], scores[in_range]
-        has_tokens = np.isin(pairs[:, 0], data.word_ids[src_t]) & np.isin(pairs[:, 1], data.word_ids[tgt_t])
-        data.dropped["word_pair_without_tokens"] += int(len(pairs) - has_tokens.sum())
-        if has_tokens.any():
-            found.append(((src_t, tgt_t), pairs[has_tokens], scores[has_tokens]))
-    if not found:
+    table = table.select(columns)
+    swap_expr = (pl.col("src_lang") == pivot) & (pl.col("tgt_lang") != pivot)  # store every pair as other -> pivot
+    records = (
+        pl.from_arrow(table.select(columns[:5]))
+        .with_columns(swap=swap_expr)
+        .with_columns(
+            other_lang=pl.when("swap").then("tgt_lang").otherwise("src_lang"),
+            pivot_lang=pl.when("swap").then("src_lang").otherwise("tgt_lang"),
+            other_words=pl.when("swap").then("tgt_words").otherwise("src_words"),
+            pivot_words=pl.when("swap").then("src_words").otherwise("tgt_words"),
+        )
+        .with_columns(
+            col=pl.col("other_lang").replace_strict(list(lang_col), list(lang_col.values()), default=-1, return_dtype=pl.Int64)
+        )
+        .join(pl.DataFrame({"group_id": data.group_ids, "row": np.arange(data.n_groups, dtype=np.int64)}), on="group_id", how="left", maintain_order="left")
+        .select("swap", "pivot_lang", "other_words", "pivot_words", "col", pl.col("row").fill_null(-1))
+    )
+    n = records.height
+    swap = records["swap"].to_numpy()
+    col, row = records["col"].to_numpy(), records["row"].to_numpy()
+    outside = (records["pivot_lang"] != pivot).to_numpy() | (col < 0) | (row < 0)
+    src_t = np.where(outside, -1, data.groups[np.maximum(row, 0), np.maximum(col, 0)]).astype(np.int64)
+    tgt_t = np.where(outside, -1, data.groups[np.maximum(row, 0), 0]).astype(np.int64)
+    without_text = ~outside & (src_t < 0)
+    if outside.any():
+        data.dropped["alignment_outside_training_rows"] += int(outside.sum())
+    if without_text.any():
+        data.dropped["alignment_without_text"] += int(without_text.sum())
+
+    # the first record (other side, then pivot side) that names a text fixes its words
+    named = np.flatnonzero(~outside & ~without_text)
+    words = records.select("other_words", "pivot_words")[named]
+    events = pl.DataFrame({
+        "record": np.concatenate([named, named]),
+        "side": np.repeat(np.array([0, 1], dtype=np.int8), len(named)),
+        "text": np.concatenate([src_t[named], tgt_t[named]]),
+        "words": pl.concat([words["other_words"], words["pivot_words"]]),
+    }).sort("record", "side").with_columns(
+        first=pl.int_range(pl.len()).over("text") == 0,
+        same=pl.col("words") == pl.col("words").first().over("text"),
+    )  # fmt: skip
+    mismatch = np.zeros(n, dtype=bool)
+    mismatch[events.filter(~pl.col("same"))["record"].to_numpy()] = True
+    if mismatch.any():
+        data.dropped["alignment_words_mismatch"] += int(mismatch.sum())
+    defining = events.filter("first")
+    token_text, token_word = _set_word_ids(data, defining["text"].to_numpy(), defining["words"].to_list(), spans)
+
+    # links: kept by score, swapped to (other word, pivot word), inside the words, with tokens
+    links = table.column("alignments").combine_chunks()
+    link_record = np.repeat(np.arange(n), pc.list_value_length(links).to_numpy(zero_copy_only=False))
+    flat = pc.list_flatten(links)
+    src = flat.field("src").to_numpy(zero_copy_only=False).astype(np.int64)
+    tgt = flat.field("tgt").to_numpy(zero_copy_only=False).astype(np.int64)
+    scores = flat.field("score").to_numpy(zero_copy_only=False).astype(np.float64)
+    link_swap = swap[link_record]
+    a, b = np.where(link_swap, tgt, src), np.where(link_swap, src, tgt)
+    n_other = records["other_words"].list.len().to_numpy().astype(np.int64)[link_record]
+    n_pivot = records["pivot_words"].list.len().to_numpy().astype(np.int64)[link_record]
+    checked = ~outside & ~without_text & ~mismatch
+    in_range = (scores >= min_score) & checked[link_record] & (a >= 0) & (b >= 0) & (a < n_other) & (b < n_pivot)
+    stride = int(max(n_other.max(initial=0), n_pivot.max(initial=0))) + 1
+    with_tokens = np.sort(token_text[token_word >= 0] * stride + token_word[token_word >= 0])  # (text, word) with a token
+    la, lb = src_t[link_record], tgt_t[link_record]
+    has_tokens = in_range & _members(la * stride + a, with_tokens) & _members(lb * stride + b, with_tokens)
+    if checked.any():
+        data.dropped["word_pair_without_tokens"] += int(in_range.sum() - has_tokens.sum())
+    found = np.flatnonzero(has_tokens)
+    if not len(found):
         return
     # one word, one partner: the greedy 1-1 matching by score, over all sentence pairs at once
-    counts = np.array([len(p) for _, p, _ in found])
-    keep = one_to_one_pairs(np.concatenate([p for _, p, _ in found]), np.concatenate([sc for _, _, sc in found]), np.repeat(np.arange(len(found)), counts))
+    keep = one_to_one_pairs(np.stack([a[found], b[found]], axis=1), scores[found], link_record[found])
     data.dropped["word_pair_not_one_to_one"] += int(len(keep) - keep.sum())
-    for ((src_t, tgt_t), pairs, _), kept in zip(found, np.split(keep, np.cumsum(counts)[:-1])):
-        data.alignments[(src_t, tgt_t)] = pairs[kept].astype(np.int32)
-        data.max_pairs = max(data.max_pairs, int(kept.sum()))
+    kept = found[keep]
+    per_record = np.bincount(link_record[kept], minlength=n)
+    data.max_pairs = max(data.max_pairs, int(per_record.max()))
+    record_key = src_t * n_texts + tgt_t
+    with_pairs = np.flatnonzero(per_record)[::-1]  # the later record of a (text, pivot text) wins
+    keys, last = np.unique(record_key[with_pairs], return_index=True)
+    chosen = np.zeros(n, dtype=bool)
+    chosen[with_pairs[last]] = True
+    kept = kept[chosen[link_record[kept]]]
+    kept = kept[np.argsort(record_key[link_record[kept]], kind="stable")]
+    offsets = np.concatenate([[0], np.cumsum(per_record[with_pairs[last]])]).astype(np.int64)
+    data.alignments = WordPairs(keys, offsets, np.stack([a[kept], b[kept]], axis=1).astype(np.int32), n_texts)
+
+
+def _word_char_spans_flat(texts: list[str], words: list[list[str]]) -> np.ndarray:
+    """`word_char_spans` of many texts, stacked: [total words, 2]. The search itself is
+    `str.find` from a cursor, word after word (each word is looked for after the previous
+    one), which has no vectorised form; the arrays are built once for all texts."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for text, text_words in zip(texts, words):
+        cursor = 0
+        for word in text_words:
+            word = word.strip()
+            at = text.find(word, cursor) if word else -1
+            if at < 0:
+                starts.append(-1)
+                ends.append(-1)
+            else:
+                cursor = at + len(word)
+                starts.append(at)
+                ends.append(cursor)
+    return np.stack([np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)], axis=1)
+
+
+def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """values in sorted_set, by binary search (no hashing of either side)."""
+    if not len(sorted_set):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[at] == values
+
+
+def _set_word_ids(data: TrainingData, texts: np.ndarray, words: list[list[str]], spans: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Set `data.word_ids` of `texts` (distinct) from their words, `token_word_ids` for all texts
+    at once; returns (text id, word id) of each of their tokens."""
+    if not len(texts):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    word_span = _word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
+    n_words = np.fromiter(map(len, words), dtype=np.int64, count=len(texts))
+    n_tokens = data.lengths[texts]
+    token_spans = np.concatenate([spans[t] for t in texts.tolist()]).reshape(-1, 2)
+    token_text = np.repeat(np.arange(len(texts)), n_tokens)
+    word_text = np.repeat(np.arange(len(texts)), n_words)
+    word_index = np.arange(len(word_span)) - np.repeat(np.cumsum(n_words) - n_words, n_words)
+    located = word_span[:, 0] >= 0  # found words start left to right within a text: the keys are sorted
+    stride = int(max(word_span[:, 1].max(initial=0), token_spans[:, 1].max(initial=0))) + 2
+    starts = word_text[located] * stride + word_span[located, 0]
+    ends, owner, index = word_span[located, 1], word_text[located], word_index[located]
+    last_char = token_spans[:, 1] - 1
+    real = (token_spans[:, 1] > token_spans[:, 0]) & (last_char >= 0)
+    ids = np.full(len(token_spans), -1, dtype=np.int32)
+    if len(starts):
+        pos = np.searchsorted(starts, token_text * stride + last_char, side="right") - 1
+        pos_c = np.clip(pos, 0, len(starts) - 1)
+        ok = real & (pos >= 0) & (owner[pos_c] == token_text) & (last_char < ends[pos_c])
+        ids[ok] = index[pos_c[ok]]
+    rows = np.repeat(texts, n_tokens)
+    cols = np.arange(len(token_spans)) - np.repeat(np.cumsum(n_tokens) - n_tokens, n_tokens)
+    data.word_ids[rows, cols] = ids
+    return rows.astype(np.int64), ids.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- batches
@@ -371,12 +529,10 @@ class StepBatch:
 def make_step_batch(data: TrainingData, plan: np.ndarray, *, step: int, seed: int, mask_fraction: float = 0.15) -> StepBatch:
     rows, cols = plan[:, 0], plan[:, 1:]
     text_ids = np.where(cols >= 0, data.groups[rows[:, None], np.maximum(cols, 0)], -1)
-    found = [data.alignments.get((int(s), int(t))) for s, t in zip(text_ids[:, 1], text_ids[:, 0])]
-    width = max([len(p) for p in found if p is not None], default=0)
-    pairs = np.full((len(rows), max(width, 1), 2), -1, dtype=np.int32)
-    for b, p in enumerate(found):
-        if p is not None:
-            pairs[b, : len(p)] = p
+    start, count = data.alignments.lookup(text_ids[:, 1], text_ids[:, 0])  # each row's (view 1, view 0) pairs
+    pairs = np.full((len(rows), max(int(count.max(initial=0)), 1), 2), -1, dtype=np.int32)
+    at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    pairs[np.repeat(np.arange(len(rows)), count), at] = data.alignments.pairs[np.repeat(start, count) + at]
     valid = pairs[..., 0] >= 0
     rng = np.random.default_rng([seed, step, 1])
     masks = []

@@ -1,8 +1,9 @@
 """The translate stage: one language's rows of a corpus -> a multi-way parallel corpus.
 
 Input: a corpus artifact (long format) and a translate_model artifact. The rows in
-`source_lang` are put in group-id order and cut into shards of `shard_rows`; each shard is
-cached on its own, so an interrupted run resumes at the first missing shard and the shards
+`source_lang` are put in group-id order and cut into shards of `shard_rows` (the plan reads
+only the group ids; a shard streams the corpus once and keeps only its own rows, named by
+its first and last group id); each shard is cached on its own, so an interrupted run resumes at the first missing shard and the shards
 can run on many machines (the flow maps them over its task runner).
 
 Output: the corpus stage's long format. Per source row, its own row (kept unless the
@@ -51,10 +52,34 @@ def check_languages(config: TranslateConfig, info: dict[str, Any]) -> None:
             raise ValueError(f"language {code!r} is not in the vocabulary of translation model {info['name']!r}")
 
 
-def source_rows(config: TranslateConfig, corpus: InputArtifact) -> pa.Table:
-    """The corpus rows in the source language, in group-id order (the shards' stable order)."""
-    table = corpus.read_table(["group_id", "lang", "text", "split", "source"])
-    table = table.filter(pc.equal(table["lang"], config.source_lang))
+def source_group_ids(config: TranslateConfig, corpus: InputArtifact) -> pa.Array:
+    """The group ids of the corpus rows in the source language, sorted (the shards' stable
+    order). Streams two columns: the texts are not read."""
+    parts = [
+        batch.column("group_id").filter(pc.equal(batch.column("lang"), config.source_lang))
+        for batch in corpus.iter_batches(["group_id", "lang"])
+    ]
+    ids = pa.chunked_array(parts, type=CORPUS_SCHEMA.field("group_id").type).combine_chunks()
+    ids = ids.take(pc.sort_indices(ids))
+    if len(ids) > 1 and pc.count_distinct(ids).as_py() != len(ids):
+        raise ValueError(f"the corpus has groups with more than one {config.source_lang} row")
+    return ids
+
+
+def shard_source_rows(config: TranslateConfig, corpus: InputArtifact, first: str, last: str) -> pa.Table:
+    """The source-language rows with `first` <= group_id <= `last`, in group-id order: one
+    streaming pass that keeps only this shard's rows, so a shard holds its own texts only."""
+    columns = ["group_id", "lang", "text", "split", "source"]
+    kept = []
+    for batch in corpus.iter_batches(columns):
+        group = batch.column("group_id")
+        mine = pc.and_(
+            pc.equal(batch.column("lang"), config.source_lang),
+            pc.and_(pc.greater_equal(group, pa.scalar(first, group.type)), pc.less_equal(group, pa.scalar(last, group.type))),
+        )
+        kept.append(batch.filter(mine))
+    schema = pa.schema([CORPUS_SCHEMA.field(name) for name in columns])
+    table = pa.Table.from_batches(kept, schema=kept[0].schema if kept else schema).combine_chunks()
     table = table.sort_by([("group_id", "ascending")])
     groups = table["group_id"]
     if len(groups) > 1 and pc.count_distinct(groups).as_py() != len(groups):
@@ -64,11 +89,13 @@ def source_rows(config: TranslateConfig, corpus: InputArtifact) -> pa.Table:
 
 def plan_translate_shards(config: TranslateConfig, inputs: Inputs) -> list[ShardSpec]:
     check_languages(config, model_info(inputs["translate_model"]))
-    rows = source_rows(config, inputs["corpus"]).num_rows
+    ids = source_group_ids(config, inputs["corpus"])
+    rows = len(ids)
     shards = []
     for index, start in enumerate(range(0, rows, config.shard_rows)):
         stop = min(rows, start + config.shard_rows)
-        shards.append(ShardSpec(f"part-{index:05d}", {"start": start, "stop": stop}, f"{config.source_lang} rows {start}-{stop - 1}"))
+        params = {"start": start, "stop": stop, "first": ids[start].as_py(), "last": ids[stop - 1].as_py()}
+        shards.append(ShardSpec(f"part-{index:05d}", params, f"{config.source_lang} rows {start}-{stop - 1}"))
     return shards
 
 
@@ -77,7 +104,13 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
     info = model_info(model)
     check_languages(config, info)
     start, stop = int(shard.params["start"]), int(shard.params["stop"])
-    rows = source_rows(config, inputs["corpus"]).slice(start, stop - start)
+    if "first" in shard.params:  # the shard's first and last group id: read only its rows
+        rows = shard_source_rows(config, inputs["corpus"], shard.params["first"], shard.params["last"])
+    else:
+        ids = source_group_ids(config, inputs["corpus"])
+        rows = shard_source_rows(config, inputs["corpus"], ids[start].as_py(), ids[stop - 1].as_py())
+    if rows.num_rows != stop - start:
+        raise ValueError(f"translate shard {shard.shard_id}: expected {stop - start} {config.source_lang} rows, read {rows.num_rows} (the plan does not match the corpus)")
     context.read(rows.num_rows)
     group_ids: list[str] = rows["group_id"].to_pylist()
     texts: list[str] = rows["text"].to_pylist()

@@ -1,0 +1,441 @@
+"""Data preparation of the train, translate and evaluate stages at size, against the code before issue 17.
+
+For each stage's data preparation, at growing row counts (synthetic data), each case in a
+fresh process: wall time and peak memory above the inputs (VmHWM after resetting it through
+/proc/self/clear_refs, minus the RSS before the call), for the stage's code and for the
+"naive" code it replaced, kept here (measured in the same run up to `--naive-max` rows).
+
+  train.join       alignment records joined to training rows (`_add_alignments`)
+                   naive: a Python loop over `to_pylist()` records
+  train.step       the word pairs of one 256-row step (`make_step_batch`'s lookup)
+                   naive: a dict lookup per row
+  translate.plan   the plan's source rows   naive: the whole corpus with its texts
+  translate.shard  one 10,000-row shard's source rows
+                   naive: the whole corpus read, filtered, sorted, then sliced
+  evaluate.read    the plan-time check plus scoring a model and its base (three reads of
+                   every benchmark file): BUCC-like + Tatoeba-like files of N lines
+                   naive: every read parses again
+
+    python benchmarks/data_prep.py [--sizes 100000 1000000 10000000] [--naive-max 1000000] [--only train.join ...]
+
+`make benchmarks QUICK=1` runs 100k rows only; the default of `run_all.py` (no --quick) 100k
+and 1M; 10M rows only by hand (`--sizes ... 10000000`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = ("train.join", "train.step", "translate.plan", "translate.shard", "evaluate.read")
+SHARD_ROWS = 10_000
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def measured(run) -> dict[str, float]:
+    """Seconds and peak bytes above the current RSS of `run()` (Linux: VmHWM reset first)."""
+    gc.collect()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS to the current one
+    except OSError:
+        pass
+    before = _status("VmRSS")
+    started = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "peak_mib": max(0, _status("VmHWM") - before) / 2**20, "rss_before_mib": before / 2**20}
+
+
+# ----------------------------------------------------------------------------- train
+
+
+def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, list[np.ndarray]]:
+    """TrainingData of `rows` eng/fra groups (one token per word), its alignment records, token spans."""
+    import pyarrow as pa
+
+    from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
+    from tasks.train.data import TrainingData
+
+    rng = np.random.default_rng(seed)
+    n_words = rng.integers(4, 13, size=rows)
+    max_length = 16
+    texts, words_en, words_fr, spans = [], [], [], []
+    vocab = [f"w{i}" for i in range(1000)]
+    picks = rng.integers(0, 1000, size=int(n_words.sum()))
+    at = 0
+    for n in n_words.tolist():  # input generation, not measured
+        en = [vocab[i] for i in picks[at : at + n]]
+        fr = [w.upper() for w in en]
+        at += n
+        words_en.append(en)
+        words_fr.append(fr)
+    for words in (words_en, words_fr):
+        for w in words:
+            text = " ".join(w)
+            texts.append(text)
+            starts = np.cumsum([0] + [len(x) + 1 for x in w[:-1]])
+            kept = min(len(w), max_length - 2)
+            span = np.full((kept + 2, 2), -1, dtype=np.int64)
+            span[1:-1, 0] = starts[:kept]
+            span[1:-1, 1] = starts[:kept] + np.array([len(x) for x in w[:kept]])
+            spans.append(span)
+    lengths = np.array([len(s) for s in spans], dtype=np.int64)
+    groups = np.stack([np.arange(rows), rows + np.arange(rows)], axis=1).astype(np.int32)
+    data = TrainingData(
+        texts=texts, langs=["eng_Latn", "fra_Latn"], groups=groups, group_ids=[f"g{g:09d}" for g in range(rows)],
+        token_ids=np.zeros((2 * rows, max_length), dtype=np.int64), lengths=lengths,
+        word_ids=np.full((2 * rows, max_length), -1, dtype=np.int32),
+    )  # fmt: skip
+    # alignment records: fra -> eng, every 3rd written eng -> fra; links i-i plus ~20% extra, random scores
+    swap = np.arange(rows) % 3 == 0
+    link_counts = n_words + rng.binomial(n_words, 0.2)
+    link_record = np.repeat(np.arange(rows), link_counts)
+    first = np.repeat(np.cumsum(link_counts) - link_counts, link_counts)
+    within = np.arange(len(link_record)) - first
+    nw = n_words[link_record]
+    src = np.where(within < nw, within, rng.integers(0, nw)).astype(np.int32)
+    tgt = np.where(within < nw, within, rng.integers(0, nw)).astype(np.int32)
+    src, tgt = np.where(swap[link_record], tgt, src), np.where(swap[link_record], src, tgt)
+    scores = rng.random(len(link_record)).astype(np.float32)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(link_counts)]).astype(np.int32))
+    links = pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([pa.array(src), pa.array(tgt), pa.array(scores)], fields=list(WORD_ALIGNMENT_SCHEMA.field("alignments").type.value_type)))
+    fr_words, en_words = pa.array(words_fr, pa.list_(pa.string())), pa.array(words_en, pa.list_(pa.string()))
+    swap_arr = pa.array(swap)
+    import pyarrow.compute as pc
+
+    table = pa.table(
+        {
+            "id": pa.array([f"r{i}" for i in range(rows)]),
+            "group_id": pa.array(data.group_ids),
+            "src_lang": pc.if_else(swap_arr, "eng_Latn", "fra_Latn"),
+            "tgt_lang": pc.if_else(swap_arr, "fra_Latn", "eng_Latn"),
+            "src_words": pc.if_else(swap_arr, en_words, fr_words),
+            "tgt_words": pc.if_else(swap_arr, fr_words, en_words),
+            "alignments": links,
+            "backend": pa.array(["synthetic"] * rows),
+        }
+    ).cast(WORD_ALIGNMENT_SCHEMA)
+    return data, table, spans
+
+
+def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_score: float) -> dict:
+    """`_add_alignments` before issue 17 (a Python loop over records, pairs in a dict)."""
+    from tasks.train.data import one_to_one_pairs, token_word_ids, word_char_spans
+
+    alignments: dict[tuple[int, int], np.ndarray] = {}
+    pivot = data.langs[0]
+    lang_col = {lang: c for c, lang in enumerate(data.langs)}
+    group_row = {gid: g for g, gid in enumerate(data.group_ids)}
+    words_of: dict[int, list[str]] = {}
+    found = []
+    columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
+    for rec in table.select(columns).to_pylist():
+        src_lang, tgt_lang = rec["src_lang"], rec["tgt_lang"]
+        src_words, tgt_words = rec["src_words"], rec["tgt_words"]
+        kept_links = [a for a in rec["alignments"] if a["score"] >= min_score]
+        pairs = np.array([(a["src"], a["tgt"]) for a in kept_links], dtype=np.int64).reshape(-1, 2)
+        scores = np.array([a["score"] for a in kept_links], dtype=np.float64)
+        if src_lang == pivot and tgt_lang != pivot:
+            src_lang, tgt_lang, src_words, tgt_words = tgt_lang, src_lang, tgt_words, src_words
+            pairs = pairs[:, ::-1]
+        g = group_row.get(rec["group_id"])
+        if tgt_lang != pivot or src_lang not in lang_col or g is None:
+            data.dropped["alignment_outside_training_rows"] += 1
+            continue
+        src_t, tgt_t = int(data.groups[g, lang_col[src_lang]]), int(data.groups[g, 0])
+        if src_t < 0:
+            data.dropped["alignment_without_text"] += 1
+            continue
+        ok = True
+        for t, words in ((src_t, src_words), (tgt_t, tgt_words)):
+            if t in words_of:
+                ok &= words_of[t] == words
+            else:
+                words_of[t] = words
+                data.word_ids[t, : data.lengths[t]] = token_word_ids(spans[t], word_char_spans(data.texts[t], words))
+        if not ok:
+            data.dropped["alignment_words_mismatch"] += 1
+            continue
+        in_range = (pairs[:, 0] < len(src_words)) & (pairs[:, 1] < len(tgt_words)) & (pairs >= 0).all(axis=1)
+        pairs, scores = pairs[in_range], scores[in_range]
+        has_tokens = np.isin(pairs[:, 0], data.word_ids[src_t]) & np.isin(pairs[:, 1], data.word_ids[tgt_t])
+        data.dropped["word_pair_without_tokens"] += int(len(pairs) - has_tokens.sum())
+        if has_tokens.any():
+            found.append(((src_t, tgt_t), pairs[has_tokens], scores[has_tokens]))
+    if found:
+        counts = np.array([len(p) for _, p, _ in found])
+        keep = one_to_one_pairs(np.concatenate([p for _, p, _ in found]), np.concatenate([sc for _, _, sc in found]), np.repeat(np.arange(len(found)), counts))
+        data.dropped["word_pair_not_one_to_one"] += int(len(keep) - keep.sum())
+        for ((src_t, tgt_t), pairs, _), kept in zip(found, np.split(keep, np.cumsum(counts)[:-1])):
+            alignments[(src_t, tgt_t)] = pairs[kept].astype(np.int32)
+            data.max_pairs = max(data.max_pairs, int(kept.sum()))
+    return alignments
+
+
+def naive_step_pairs(alignments: dict, text_ids: np.ndarray) -> np.ndarray:
+    found = [alignments.get((int(s), int(t))) for s, t in zip(text_ids[:, 1], text_ids[:, 0])]
+    width = max([len(p) for p in found if p is not None], default=0)
+    pairs = np.full((len(text_ids), max(width, 1), 2), -1, dtype=np.int32)
+    for b, p in enumerate(found):
+        if p is not None:
+            pairs[b, : len(p)] = p
+    return pairs
+
+
+def case_train_join(rows: int, naive: bool) -> dict:
+    from tasks.train.data import _add_alignments
+
+    data, table, spans = training_inputs(rows)
+    if naive:
+        return measured(lambda: naive_add_alignments(data, table, spans, 0.0))
+    return measured(lambda: _add_alignments(data, table, spans, 0.0))
+
+
+def case_train_step(rows: int, naive: bool) -> dict:
+    """Seconds of 200 steps' pair lookups (256 rows each) over the join's pairs."""
+    from tasks.train.data import _add_alignments
+
+    data, table, spans = training_inputs(rows)
+    _add_alignments(data, table, spans, 0.0)
+    rng = np.random.default_rng(1)
+    steps = [rng.integers(0, rows, size=256) for _ in range(200)]
+    text_ids = [np.stack([data.groups[r, 0], data.groups[r, 1]], axis=1) for r in steps]
+    if naive:
+        table_dict = dict(data.alignments.items())
+        return measured(lambda: [naive_step_pairs(table_dict, t) for t in text_ids])
+
+    def lookup() -> None:
+        for t in text_ids:  # make_step_batch's lookup
+            start, count = data.alignments.lookup(t[:, 1], t[:, 0])
+            pairs = np.full((len(t), max(int(count.max(initial=0)), 1), 2), -1, dtype=np.int32)
+            at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+            pairs[np.repeat(np.arange(len(t)), count), at] = data.alignments.pairs[np.repeat(start, count) + at]
+
+    return measured(lookup)
+
+
+# ----------------------------------------------------------------------------- translate
+
+
+class ParquetCorpus:
+    """A corpus artifact's reads (InputArtifact's interface) over local Parquet parts."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+
+    def read_table(self, columns: list[str] | None = None) -> Any:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pa.concat_tables([pq.read_table(p, columns=columns) for p in self.paths])
+
+    def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65_536):
+        import pyarrow.parquet as pq
+
+        for path in self.paths:
+            with open(path, "rb") as f:
+                yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
+
+
+def write_corpus(folder: Path, rows: int) -> list[Path]:
+    """`rows` English rows and as many Kazakh ones, group ids shuffled, in parts of 1M rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from tasks.corpus.schema import CORPUS_SCHEMA
+
+    rng = np.random.default_rng(rows)
+    order = rng.permutation(rows)
+    paths = []
+    for part, start in enumerate(range(0, rows, 1_000_000)):
+        g = order[start : start + 1_000_000]
+        gid = pc.binary_join_element_wise("g", pc.utf8_lpad(pa.array(g).cast(pa.string()), 10, "0"), "")
+        number = pa.array(g).cast(pa.string())
+        columns = []
+        for lang, word in (("eng_Latn", "the river city bright small people water under over light sentence "), ("kaz_Cyrl", "өзен қала жарық кіші адамдар су астында сөйлем ")):
+            n = len(g)
+            columns.append(
+                pa.table({
+                    "id": pc.binary_join_element_wise(gid, lang, ":"), "group_id": gid, "lang": pa.array([lang] * n),
+                    "text": pc.binary_join_element_wise(word, number, ""), "split": pa.array(np.where(g % 10 == 0, "dev", "train")),
+                    "source": pa.array(["synthetic"] * n),
+                }, schema=CORPUS_SCHEMA)  # fmt: skip
+            )
+        path = folder / f"part-{part:05d}.parquet"
+        pq.write_table(pa.concat_tables(columns), path)
+        paths.append(path)
+    return paths
+
+
+def naive_source_rows(corpus: ParquetCorpus, lang: str) -> Any:
+    """translate's `source_rows` before issue 17: the whole corpus with its texts."""
+    import pyarrow.compute as pc
+
+    table = corpus.read_table(["group_id", "lang", "text", "split", "source"])
+    table = table.filter(pc.equal(table["lang"], lang))
+    table = table.sort_by([("group_id", "ascending")])
+    if len(table) > 1 and pc.count_distinct(table["group_id"]).as_py() != len(table):
+        raise ValueError("duplicates")
+    return table
+
+
+def case_translate(rows: int, naive: bool, what: str, folder: Path) -> dict:
+    from tasks.translate.config import TranslateConfig
+    from tasks.translate.stage import shard_source_rows, source_group_ids
+
+    corpus = ParquetCorpus(sorted(folder.glob("part-*.parquet")))
+    config = TranslateConfig.model_validate({"targets": ["kaz_Cyrl"], "shard_rows": SHARD_ROWS})
+    middle = (rows // SHARD_ROWS // 2) * SHARD_ROWS  # a shard in the middle
+    if what == "plan":
+        run = (lambda: naive_source_rows(corpus, "eng_Latn").num_rows) if naive else (lambda: len(source_group_ids(config, corpus)))
+        return measured(run)
+    if naive:
+        return measured(lambda: naive_source_rows(corpus, "eng_Latn").slice(middle, SHARD_ROWS))
+    ids = source_group_ids(config, corpus)  # the plan's work, not measured here
+    first, last = ids[middle].as_py(), ids[min(rows, middle + SHARD_ROWS) - 1].as_py()
+    del ids
+    return measured(lambda: shard_source_rows(config, corpus, first, last))
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def write_benchmarks(folder: Path, rows: int) -> None:
+    """BUCC-like de-en training/test splits of `rows` lines each side, gold 1/10; Tatoeba-like pair of `rows` lines."""
+    ids = np.arange(rows).astype(str)
+    for split in ("training", "test"):
+        for side, word in (("de", "Satz"), ("en", "sentence")):
+            lines = np.char.add(np.char.add(np.char.add(f"{side}-", ids), f"\t{word} "), ids)
+            (folder / f"de-en.{split}.{side}").write_text("\n".join(lines.tolist()) + "\n", encoding="utf-8")
+        gold = np.char.add(np.char.add("de-", ids[::10]), np.char.add("\ten-", ids[::10]))
+        (folder / f"de-en.{split}.gold").write_text("\n".join(gold.tolist()) + "\n", encoding="utf-8")
+    for side, word in (("kaz", "сөйлем"), ("eng", "sentence")):
+        (folder / f"tatoeba.kaz-eng.{side}").write_text("\n".join(np.char.add(f"{word} ", ids).tolist()) + "\n", encoding="utf-8")
+    past = time.time() - 3600
+    for path in [folder, *folder.iterdir()]:
+        os.utime(path, (past, past))
+
+
+def case_evaluate(rows: int, naive: bool, folder: Path) -> dict:
+    from tasks.evaluate import datasets
+
+    readers = [
+        (datasets.read_bucc, (folder, "de", "training")), (datasets.read_bucc, (folder, "de", "test")),
+        (datasets.read_tatoeba, (folder, "kaz")),
+    ]  # fmt: skip
+
+    def three_reads() -> None:  # plan-time check, the trained model, the untrained base
+        for _ in range(3):
+            for reader, args in readers:
+                (reader.__wrapped__ if naive else reader)(*args)
+
+    return measured(three_reads)
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def child(case: str, rows: int, naive: bool, folder: str | None) -> dict:
+    sys.path.insert(0, str(REPO))
+    if case == "train.join":
+        return case_train_join(rows, naive)
+    if case == "train.step":
+        return case_train_step(rows, naive)
+    if case.startswith("translate."):
+        return case_translate(rows, naive, case.split(".")[1], Path(folder))
+    return case_evaluate(rows, naive, Path(folder))
+
+
+def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: float) -> dict | None:
+    command = [sys.executable, __file__, "--child", case, "--rows", str(rows)] + (["--naive"] if naive else []) + (["--folder", str(folder)] if folder else [])
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+    except subprocess.TimeoutExpired:
+        return None
+    if result.returncode != 0:
+        raise RuntimeError(f"{case} {rows} naive={naive}: {result.stderr.strip().splitlines()[-1:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_cases(sizes: list[int], naive_max: int, only: list[str] | None, timeout: float, report=print) -> list[dict]:
+    results = []
+    for rows in sizes:
+        with tempfile.TemporaryDirectory(prefix="xlembed-data-prep-") as tmp:
+            folder = Path(tmp)
+            prepared = set()
+            for case in only or CASES:
+                kind = case.split(".")[0]
+                if kind in ("translate", "evaluate") and kind not in prepared:
+                    (write_corpus if kind == "translate" else write_benchmarks)(folder, rows)
+                    prepared.add(kind)
+                stage = measure(case, rows, False, folder, timeout)
+                naive = measure(case, rows, True, folder, timeout) if rows <= naive_max else None
+                row = {"case": case, "rows": rows, "stage": stage, "naive": naive}
+                results.append(row)
+                report(row)
+    return results
+
+
+def table_line(row: dict) -> str:
+    s, n = row["stage"], row["naive"]
+    if s is None:
+        return f"| {row['case']} | {row['rows']:,} | timed out | | | | | |"
+    naive = f"{n['seconds']:.2f} | {n['peak_mib']:.0f} | {n['seconds'] / s['seconds']:.1f}x | {n['peak_mib'] / max(s['peak_mib'], 1):.1f}x" if n else "not run | | |"
+    return f"| {row['case']} | {row['rows']:,} | {s['seconds']:.2f} | {s['peak_mib']:.0f} | {naive} |"
+
+
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: each case's seconds and peak MiB vs the naive code."""
+    sizes = [100_000] if quick else [100_000, 1_000_000]
+    rows = []
+    for r in run_cases(sizes, naive_max=sizes[-1], only=None, timeout=900, report=lambda row: None):
+        if r["stage"] is None or r["naive"] is None:
+            continue
+        case = f"{r['case']}, {r['rows']:,} rows"
+        rows.append({"case": case, "measure": "seconds", "stage": r["stage"]["seconds"], "reference": r["naive"]["seconds"], "reference_name": "naive", "higher_is_better": False})
+        rows.append({"case": case, "measure": "peak MiB above inputs", "stage": max(r["stage"]["peak_mib"], 1.0), "reference": max(r["naive"]["peak_mib"], 1.0), "reference_name": "naive", "higher_is_better": False})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--naive-max", type=int, default=1_000_000, help="largest size the naive code is run at")
+    parser.add_argument("--only", nargs="+", choices=CASES)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per case and process")
+    parser.add_argument("--child", choices=CASES)
+    parser.add_argument("--rows", type=int)
+    parser.add_argument("--naive", action="store_true")
+    parser.add_argument("--folder")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.rows, args.naive, args.folder)))
+        return
+    print("| case | rows | stage s | stage peak MiB | naive s | naive peak MiB | time ratio | memory ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=lambda row: print(table_line(row), flush=True))
+
+
+if __name__ == "__main__":
+    main()

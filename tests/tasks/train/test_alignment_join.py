@@ -1,0 +1,196 @@
+"""The vectorised alignment join and per-step pair lookup give what the per-record loop gave.
+
+`reference_add_alignments` and `reference_step_pairs` are the code before issue 17 (a Python
+loop over records, a dict looked up per row), kept here as the reference: the join must give
+the same word ids, word pairs, drop counts and `max_pairs` on inputs with every case the loop
+handled (swapped records, rows outside the training rows, missing texts, words that disagree
+with an earlier record, duplicate sentence pairs, scores under the threshold, truncation).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
+from tasks.corpus.schema import CORPUS_SCHEMA
+from tasks.train.data import BatchPlan, TrainingData, WordPairs, build_training_data, one_to_one_pairs, token_word_ids, tokenize, word_char_spans
+from tests.tasks.encoders.conftest import WORDS
+
+LANGS = {"eng_Latn": "en", "fra_Latn": "fr", "kaz_Cyrl": "kk", "swh_Latn": "sw"}
+
+
+def reference_add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float) -> dict:
+    """`_add_alignments` before issue 17, storing into a dict (returned) instead of `data.alignments`."""
+    alignments: dict[tuple[int, int], np.ndarray] = {}
+    pivot = data.langs[0]
+    lang_col = {lang: c for c, lang in enumerate(data.langs)}
+    group_row = {gid: g for g, gid in enumerate(data.group_ids)}
+    words_of: dict[int, list[str]] = {}
+    found = []
+    columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
+    for rec in table.select(columns).to_pylist():
+        src_lang, tgt_lang = rec["src_lang"], rec["tgt_lang"]
+        src_words, tgt_words = rec["src_words"], rec["tgt_words"]
+        kept_links = [a for a in rec["alignments"] if a["score"] >= min_score]
+        pairs = np.array([(a["src"], a["tgt"]) for a in kept_links], dtype=np.int64).reshape(-1, 2)
+        scores = np.array([a["score"] for a in kept_links], dtype=np.float64)
+        if src_lang == pivot and tgt_lang != pivot:
+            src_lang, tgt_lang, src_words, tgt_words = tgt_lang, src_lang, tgt_words, src_words
+            pairs = pairs[:, ::-1]
+        g = group_row.get(rec["group_id"])
+        if tgt_lang != pivot or src_lang not in lang_col or g is None:
+            data.dropped["alignment_outside_training_rows"] += 1
+            continue
+        src_t, tgt_t = int(data.groups[g, lang_col[src_lang]]), int(data.groups[g, 0])
+        if src_t < 0:
+            data.dropped["alignment_without_text"] += 1
+            continue
+        ok = True
+        for t, words in ((src_t, src_words), (tgt_t, tgt_words)):
+            if t in words_of:
+                ok &= words_of[t] == words
+            else:
+                words_of[t] = words
+                data.word_ids[t, : data.lengths[t]] = token_word_ids(spans[t], word_char_spans(data.texts[t], words))
+        if not ok:
+            data.dropped["alignment_words_mismatch"] += 1
+            continue
+        in_range = (pairs[:, 0] < len(src_words)) & (pairs[:, 1] < len(tgt_words)) & (pairs >= 0).all(axis=1)
+        pairs, scores = pairs[in_range], scores[in_range]
+        has_tokens = np.isin(pairs[:, 0], data.word_ids[src_t]) & np.isin(pairs[:, 1], data.word_ids[tgt_t])
+        data.dropped["word_pair_without_tokens"] += int(len(pairs) - has_tokens.sum())
+        if has_tokens.any():
+            found.append(((src_t, tgt_t), pairs[has_tokens], scores[has_tokens]))
+    if not found:
+        return alignments
+    counts = np.array([len(p) for _, p, _ in found])
+    keep = one_to_one_pairs(np.concatenate([p for _, p, _ in found]), np.concatenate([sc for _, _, sc in found]), np.repeat(np.arange(len(found)), counts))
+    data.dropped["word_pair_not_one_to_one"] += int(len(keep) - keep.sum())
+    for ((src_t, tgt_t), pairs, _), kept in zip(found, np.split(keep, np.cumsum(counts)[:-1])):
+        alignments[(src_t, tgt_t)] = pairs[kept].astype(np.int32)
+        data.max_pairs = max(data.max_pairs, int(kept.sum()))
+    return alignments
+
+
+def reference_step_pairs(alignments: dict, text_ids: np.ndarray) -> np.ndarray:
+    """The per-step pair lookup before issue 17: a dict lookup per batch row."""
+    found = [alignments.get((int(s), int(t))) for s, t in zip(text_ids[:, 1], text_ids[:, 0])]
+    width = max([len(p) for p in found if p is not None], default=0)
+    pairs = np.full((len(text_ids), max(width, 1), 2), -1, dtype=np.int32)
+    for b, p in enumerate(found):
+        if p is not None:
+            pairs[b, : len(p)] = p
+    return pairs
+
+
+def written(words: list[str]) -> str:
+    """Words as a sentence: punctuation (a word of its own for the aligner) sticks to the word before."""
+    return "".join(w if i == 0 or w in ",." else " " + w for i, w in enumerate(words))
+
+
+def awkward_tables(n_groups: int, seed: int) -> tuple[pa.Table, pa.Table]:
+    """A multi-way corpus and alignments with every case the join handles, in random order."""
+    rng = random.Random(seed)
+    vocab = min(len(WORDS[code]) for code in LANGS.values())
+    corpus, align = [], []
+    for g in range(n_groups):
+        gid = f"g{g:04d}"
+        picks = [rng.randrange(vocab) for _ in range(rng.randint(1, 12 if g % 7 else 40))]  # some are cut by truncation
+        shared = g % 11 == 3  # the same texts as group 0: text ids shared between groups
+        words = {lang: [WORDS[code][i] if i % 5 else "," for i in picks] + ([] if shared else [f"{g}", "."]) for lang, code in LANGS.items()}
+        if shared:
+            words = first_words
+        if g == 0:
+            first_words = words
+        present = [lang for lang in LANGS if lang == "eng_Latn" or rng.random() < 0.8]
+        for lang in present:
+            corpus.append({"id": f"{gid}:{lang}", "group_id": gid, "lang": lang, "text": written(words[lang]),
+                           "split": "dev" if g % 13 == 5 else "train", "source": "s"})  # fmt: skip
+        for lang in LANGS:
+            if lang == "eng_Latn" or rng.random() < 0.1:
+                continue
+            n = len(words[lang])
+            links = [{"src": i, "tgt": j, "score": round(rng.random(), 3)} for i in range(n) for j in range(n) if i == j or rng.random() < 0.15]
+            if rng.random() < 0.1:
+                links.append({"src": n + 2, "tgt": 0, "score": 0.9})  # outside the words
+            src_words, tgt_words = list(words[lang]), list(words["eng_Latn"])
+            if rng.random() < (0.5 if shared else 0.05):
+                src_words = src_words[::-1]  # words that disagree with another record of the same text
+            record = {"id": f"{gid}:{lang}-eng_Latn", "group_id": gid if rng.random() > 0.03 else f"missing{g}",
+                      "src_lang": lang, "tgt_lang": "eng_Latn", "src_words": src_words, "tgt_words": tgt_words,
+                      "alignments": links, "backend": "s"}  # fmt: skip
+            if rng.random() < 0.4:  # written pivot -> other: stored swapped
+                record |= {"src_lang": "eng_Latn", "tgt_lang": lang, "src_words": tgt_words, "tgt_words": src_words,
+                           "alignments": [{"src": x["tgt"], "tgt": x["src"], "score": x["score"]} for x in links]}  # fmt: skip
+            align.append(record)
+        if g % 17 == 4:  # a pair of two non-pivot languages: outside the training rows
+            align.append({"id": f"{gid}:fra-kaz", "group_id": gid, "src_lang": "fra_Latn", "tgt_lang": "kaz_Cyrl",
+                          "src_words": words["fra_Latn"], "tgt_words": words["kaz_Cyrl"], "alignments": [], "backend": "s"})  # fmt: skip
+    rng.shuffle(align)
+    return pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+@pytest.mark.parametrize(("seed", "min_score", "prefix"), [(0, 0.0, ""), (1, 0.5, "query: "), (2, 0.2, "")])
+def test_join_gives_what_the_record_loop_gave(tokenizer, seed, min_score, prefix):
+    corpus, align = awkward_tables(160, seed)
+    data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=24, prefix=prefix,
+                               alignments=align, min_alignment_score=min_score)  # fmt: skip
+    plain = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=24, prefix=prefix)
+    _, _, spans = tokenize(tokenizer, plain.texts, max_length=24, prefix=prefix)
+    reference = copy.deepcopy(plain)
+    expected = reference_add_alignments(reference, align, spans, min_score)
+
+    assert isinstance(data.alignments, WordPairs)
+    assert sorted(data.alignments) == sorted(expected)
+    assert {k: v.tolist() for k, v in data.alignments.items()} == {k: v.tolist() for k, v in expected.items()}
+    assert all(data.alignments[k].dtype == np.int32 for k in expected)
+    assert (data.word_ids == reference.word_ids).all()
+    assert dict(data.dropped) == dict(reference.dropped)  # the same reasons, zero counts included
+    assert data.max_pairs == reference.max_pairs
+    # every case happened (the fixture is not trivially easy)
+    for reason in ("alignment_outside_training_rows", "alignment_words_mismatch", "word_pair_without_tokens", "word_pair_not_one_to_one"):
+        assert reference.dropped[reason] > 0, reason
+    assert len({k for k in expected}) < sum(1 for _ in align.to_pylist())  # some records share keys or were dropped
+
+    plan = BatchPlan(data, batch_size=8, views=3, seed=seed)
+    for step in range(len(plan.epoch(0)) + 3):
+        batch = plan.batch(step)
+        old = reference_step_pairs(expected, batch.text_ids)
+        assert batch.pairs.shape == old.shape and (batch.pairs == old).all(), step
+
+
+def test_later_record_of_the_same_sentence_pair_wins_and_max_pairs_counts_both(tokenizer):
+    texts = {"eng_Latn": "the river city", "fra_Latn": "la rivière ville"}
+    corpus = pa.Table.from_pylist(
+        [{"id": f"{g}:{lang}", "group_id": g, "lang": lang, "text": t, "split": "train", "source": "s"} for g in ("g1", "g2") for lang, t in texts.items()],
+        schema=CORPUS_SCHEMA,
+    )
+    def record(gid, links):
+        return {"id": gid, "group_id": gid, "src_lang": "fra_Latn", "tgt_lang": "eng_Latn", "src_words": texts["fra_Latn"].split(),
+                "tgt_words": texts["eng_Latn"].split(), "alignments": [{"src": a, "tgt": b, "score": 1.0} for a, b in links], "backend": "s"}  # fmt: skip
+    align = pa.Table.from_pylist([record("g1", [(0, 0), (1, 1), (2, 2)]), record("g2", [(2, 0)])], schema=WORD_ALIGNMENT_SCHEMA)
+    data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=16, alignments=align)
+    assert len(data.texts) == 2 and len(data.alignments) == 1  # both groups are the same two texts
+    assert data.alignments[(1, 0)].tolist() == [[2, 0]]
+    assert data.max_pairs == 3
+    assert (1, 0) in data.alignments and (0, 1) not in data.alignments and data.alignments.get((0, 1)) is None
+
+
+def test_word_pairs_lookup_is_vectorised_over_rows():
+    pairs = WordPairs(np.array([0 * 5 + 1, 2 * 5 + 0, 4 * 5 + 4]), np.array([0, 2, 3, 6]), np.arange(12, dtype=np.int32).reshape(6, 2), 5)
+    start, count = pairs.lookup(np.array([0, 2, 4, 3, -1, 0]), np.array([1, 0, 4, 3, 1, 5]))
+    assert start.tolist() == [0, 2, 3, 0, 0, 0] and count.tolist() == [2, 1, 3, 0, 0, 0]
+    assert dict(pairs.items()).keys() == {(0, 1), (2, 0), (4, 4)}
+    assert WordPairs.empty().lookup(np.array([1]), np.array([2]))[1].tolist() == [0]
