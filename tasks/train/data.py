@@ -16,7 +16,7 @@ the align artifact, when the pipeline has one, gives word pairs between a row's 
 A batch is `batch_size` rows, each with the pivot text in view 0 and up to `views - 1` other
 languages after it; no text appears twice in a batch (duplicates would be false negatives).
 Which languages a row shows and the order of rows are drawn from `(seed, epoch)`, and the
-word pairs AWP masks from `(seed, step)`, so the batch of any step can be rebuilt from the
+word pairs AWP masks (when it masks fewer than all) from `(seed, step)`, so the batch of any step can be rebuilt from the
 step number alone: that is what makes resume exact.
 """
 
@@ -471,7 +471,7 @@ class BatchPlan:
     """Step number -> batch, over as many epochs as needed (each epoch's batches computed once)."""
 
     def __init__(
-        self, data: TrainingData, *, batch_size: int, views: int, seed: int, mask_fraction: float = 0.15, pivot_in_every_row: bool = True
+        self, data: TrainingData, *, batch_size: int, views: int, seed: int, mask_fraction: float = 1.0, pivot_in_every_row: bool = True
     ) -> None:
         self.data, self.batch_size, self.views, self.seed = data, batch_size, views, seed
         self.pivot_in_every_row = pivot_in_every_row
@@ -526,7 +526,7 @@ class StepBatch:
                          self.mask_src[start:stop], self.mask_tgt[start:stop], self.step)  # fmt: skip
 
 
-def make_step_batch(data: TrainingData, plan: np.ndarray, *, step: int, seed: int, mask_fraction: float = 0.15) -> StepBatch:
+def make_step_batch(data: TrainingData, plan: np.ndarray, *, step: int, seed: int, mask_fraction: float = 1.0) -> StepBatch:
     rows, cols = plan[:, 0], plan[:, 1:]
     text_ids = np.where(cols >= 0, data.groups[rows[:, None], np.maximum(cols, 0)], -1)
     start, count = data.alignments.lookup(text_ids[:, 1], text_ids[:, 0])  # each row's (view 1, view 0) pairs
@@ -536,8 +536,8 @@ def make_step_batch(data: TrainingData, plan: np.ndarray, *, step: int, seed: in
     valid = pairs[..., 0] >= 0
     rng = np.random.default_rng([seed, step, 1])
     masks = []
-    for _ in range(2):  # which pairs AWP masks: a fraction of each sentence's aligned words, at least one
-        keys = np.where(valid, rng.random(valid.shape), np.inf)
+    for _ in range(2):  # which pairs AWP masks: a fraction of each sentence's aligned words (1.0: all), at least one
+        keys = np.where(valid, rng.random(valid.shape), np.inf)  # random() < 1.0: a fraction of 1.0 takes every pair
         chosen = (keys < mask_fraction) | (keys == keys.min(axis=1, keepdims=True))
         masks.append(chosen & valid)
     return StepBatch(text_ids.astype(np.int64), np.where(cols >= 0, cols, -1).astype(np.int64), pairs, masks[0], masks[1], step)

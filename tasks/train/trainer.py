@@ -130,7 +130,7 @@ def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData
             head = VocabularyHead(model, eps=eps)
             if not head.load_pretrained(base_dir):
                 log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
-            obj = AlignedWordPredictionLoss(head, cfg.reduction)
+            obj = AlignedWordPredictionLoss(head, cfg.reduction, cfg.negatives if cfg.vocabulary == "sampled" else None)
         elif name == "word_translation_ranking":
             obj = WordTranslationRankingLoss(cfg.temperature, cfg.reduction)
         elif name == "representation_translation":
