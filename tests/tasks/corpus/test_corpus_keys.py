@@ -50,7 +50,7 @@ SHIPPED_SHARDS = {
     "wacse.toml": ["opus-kk", "opus-te", "opus-ka", "opus-jv", "opus-tl", "opus-sw", "opus-ml", "opus-mr"],
 }
 # every kind, from local files (and one URL with a declared sha256): key with fingerprints
-LOCAL_KEY = "d05e22a2f791ec29d5fca526475af858aaedc93ae08acf2ae1d6bec8fa187668"
+LOCAL_KEY = "9408245b682e99b186686a951bb51935c0a8c516f2b408acf3839a89d36a8668"
 LOCAL_SHARDS = {  # shard id: its languages, first = the pivot
     "text": ["eng_Latn", "kaz_Cyrl"],
     "remote": ["eng_Latn"],
@@ -73,13 +73,13 @@ def shipped_corpus_config(name: str) -> CorpusConfig:
 def local_sources(root: Path) -> dict:
     """One source of each kind, written under `root`; the TOML form a user would write."""
     (root / "en.txt").write_text("Hello.\nGood night.\n", encoding="utf-8")
-    (root / "kk.txt.gz").write_bytes(gzip.compress("Сәлем.\nҚайырлы түн.\n".encode()))
+    (root / "kk.txt.gz").write_bytes(gzip.compress("Сәлем.\nҚайырлы түн.\n".encode(), mtime=0))
     (root / "pairs.tsv").write_text("en\tfr\nHello.\tBonjour.\nThanks.\tMerci.\n", encoding="utf-8")
     pq.write_table(pa.table({"english": ["Yes.", "No."], "german": ["Ja.", "Nein."]}), root / "wide.parquet")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("Demo.en-kk.en", "One.\nTwo.\n")
-        archive.writestr("Demo.en-kk.kk", "Бір.\nЕкі.\n")
+        for member, text in (("Demo.en-kk.en", "One.\nTwo.\n"), ("Demo.en-kk.kk", "Бір.\nЕкі.\n")):
+            archive.writestr(zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0)), text)  # fixed bytes
     (root / "demo.en-kk.zip").write_bytes(buffer.getvalue())
     (root / "flores").mkdir()
     for code, text in (("eng_Latn", "Cat.\nDog.\n"), ("kaz_Cyrl", "Мысық.\nИт.\n"), ("fra_Latn", "Chat.\nChien.\n")):
