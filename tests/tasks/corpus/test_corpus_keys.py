@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import pickle
 import tomllib
 import zipfile
 from pathlib import Path
@@ -130,3 +131,4 @@ def test_key_and_fingerprints_of_every_source_kind_are_unchanged(tmp_path: Path)
     shards = CORPUS_STAGE.plan_shards(config, {})
     assert {s.shard_id: source_langs(config.sources[s.params["source"]], s) for s in shards} == LOCAL_SHARDS
     assert list(LOCAL_SHARDS) == [s.shard_id for s in shards]
+    assert pickle.loads(pickle.dumps(config)) == config  # shards run in Dask and Ray workers
