@@ -87,8 +87,6 @@ def _location(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in {"text", "tsv", "parquet", "opus_moses", "multiway_dir", "tatoeba", "cldr"} and out.endswith("]"):
-            continue  # pydantic adds the union tag to the path; the user never wrote it
         else:
             out += f".{part}" if out else str(part)
     return out

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidatorFunctionWrapHandler, ValidationInfo, create_model, field_validator, model_validator
 
 from tasks.align.backends import ALIGN_BACKENDS, AlignBackend
-from tasks.corpus.config import LangCodes
+from tasks.languages import LangCodes
 from tasks.stage import StageConfig
 
 # The keys of align artifacts built before backends were registered hold a table for each of
@@ -74,7 +74,7 @@ class AlignConfig(StageConfig):
     @field_validator("pivot")
     @classmethod
     def _pivot(cls, pivot: str) -> str:
-        from tasks.corpus.languages import to_flores
+        from tasks.languages import to_flores
 
         return to_flores(pivot)
 
@@ -92,7 +92,7 @@ class AlignConfig(StageConfig):
         return {**dict.fromkeys(PRE_REGISTRY_TABLES), **data}
 
     def flores_langs(self) -> list[str] | None:
-        from tasks.corpus.languages import to_flores
+        from tasks.languages import to_flores
 
         return None if self.langs is None else [to_flores(code) for code in self.langs]
 

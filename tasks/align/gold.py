@@ -172,7 +172,7 @@ def score_gold_set(
     called only when the backend reads it. Unusable files or options raise GoldInputError
     naming them; the gold files are read and checked before any model is loaded."""
     from tasks.align.stage import load_aligner  # polars, pyarrow: only when scoring
-    from tasks.corpus.languages import to_flores
+    from tasks.languages import to_flores
 
     gold_pairs = read_gold(gold, zero_based=zero_based)
     src_words, tgt_words = read_tokenized(src), read_tokenized(tgt)

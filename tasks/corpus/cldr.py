@@ -42,7 +42,7 @@ import pyarrow as pa
 from babel import Locale
 from babel.numbers import format_decimal
 
-from tasks.corpus.languages import cldr_locale
+from tasks.languages import cldr_locale
 
 CLDR_CATEGORIES: tuple[str, ...] = (
     "territories",

@@ -1,171 +1,28 @@
-"""Typed config of the corpus stage (the `[corpus]` section of a pipeline TOML)."""
+"""Typed config of the corpus stage (the `[corpus]` section of a pipeline TOML). Each source's own
+config (one `[[corpus.sources]]` table) is its class in tasks/corpus/sources/."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
-from storage.keys import check_name
+from tasks.corpus.sources import Source, validate_source
+from tasks.languages import LangCodes
 from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 DEFAULT_DOWNLOAD_DIR = Path("~/.cache/xlembed/downloads")
 
 
-def _check_lang_codes(codes: list[str]) -> list[str]:
-    from tasks.corpus.languages import to_flores
-
-    flores = [to_flores(code) for code in codes]  # raises naming the unknown code
-    dupes = sorted({c for c in flores if flores.count(c) > 1})
-    if dupes:
-        raise ValueError(f"languages listed twice (after mapping to FLORES-200): {dupes}")
-    return codes
+def _source(value: Any, info: ValidationInfo) -> Source:
+    return validate_source(value, info.context)
 
 
-def _check_lang_keys(mapping: dict[str, Any]) -> dict[str, Any]:
-    _check_lang_codes(list(mapping))
-    return mapping
-
-
-# Language codes as users write them (ISO 639-1/3, BCP-47, FLORES-200); each must map to FLORES-200.
-LangCodes = Annotated[list[str], AfterValidator(_check_lang_codes)]
-# A mapping keyed by such language codes.
-LangKeyed = AfterValidator(_check_lang_keys)
-
-
-class SourceBase(StageConfig):
-    """Fields every source has. Each source becomes one or more shards, cached on their own."""
-
-    name: str = Field(description="names the shards and the `source` column")
-    sample: int | None = Field(default=None, ge=1, description="groups to sample (seeded); all when unset")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, name: str) -> str:
-        return check_name(name, "source name")
-
-
-class TextSource(SourceBase):
-    """Plain text, one sentence per line; several files are line-aligned translations.
-
-    `files` maps a language code to a local path or any fsspec URL (`.gz`/`.bz2`/`.xz` are
-    decompressed; remote files are downloaded once into the cache with retries).
-    """
-
-    kind: Literal["text"]
-    files: Annotated[dict[str, ConfigPath], LangKeyed] = Field(min_length=1, json_schema_extra=CONTENT_KEYED)
-    sha256: dict[str, str] = Field(default_factory=dict, json_schema_extra=CONTENT_KEYED, description="expected sha256 per language, for URLs")
-
-    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        # the files are keyed by content, per language; their order stays in the key (the first
-        # language is the group's pivot for the length ratio, and orders the rows)
-        return {**data, "langs": list(self.files)}
-
-
-class TsvSource(SourceBase):
-    """A tab-separated file; `columns` maps a language to a column name (or 0-based index without header)."""
-
-    kind: Literal["tsv"]
-    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
-    columns: Annotated[dict[str, str | int], LangKeyed] = Field(min_length=1)
-    header: bool = True
-
-
-class ParquetSource(SourceBase):
-    """A Parquet file or dataset in wide form: one text column per language."""
-
-    kind: Literal["parquet"]
-    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
-    columns: Annotated[dict[str, str], LangKeyed] = Field(min_length=1)
-
-
-class OpusMosesSource(SourceBase):
-    """An OPUS Moses-format parallel zip (`{corpus}.{l1}-{l2}.{l1}` and `.{l2}` inside)."""
-
-    kind: Literal["opus_moses"]
-    url: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
-    langs: LangCodes = Field(min_length=2, max_length=2, description="the two OPUS codes as in the file names")
-    sha256: str | None = Field(default=None, json_schema_extra=CONTENT_KEYED)
-
-
-class MultiwayDirSource(SourceBase):
-    """A directory of line-aligned files, one per language (FLORES-200 `{code}.dev`, NTREX, ...)."""
-
-    kind: Literal["multiway_dir"]
-    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
-    langs: LangCodes = Field(min_length=1, description="codes as they appear in the file names")
-    pattern: str = "{code}.dev"
-    files: dict[str, str] = Field(
-        default_factory=dict,
-        description="file names for codes that do not follow `pattern` (NTREX's English: {eng = 'newstest2019-src.eng.txt'})",
-    )
-
-    @field_validator("pattern")
-    @classmethod
-    def _pattern(cls, pattern: str) -> str:
-        if "{code}" not in pattern or "/" in pattern:
-            raise ValueError(f"pattern {pattern!r} must contain '{{code}}' and no '/'")
-        return pattern
-
-    @model_validator(mode="after")
-    def _files_named_langs(self) -> "MultiwayDirSource":
-        unknown = sorted(set(self.files) - set(self.langs))
-        if unknown:
-            raise ValueError(f"files names codes {unknown} that are not in langs {self.langs}")
-        bad = [name for name in self.files.values() if "/" in name or not name.strip()]
-        if bad:
-            raise ValueError(f"files: {bad} must be plain file names inside path (no '/')")
-        return self
-
-    def file_name(self, code: str) -> str:
-        return self.files.get(code) or self.pattern.format(code=code)
-
-
-class TatoebaSource(SourceBase):
-    """The XTREME/LASER Tatoeba layout: `tatoeba.{xx}-eng.{xx}` and `tatoeba.{xx}-eng.eng`.
-
-    Each language pair is its own shard; `sample` applies per pair.
-    """
-
-    kind: Literal["tatoeba"]
-    path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
-    langs: LangCodes = Field(min_length=1, description="Tatoeba codes as in the file names, e.g. kaz, tel, cmn")
-
-    @field_validator("langs")
-    @classmethod
-    def _no_english(cls, langs: list[str]) -> list[str]:
-        from tasks.corpus.languages import to_flores
-
-        english = [code for code in langs if to_flores(code) == "eng_Latn"]
-        if english:  # every pair already has an English side
-            raise ValueError(f"Tatoeba langs pair with English; do not list English itself: {english}")
-        return langs
-
-
-class CldrSource(SourceBase):
-    """Human-translated CLDR phrases shipped in the Babel package: multi-way parallel, offline."""
-
-    kind: Literal["cldr"]
-    langs: LangCodes = Field(min_length=2)
-    categories: list[str] | None = Field(default=None, description="CLDR categories; all supported when unset")
-
-    @field_validator("categories")
-    @classmethod
-    def _categories(cls, categories: list[str] | None) -> list[str] | None:
-        if categories is not None:
-            from tasks.corpus.cldr import CLDR_CATEGORIES
-
-            unknown = [c for c in categories if c not in CLDR_CATEGORIES]
-            if unknown:
-                raise ValueError(f"unknown CLDR categories {unknown}; known: {list(CLDR_CATEGORIES)}")
-        return categories
-
-
-Source = Annotated[
-    Union[TextSource, TsvSource, ParquetSource, OpusMosesSource, MultiwayDirSource, TatoebaSource, CldrSource],
-    Field(discriminator="kind"),
-]
+# One `[[corpus.sources]]` table: the config of the registered class its `kind` names
+# (tasks/corpus/sources/). Looked up when a config is validated, so a source registered by a
+# plug-in before then is accepted like a built-in one.
+SourceConfig = Annotated[SerializeAsAny[Source], PlainValidator(_source)]
 
 
 class LidFilter(StageConfig):
@@ -236,7 +93,7 @@ class CorpusFilters(StageConfig):
 
 
 class CorpusConfig(StageConfig):
-    sources: list[Source] = Field(min_length=1)
+    sources: list[SourceConfig] = Field(min_length=1)
     filters: CorpusFilters = CorpusFilters()
     seed: int = 42
     dev_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
@@ -245,7 +102,7 @@ class CorpusConfig(StageConfig):
 
     @field_validator("sources")
     @classmethod
-    def _unique_names(cls, sources: list[SourceBase]) -> list[SourceBase]:
+    def _unique_names(cls, sources: list[Source]) -> list[Source]:
         names = [s.name for s in sources]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -19,7 +19,7 @@ import polars as pl
 
 from tasks.corpus import lid
 from tasks.corpus.config import CorpusFilters
-from tasks.corpus.languages import is_unspaced_script, to_flores
+from tasks.languages import is_unspaced_script, to_flores
 
 OK = 0
 NULL = 1  # the batch says why: "invalid_utf8" or "missing"

@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from tasks.corpus.config import LidFilter
-from tasks.corpus.languages import FLORES200_CODES, MACROLANGUAGE_TO_FLORES, UnknownLanguageError, to_flores
+from tasks.languages import FLORES200_CODES, MACROLANGUAGE_TO_FLORES, UnknownLanguageError, to_flores
 
 OK = 0
 MISMATCH = 1

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, Manifest
-from tasks.corpus.languages import ISO639_1_TO_3
+from tasks.languages import ISO639_1_TO_3
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import DataError
 

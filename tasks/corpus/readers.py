@@ -23,7 +23,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.corpus.languages import to_flores
+from tasks.languages import to_flores
 from tasks.stage import DataError
 
 CHUNK_BYTES = 8 << 20

@@ -63,6 +63,7 @@ from tasks.evaluate.tables import (
     md_table,
     metric_scale,
 )
+from tasks.languages import GROUP_PREFIX, is_group_code
 
 __all__ = [
     "INTERVALS_FIGURE_FILE",
@@ -75,7 +76,6 @@ __all__ = [
 ]
 
 MEAN = "mean"
-GROUP_PREFIX = "group:"
 ITEM_KEY = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item"]
 INTERVALS_FIGURE_FILE = "intervals.png"
 NO_INTERVAL = "no CI"
@@ -168,9 +168,7 @@ def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
         groups: list[str] = []
         for table in tables:
             for row in _metric_rows(table):
-                if (row["benchmark"], row["dataset"], row["metric"]) == (benchmark, dataset, metric) and row[
-                    "src_lang"
-                ].startswith(GROUP_PREFIX):
+                if (row["benchmark"], row["dataset"], row["metric"]) == (benchmark, dataset, metric) and is_group_code(row["src_lang"]):
                     if row["src_lang"] not in groups:
                         groups.append(row["src_lang"])
         out += [Column(benchmark, dataset, g, metric) for g in groups]
@@ -186,7 +184,7 @@ def column_value(rows: Sequence[Mapping[str, Any]], column: Column) -> float | N
         if r["benchmark"] == column.benchmark
         and r["dataset"] == column.dataset
         and r["metric"] == column.metric
-        and (not r["src_lang"].startswith(GROUP_PREFIX) if column.lang == MEAN else r["src_lang"] == column.lang)
+        and (not is_group_code(r["src_lang"]) if column.lang == MEAN else r["src_lang"] == column.lang)
     ]
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return math.fsum(finite) / len(finite) if finite else None
@@ -250,7 +248,7 @@ def _column_strata(paired: pl.DataFrame, column: Column) -> list[np.ndarray]:
     turns the unweighted mean into that weighted one (and changes nothing for equal weights)."""
     frame = paired.filter((pl.col("benchmark") == column.benchmark) & (pl.col("dataset") == column.dataset))
     group = None
-    if column.lang.startswith(GROUP_PREFIX):
+    if is_group_code(column.lang):
         group = LANGUAGE_GROUPS.get(column.lang.removeprefix(GROUP_PREFIX))
         if group is None:
             return []

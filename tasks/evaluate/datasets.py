@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.corpus.languages import UnknownLanguageError, to_flores
+from tasks.languages import UnknownLanguageError, to_flores
 from tasks.stage import DataError
 
 __all__ = [

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from tasks.corpus.languages import FLORES200_CODES, to_flores
 from tasks.evaluate.schema import METRICS_SCHEMA
+from tasks.languages import FLORES200_CODES, group_code, is_group_code, to_flores
 
 __all__ = [
     "DAP_36",
-    "GROUP_PREFIX",
     "LANGUAGE_GROUPS",
     "WACSE_4",
     "WACSE_5",
@@ -46,15 +45,12 @@ __all__ = [
     "rows_table",
 ]
 
-GROUP_PREFIX = "group:"
-
-
 def metric_row(benchmark: str, dataset: str, src_lang: str, tgt_lang: str | None, metric: str, value: float, n: int) -> dict:
     """One row of the metrics table; language codes are mapped with :func:`to_flores`.
 
     ``src_lang`` may also be ``group:<name>``. Raises UnknownLanguageError for an unmappable code.
     """
-    if not src_lang.startswith(GROUP_PREFIX):
+    if not is_group_code(src_lang):
         src_lang = to_flores(src_lang)
     if tgt_lang is not None:
         tgt_lang = to_flores(tgt_lang)
@@ -153,7 +149,7 @@ def group_average_rows(rows: Sequence[Mapping], groups: Iterable[LanguageGroup])
     groups = list(groups)
     by_key: dict[tuple, dict[str, float]] = defaultdict(dict)
     for row in rows:
-        if row["src_lang"].startswith(GROUP_PREFIX):
+        if is_group_code(row["src_lang"]):
             continue
         key = (row["benchmark"], row["dataset"], row["tgt_lang"], row["metric"])
         if row["src_lang"] in by_key[key]:
@@ -172,7 +168,7 @@ def group_average_rows(rows: Sequence[Mapping], groups: Iterable[LanguageGroup])
                 {
                     "benchmark": benchmark,
                     "dataset": dataset,
-                    "src_lang": GROUP_PREFIX + group.name,
+                    "src_lang": group_code(group.name),
                     "tgt_lang": tgt_lang,
                     "metric": metric,
                     "value": math.fsum(present) / len(present),

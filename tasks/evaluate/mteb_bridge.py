@@ -36,8 +36,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tasks.corpus.languages import UnknownLanguageError
-from tasks.evaluate.groups import GROUP_PREFIX, metric_row
+from tasks.languages import UnknownLanguageError, group_code
+from tasks.evaluate.groups import metric_row
 
 __all__ = ["MtebNotInstalledError", "MtebRunError", "run_mteb", "task_result_rows"]
 
@@ -153,7 +153,7 @@ def task_result_rows(
             if len(codes) in (1, 2):
                 src, tgt = codes[0], (codes[1] if len(codes) == 2 else None)
             else:
-                src, tgt = f"{GROUP_PREFIX}{task_name}:{subset}", None
+                src, tgt = group_code(f"{task_name}:{subset}"), None
             dataset = f"{task_name}.{split}"
             try:
                 entry_rows = [

@@ -71,6 +71,7 @@ from tasks.evaluate.tables import (
     md_table,
     metric_scale,
 )
+from tasks.languages import GROUP_PREFIX, is_group_code
 
 __all__ = [
     "DELTA_INTERVALS_FILE",
@@ -109,7 +110,6 @@ REPORT_MAX_CONCEPTS = 40
 
 _KEY_COLUMNS = ("benchmark", "dataset", "src_lang", "tgt_lang", "metric")
 _REQUIRED_COLUMNS = (*_KEY_COLUMNS, "value", "n")
-_GROUP_PREFIX = "group:"
 # Column order for well-known metrics; others follow in order of first appearance.
 _METRIC_ORDER = (
     "accuracy_src_tgt",
@@ -241,7 +241,7 @@ def _metrics_table(
 
     out: list[list[Cell]] = []
     for (dataset, src, tgt), cells in sorted(by_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
-        label = _pair_label(src.removeprefix(_GROUP_PREFIX) if groups else src, tgt)
+        label = _pair_label(src.removeprefix(GROUP_PREFIX) if groups else src, tgt)
         overlap = None
         if overlaps is not None:
             benchmark = next(iter(cells.values()))["benchmark"]
@@ -608,10 +608,10 @@ def paired_delta_intervals(
     dataset is the target most pairs share (`retrieval.dataset_pivot`); pairs without it are
     the xx-yy pairs.
     """
-    from tasks.evaluate.groups import GROUP_PREFIX, LANGUAGE_GROUPS
+    from tasks.evaluate.groups import LANGUAGE_GROUPS
     from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
 
-    group_rows = [] if metrics is None else [r for r in _rows_of(metrics, "metrics") if r["src_lang"].startswith(GROUP_PREFIX)]
+    group_rows = [] if metrics is None else [r for r in _rows_of(metrics, "metrics") if is_group_code(r["src_lang"])]
     out: list[DeltaInterval] = []
     for (benchmark, dataset), pairs in _paired_strata(items, baseline_items).items():
         pivot = dataset_pivot(pairs)
@@ -962,7 +962,7 @@ def build_report(
             md += [f"Dataset: {md_code_free(datasets[0])}", ""]
             ht.append(f"<p>Dataset: <code>{html_escape(datasets[0])}</code></p>")
         for heading, groups in (("Per language", False), ("Group averages", True)):
-            part = [r for r in bench_rows if r["src_lang"].startswith(_GROUP_PREFIX) == groups]
+            part = [r for r in bench_rows if is_group_code(r["src_lang"]) == groups]
             if not part:
                 continue
             table = _metrics_table(

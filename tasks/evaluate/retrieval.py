@@ -28,8 +28,8 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
-from tasks.corpus.languages import to_flores
-from tasks.evaluate.groups import GROUP_PREFIX, metric_row
+from tasks.languages import group_code, to_flores
+from tasks.evaluate.groups import metric_row
 from tasks.evaluate.schema import ITEMS_SCHEMA
 
 __all__ = [
@@ -293,7 +293,7 @@ def xx_yy_rows(scores: Sequence[PairRetrieval], pivot: str) -> list[dict]:
         values = [{r["metric"]: r["value"] for r in scored.metric_rows()} for scored in members]
         for metric in ("accuracy_mean", "margin_mean"):
             mean = math.fsum(v[metric] for v in values) / len(values)
-            rows.append(metric_row(benchmark, dataset, GROUP_PREFIX + XX_YY_GROUP, None, metric, mean, len(values)))
+            rows.append(metric_row(benchmark, dataset, group_code(XX_YY_GROUP), None, metric, mean, len(values)))
     return rows
 
 

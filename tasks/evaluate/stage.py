@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from tasks.evaluate.benchmarks.registry import headline_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
+from tasks.languages import GROUP_PREFIX, group_code
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
 CODE_VERSION = "3"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap
@@ -223,8 +224,8 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (benchmark, dataset), chosen in main_metric_rows(metrics).group_by(["benchmark", "dataset"], maintain_order=True):
         metric = chosen["metric"][0]
-        languages = chosen.filter(~pl.col("src_lang").str.starts_with("group:"))
-        xx_yy = chosen.filter(pl.col("src_lang") == f"group:{XX_YY_GROUP}")
+        languages = chosen.filter(~pl.col("src_lang").str.starts_with(GROUP_PREFIX))
+        xx_yy = chosen.filter(pl.col("src_lang") == group_code(XX_YY_GROUP))
         if xx_yy.height:
             pivot = dataset_pivot(zip(languages["src_lang"], languages["tgt_lang"]))
             if pivot is not None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from tasks.corpus.config import LangCodes
+from tasks.languages import LangCodes
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"

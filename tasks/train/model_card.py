@@ -21,6 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tasks.languages import is_group_code
+
 CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
 
 
@@ -91,7 +93,7 @@ OBJECTIVES: dict[str, tuple[str, tuple[Paper, ...]]] = {
 def hub_language(flores: str) -> str:
     """The model hub's code for a FLORES-200 code: ISO 639-1 where one exists (for the variety or
     the macro-language it stands for: swh_Latn -> sw), else the ISO 639-3 code."""
-    from tasks.corpus.languages import ISO639_1_TO_3, MACROLANGUAGE_TO_FLORES
+    from tasks.languages import ISO639_1_TO_3, MACROLANGUAGE_TO_FLORES
 
     iso3 = flores.split("_", 1)[0]
     iso1 = {three: one for one, three in ISO639_1_TO_3.items()}
@@ -216,7 +218,7 @@ class EvaluationResults:
             if metric is not None and row["metric"] != metric:
                 continue
             rows.append({**row, "base": base.get(_row_id(row))})
-        rows.sort(key=lambda r: (r["benchmark"], r["dataset"], r["src_lang"].startswith("group:"), r["src_lang"], r["tgt_lang"] or ""))
+        rows.sort(key=lambda r: (r["benchmark"], r["dataset"], is_group_code(r["src_lang"]), r["src_lang"], r["tgt_lang"] or ""))
         return cls(key, rows, dict(encoder))
 
 
@@ -243,7 +245,7 @@ def _front_matter(facts: CardFacts, results: EvaluationResults | None) -> str:
         lines.append(f"  - name: xlembed-{(facts.train_key or 'model')[:12]}")
         lines.append("    results:")
         for row in results.rows:
-            if row["src_lang"].startswith("group:"):
+            if is_group_code(row["src_lang"]):
                 continue
             pair = f"{row['src_lang']}-{row['tgt_lang']}" if row["tgt_lang"] else row["src_lang"]
             lines += [

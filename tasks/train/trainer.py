@@ -516,7 +516,7 @@ class Trainer:
 
 
 def _flores(codes: list[str]) -> list[str]:
-    from tasks.corpus.languages import to_flores
+    from tasks.languages import to_flores
 
     return [to_flores(c) for c in codes]
 

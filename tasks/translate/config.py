@@ -220,14 +220,14 @@ class TranslateConfig(StageConfig):
     @classmethod
     def _source_lang(cls, code: str) -> str:
         nllb_code(code)  # raises naming the code
-        from tasks.corpus.languages import to_flores
+        from tasks.languages import to_flores
 
         return to_flores(code)
 
     @field_validator("targets")
     @classmethod
     def _targets(cls, codes: list[str]) -> list[str]:
-        from tasks.corpus.languages import to_flores
+        from tasks.languages import to_flores
 
         for code in codes:
             nllb_code(code)  # raises naming the code

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from tasks.corpus.languages import UnknownLanguageError, to_flores
+from tasks.languages import UnknownLanguageError, to_flores
 
 # NLLB-200's language-code tokens, in vocabulary order (transformers' FAIRSEQ_LANGUAGE_CODES).
 NLLB_LANGUAGE_CODES: tuple[str, ...] = (

@@ -105,7 +105,7 @@ def _model(tmp: Path) -> Any:
 
 def _errors() -> list[ErrorCase]:
     from tasks.base_model.stage import ModelSourceError
-    from tasks.corpus.languages import UnknownLanguageError
+    from tasks.languages import UnknownLanguageError
     from tasks.corpus.readers import SourceError
     from tasks.evaluate.datasets import BenchmarkDataError
 

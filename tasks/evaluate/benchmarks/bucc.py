@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from tasks.corpus.config import LangCodes
+from tasks.languages import LangCodes
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import CONTENT_KEYED, ConfigPath
 

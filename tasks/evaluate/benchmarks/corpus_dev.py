@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from tasks.corpus.languages import to_flores
+from tasks.languages import to_flores
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 
 if TYPE_CHECKING:

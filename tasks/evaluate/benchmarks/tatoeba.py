@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from tasks.corpus.config import LangCodes, LangKeyed
+from tasks.languages import LangCodes, LangKeyed
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig, folder_fingerprint
 

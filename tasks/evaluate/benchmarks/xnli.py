@@ -48,7 +48,8 @@ from pydantic import Field
 
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
-from tasks.evaluate.groups import GROUP_PREFIX, metric_row
+from tasks.evaluate.groups import metric_row
+from tasks.languages import group_code
 from tasks.stage import CONTENT_KEYED, NOT_KEYED, ConfigPath, file_fingerprint
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ _FIELDS = {
     "label": ("gold_label", "label"),
     "language": ("language", "lang"),
 }
-GROUP = f"{GROUP_PREFIX}xnli"
+GROUP = group_code("xnli")
 DATASETS_NAME = "facebook/xnli"
 
 

@@ -10,7 +10,7 @@ from babel import Locale
 
 from tasks.corpus import cldr
 from tasks.corpus.cldr import CLDR_CATEGORIES, cldr_multiway_table
-from tasks.corpus.languages import cldr_locale
+from tasks.languages import cldr_locale
 
 LANGS = [
     "eng_Latn",

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.corpus.languages import UnknownLanguageError
+from tasks.languages import UnknownLanguageError
 from tasks.evaluate.datasets import (
     BenchmarkDataError,
     held_out_rows,

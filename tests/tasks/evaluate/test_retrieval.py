@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.corpus.languages import UnknownLanguageError
+from tasks.languages import UnknownLanguageError
 from tasks.evaluate import mteb_bridge
 from tasks.evaluate.groups import (
     DAP_36,

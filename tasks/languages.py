@@ -1,6 +1,6 @@
-"""Language codes for the corpus stage.
+"""Language codes, for every stage.
 
-The corpus stage stores every language as a FLORES-200 code (``kaz_Cyrl``,
+Every stage stores every language as a FLORES-200 code (``kaz_Cyrl``,
 ``eng_Latn``, ``zho_Hans``: an ISO 639-3 language code, ``_``, an ISO 15924
 script code) because that is the key of the evaluation data (FLORES-200) and of
 the NLLB-200 family of models. Inputs arrive with other conventions (ISO 639-1,
@@ -10,7 +10,9 @@ macro-language codes, BCP-47 / CLDR tags, NTREX's ``aze-Latn``), so
 language label poisons a corpus.
 
 Everything here is literal data: the module must work without the FLORES files
-(they are not on users' machines) and without network access.
+(they are not on users' machines) and without network access. `LangCodes` is the config
+field type of a list of such codes, checked when a config is validated; `GROUP_PREFIX` marks a
+metric row's `src_lang` that names a group of languages rather than one.
 """
 
 from __future__ import annotations
@@ -19,16 +21,24 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 __all__ = [
     "DEFAULT_SCRIPT",
     "FLORES200_CODES",
+    "GROUP_PREFIX",
     "ISO639_1_TO_3",
     "ISO639_2B_TO_3",
+    "LangCodes",
+    "LangKeyed",
     "MACROLANGUAGE_TO_FLORES",
     "UNSPACED_SCRIPTS",
     "UnknownLanguageError",
     "cldr_locale",
+    "group_code",
+    "is_group_code",
     "is_unspaced_script",
     "script_of",
     "to_flores",
@@ -390,3 +400,36 @@ def cldr_locale(code: str) -> str | None:
         if localedata.exists(f"{candidate}_{script}"):
             return f"{candidate}_{script}"
     return None
+
+
+def _check_lang_codes(codes: list[str]) -> list[str]:
+    flores = [to_flores(code) for code in codes]  # raises naming the unknown code
+    dupes = sorted({c for c in flores if flores.count(c) > 1})
+    if dupes:
+        raise ValueError(f"languages listed twice (after mapping to FLORES-200): {dupes}")
+    return codes
+
+
+def _check_lang_keys(mapping: dict[str, Any]) -> dict[str, Any]:
+    _check_lang_codes(list(mapping))
+    return mapping
+
+
+# Language codes as users write them (ISO 639-1/3, BCP-47, FLORES-200); each must map to FLORES-200.
+LangCodes = Annotated[list[str], AfterValidator(_check_lang_codes)]
+# A mapping keyed by such language codes.
+LangKeyed = AfterValidator(_check_lang_keys)
+
+# A metric row whose `src_lang` is "group:<name>" averages over a group of languages (a
+# benchmark's group, XNLI's mean, the xx-yy pairs); every other `src_lang` is a FLORES-200 code.
+GROUP_PREFIX = "group:"
+
+
+def group_code(name: str) -> str:
+    """The `src_lang` of the rows that average over the group `name`."""
+    return f"{GROUP_PREFIX}{name}"
+
+
+def is_group_code(code: str) -> bool:
+    """Whether a `src_lang` names a group of languages (see `group_code`), not one language."""
+    return code.startswith(GROUP_PREFIX)

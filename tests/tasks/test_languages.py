@@ -1,4 +1,4 @@
-"""Tests for tasks.corpus.languages: mapping language codes to FLORES-200 codes."""
+"""Tests for tasks.languages: mapping language codes to FLORES-200 codes."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # the repo is not an installed package yet
     sys.path.insert(0, str(REPO_ROOT))
 
-from tasks.corpus.languages import (  # noqa: E402
+from tasks.languages import (  # noqa: E402
     DEFAULT_SCRIPT,
     FLORES200_CODES,
     ISO639_1_TO_3,
@@ -265,3 +265,47 @@ def test_to_flores_returns_a_flores_code_or_raises(text: str) -> None:
         return
     assert result in FLORES200_CODES
     assert to_flores(result) == result
+
+
+def _group_literals(path: Path) -> list[int]:
+    """Lines of `path` whose code spells a string starting with "group:" (comments and docstrings aside)."""
+    import ast
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.JoinedStr) and node.values:
+            node = node.values[0]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("group:"):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_group_prefix_is_spelled_once() -> None:
+    from tasks.languages import GROUP_PREFIX, group_code, is_group_code
+
+    spelled = {
+        str(path.relative_to(REPO_ROOT)): found
+        for folder in ("tasks", "flows", "storage")
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        if (found := _group_literals(path))
+    }
+    assert spelled == {"tasks/languages.py": spelled.get("tasks/languages.py", [])} and len(spelled["tasks/languages.py"]) == 1
+    assert group_code("xx-yy") == GROUP_PREFIX + "xx-yy" and is_group_code(group_code("wacse-4"))
+    assert not is_group_code("eng_Latn")
+
+
+def test_every_stage_takes_language_codes_from_tasks_languages() -> None:
+    import ast
+
+    from tasks import languages
+
+    assert not (REPO_ROOT / "tasks" / "corpus" / "languages.py").exists()
+    wrong = []
+    for path in sorted((REPO_ROOT / "tasks").rglob("*.py")) + sorted((REPO_ROOT / "flows").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module not in (None, "tasks.languages"):
+                named = {alias.name for alias in node.names} & {"LangCodes", "LangKeyed", "to_flores", "UnknownLanguageError"}
+                if named:
+                    wrong.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.module} {sorted(named)}")
+    assert wrong == []
+    assert languages.LangCodes and callable(languages.to_flores)
