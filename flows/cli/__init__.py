@@ -49,3 +49,4 @@ def entrypoint() -> None:
             raise
         err.print(Text.assemble(("error:", "red"), " ", message), highlight=False)
         sys.exit(1)
+

@@ -33,9 +33,7 @@ def _readable_params(command: Any) -> None:
             continue
         param.metavar = param.metavar or _METAVARS.get(param.name, param.name.upper())
         if param.param_type_name == "argument":
-            param._usage_display_name = lambda p=param: (
-                (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
-            )
+            param._usage_display_name = lambda p=param: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
             param.display_type_rich = lambda ctx: None  # "CONFIG  pipeline config TOML", not "CONFIG <path>"
 
 
@@ -56,10 +54,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # click's plain help: readable in 80 columns, nothing cut (see _help_formatting)
 )
 artifacts_app = typer.Typer(
-    cls=_ReadableHelp,
-    help="Inspect and maintain the artifact store (local folder or s3://).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+    cls=_ReadableHelp, help="Inspect and maintain the artifact store (local folder or s3://).", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(artifacts_app, name="artifacts")
 
@@ -132,9 +127,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
-    ] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show tracebacks and debug logs")] = False,
 ) -> None:
     if verbose:
@@ -146,6 +139,7 @@ def _load(config: Path, root: str | None) -> PipelineConfig:
         return load_config(config, root=root)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+
 
 
 def _store(root: str, *, must_exist: bool = True) -> Any:
@@ -161,3 +155,5 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
         raise fail(str(exc), 1) from None
     except StoreError as exc:
         raise fail(str(exc), 2) from None
+
+

@@ -30,9 +30,7 @@ from flows.cli.common import (
 from flows.config import PipelineConfig
 
 
-def _plan(
-    config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str], *, create: bool = True
-) -> tuple[Any, list[Any]]:
+def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str], *, create: bool = True) -> tuple[Any, list[Any]]:
     """The store and the plan; then every computing stage's input data is checked (line
     counts, columns, readable files), so that bad data fails now, not hours into a run."""
     from flows.plan import check_plan_data, make_plan
@@ -46,9 +44,7 @@ def _plan(
 
             store = ArtifactStore(config.settings.root, create=False)
             if not store.check_root(must_exist=False):
-                err.print(
-                    Text(f"artifact root {store.root_uri} does not exist yet (`run` creates it)", style="yellow"), highlight=False
-                )
+                err.print(Text(f"artifact root {store.root_uri} does not exist yet (`run` creates it)", style="yellow"), highlight=False)
         steps = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
     except StoreError as exc:
         raise fail(str(exc), 1 if type(exc).__name__ == "StoreAccessError" else 2) from None
@@ -79,20 +75,11 @@ def _print_plan_notes(plan: Any) -> None:
         out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
 
 
-GridOpt = Annotated[
-    Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")
-]
+GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
 
 
 @app.command()
-def plan(
-    config: ConfigArg,
-    only: OnlyOpt = None,
-    from_stage: FromOpt = None,
-    force: ForceOpt = [],
-    root: RootOpt = None,
-    grid: GridOpt = None,
-) -> None:  # noqa: B006
+def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None, grid: GridOpt = None) -> None:  # noqa: B006
     """Show, per stage, whether it is cached or will compute, and why. Computes nothing."""
     if grid is not None:
         if only is not None or from_stage is not None or force:
@@ -118,15 +105,10 @@ def _refresh_index(store: Any, cfg: PipelineConfig) -> None:
     try:
         write_index(store, reports_dir=SWEEPS_DIR)
     except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
-        err.print(
-            f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}",
-            highlight=False,
-        )
+        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
 
 
-def _execute(
-    cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None
-) -> tuple[Any, dict[str, str]]:
+def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     from flows.server import TemporaryServer
 
@@ -187,11 +169,7 @@ def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, for
 
 
 @app.command()
-def evaluate(
-    config: ConfigArg,
-    force: Annotated[bool, typer.Option("--force", help="re-evaluate even if cached")] = False,
-    root: RootOpt = None,
-) -> None:
+def evaluate(config: ConfigArg, force: Annotated[bool, typer.Option("--force", help="re-evaluate even if cached")] = False, root: RootOpt = None) -> None:
     """Evaluate the pipeline's model (building what it needs) and print the scores and the report's location."""
     cfg = _load(config, root)
     if "evaluate" not in cfg.stages:
@@ -207,11 +185,7 @@ def _print_evaluation(store: Any, key: str) -> None:
 
     main = main_metric_rows(store.read_table("evaluate", key))  # each benchmark's main metric
     with out.frame_config(60):
-        out.print(
-            str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")),
-            markup=False,
-            highlight=False,
-        )
+        out.print(str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")), markup=False, highlight=False)
     manifest = store.manifest("evaluate", key)
     report = next((f.path for f in manifest.attached_files if f.path.endswith("report.html")), None)
     if report:

@@ -31,9 +31,7 @@ def _sweep_table(plan: Any) -> Table:
                 continue
             shared = len(users[(step.stage, step.key)]) > 1
             colour = "green" if step.action == "cached" else "yellow"
-            cells[step.stage] = Text.assemble(
-                (step.action, colour), f" {step.key[:8]}", (" (shared)", "dim") if shared and step.action == "compute" else ""
-            )
+            cells[step.stage] = Text.assemble((step.action, colour), f" {step.key[:8]}", (" (shared)", "dim") if shared and step.action == "compute" else "")
         n = counts[vplan.variant.name]
         table.add_row(Text(vplan.variant.name), *(cells.get(s, "") for s in stages), str(n["cached"]), str(n["compute"]))
     return table
@@ -96,9 +94,7 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
     except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
         if os.environ.get("XLEMBED_DEBUG"):
             raise
-        raise fail(
-            f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)"
-        ) from None
+        raise fail(f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
     finally:
         server.stop()
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
@@ -114,13 +110,9 @@ def _print_sweep_report(report: Any) -> None:
 @app.command()
 def sweep(
     config: ConfigArg,
-    grid: Annotated[
-        Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)
-    ],
+    grid: Annotated[Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the variants and what would compute; compute nothing")] = False,
-    baseline: Annotated[
-        Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")
-    ] = None,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")] = None,
     root: RootOpt = None,
 ) -> None:
     """Run every variant of a grid over one pipeline config: shared artifacts are built once; one comparison report."""
