@@ -38,8 +38,6 @@ def _sweep_table(plan: Any) -> Table:
 
 
 def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool) -> None:
-    import tempfile
-
     from flows.server import TemporaryServer
     from flows.stages import stage_registry
     from flows.sweep import load_grid, plan_sweep, run_variants, write_report
@@ -48,29 +46,28 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
     cfg = _load(config, root)
     server = TemporaryServer() if dry_run else TemporaryServer.start_early()  # starts while the sweep plans
     try:
-        grid = load_grid(grid_path, config=config)
+        grid = load_grid(grid_path, config=cfg.raw)
         grid.check_baseline(baseline)
         store = ArtifactStore(cfg.settings.root)
-        with tempfile.TemporaryDirectory(prefix="xlembed-sweep-") as workdir:
-            sweep_plan = plan_sweep(config, grid, store, stage_registry(), root=root, workdir=Path(workdir))
-            counts = sweep_plan.counts()
-            out.print(_sweep_table(sweep_plan))
-            out.print(
-                f"{len(sweep_plan.variants)} variants; {len(sweep_plan.distinct())} distinct stage runs: "
-                f"{counts['distinct_cached']} cached, {counts['distinct_compute']} to compute "
-                f"({counts['compute_without_sharing']} without sharing)",
-                highlight=False,
-            )
-            _print_plan_notes(sweep_plan)
-            if dry_run:
-                return
-            if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
-                report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
-                _refresh_index(store, cfg)
-                out.print("[green]Every variant is up to date; nothing to compute.[/green]")
-                _print_sweep_report(report)
-                server.stop()
-                return
+        sweep_plan = plan_sweep(config, grid, store, stage_registry(), root=root, base=cfg)
+        counts = sweep_plan.counts()
+        out.print(_sweep_table(sweep_plan))
+        out.print(
+            f"{len(sweep_plan.variants)} variants; {len(sweep_plan.distinct())} distinct stage runs: "
+            f"{counts['distinct_cached']} cached, {counts['distinct_compute']} to compute "
+            f"({counts['compute_without_sharing']} without sharing)",
+            highlight=False,
+        )
+        _print_plan_notes(sweep_plan)
+        if dry_run:
+            return
+        if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
+            report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
+            _refresh_index(store, cfg)
+            out.print("[green]Every variant is up to date; nothing to compute.[/green]")
+            _print_sweep_report(report)
+            server.stop()
+            return
     except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
         server.stop()
         raise fail(str(exc), 2) from None
