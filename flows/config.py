@@ -43,7 +43,9 @@ class PipelineSettings(BaseModel):
     ray_address: str | None = Field(
         default=None, description="an existing Ray cluster (e.g. ray://head:10001 or auto); unset: a local Ray of max_workers CPUs"
     )
-    ray_gpus_per_task: float = Field(default=0, ge=0, description="GPUs Ray reserves for each shard task (1: one GPU per shard)")
+    ray_gpus_per_task: float = Field(
+        default=0, ge=0, description="GPUs Ray reserves for each shard of a stage that runs a model (1: one GPU per shard); CPU stages reserve none"
+    )
     write_index: bool = Field(
         default=True, description="after a run or sweep, rewrite {root}/index.html (xlembed artifacts index) and link it from the flow run's artifacts"
     )
