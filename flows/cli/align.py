@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-import typer.core
 from rich.table import Table
 
 from flows.cli.common import ConfigArg, RootOpt, _load, app, fail, out

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-import typer.core
 from rich.text import Text
 
 from flows.cli.artifacts import _resolve_artifact, _size

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-import typer.core
 from rich.table import Table
 from rich.text import Text
 

@@ -2,10 +2,10 @@
 
 A grid file (TOML) names overrides of dotted config keys; each variant is the pipeline
 config with its overrides applied, validated exactly as `xlembed run` validates a config
-file (in memory, by `flows.config.load_config_dict`; relative paths resolve against the config's folder). Because artifact
-keys depend only on a stage's config, code version and input keys, variants that agree on
-everything upstream of some stage share that stage's artifact: it is cached, or computed
-once for all of them.
+file (in memory, by `flows.config.load_config_dict`; relative paths resolve against the base
+config's folder). Because artifact keys depend only on a stage's config, code version and
+input keys, variants that agree on everything upstream of some stage share that stage's
+artifact: it is cached, or computed once for all of them.
 
     name = "pooling"                      # default: the grid file's name
     baseline = "mean"                     # a variant (or seed group) the report compares with
