@@ -7,8 +7,10 @@ the value and what was expected.
 
 from __future__ import annotations
 
+import copy
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +43,9 @@ class PipelineSettings(BaseModel):
     ray_address: str | None = Field(
         default=None, description="an existing Ray cluster (e.g. ray://head:10001 or auto); unset: a local Ray of max_workers CPUs"
     )
-    ray_gpus_per_task: float = Field(default=0, ge=0, description="GPUs Ray reserves for each shard task (1: one GPU per shard)")
+    ray_gpus_per_task: float = Field(
+        default=0, ge=0, description="GPUs Ray reserves for each shard of a stage that runs a model (1: one GPU per shard); CPU stages reserve none"
+    )
     write_index: bool = Field(
         default=True, description="after a run or sweep, rewrite {root}/index.html (xlembed artifacts index) and link it from the flow run's artifacts"
     )
@@ -72,6 +76,8 @@ class PipelineConfig:
     path: Path
     settings: PipelineSettings
     stage_configs: dict[str, StageConfig] = field(default_factory=dict)
+    # the parsed TOML it was validated from (before `root` overrides): what a sweep varies
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -111,14 +117,9 @@ def load_config(
     """Parse and validate a pipeline TOML; `root` (or $XLEMBED_ROOT) overrides the file's root.
 
     Relative paths in the file (`pipeline.root`, sources, benchmarks, model folders) resolve
-    against the file's folder, or `base_dir` (a sweep's variant files are written elsewhere but
-    resolve like their base config); `root` and $XLEMBED_ROOT resolve against the current
-    directory, as command-line paths do."""
-    from flows.stages import stage_registry
-
-    registry = stages if stages is not None else stage_registry()
+    against the file's folder, or `base_dir`; `root` and $XLEMBED_ROOT resolve against the
+    current directory, as command-line paths do."""
     path = Path(path)
-    config_dir = Path(base_dir if base_dir is not None else path.expanduser().absolute().parent)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a BOM (Windows editors) is not TOML
     except FileNotFoundError:
@@ -130,6 +131,25 @@ def load_config(
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: malformed TOML: {exc}") from None
+    return load_config_dict(raw, path, stages, root, base_dir=base_dir)
+
+
+def load_config_dict(
+    raw: Mapping[str, Any],
+    origin: str | os.PathLike[str],
+    stages: dict[str, Stage[Any]] | None = None,
+    root: str | None = None,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> PipelineConfig:
+    """Validate a pipeline config already parsed from TOML (a sweep's variants are built in
+    memory), exactly as `load_config` validates a file. `origin` is the file it stands for: errors
+    begin with it, and relative paths resolve against its folder unless `base_dir` is given."""
+    from flows.stages import stage_registry
+
+    registry = stages if stages is not None else stage_registry()
+    path = Path(origin)
+    config_dir = Path(base_dir if base_dir is not None else path.expanduser().absolute().parent)
 
     if "pipeline" not in raw:
         raise ConfigError(f"{path}: missing [pipeline] section (at least: name = \"...\")")
@@ -171,4 +191,4 @@ def load_config(
             stage_configs[name] = stage.config_model.model_validate(section, context={CONFIG_DIR: str(config_dir)})
         except ValidationError as exc:
             raise ConfigError(format_validation_error(path, name, exc)) from None
-    return PipelineConfig(path=path, settings=settings, stage_configs=stage_configs)
+    return PipelineConfig(path=path, settings=settings, stage_configs=stage_configs, raw=copy.deepcopy(dict(raw)))

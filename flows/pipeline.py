@@ -26,7 +26,7 @@ from flows.plan import StepPlan, make_plan
 from flows.progress import progress_bar
 from flows.stages import stage_registry
 from storage import ArtifactStore, Manifest
-from tasks.stage import ShardSpec, commit_stage, run_shard
+from tasks.stage import ShardSpec, Stage, StageConfig, commit_stage, run_shard
 from tasks.stop import STOP, Interrupted, raise_if_stopping
 
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)
@@ -58,13 +58,45 @@ def _retry_on_transient(task: Any, task_run: Any, state: Any) -> bool:
 RETRY = dict(retries=3, retry_delay_seconds=[1, 4, 16], retry_condition_fn=_retry_on_transient, cache_policy=NO_CACHE)
 
 
+# A stage's config travels to its tasks as JSON (Dask and Ray workers are other processes). Each
+# process validates a given config once: the flow's own process not at all (`run_step` leaves the
+# model it validated when loading the config here), a worker once for all the shards it builds.
+_VALIDATED: dict[tuple[type, str], StageConfig] = {}
+_VALIDATED_LOCK = threading.Lock()
+_VALIDATED_MAX = 256
+
+
+def _config_text(config: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(config, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def validated_config(stage: Stage[Any], config: dict[str, Any]) -> StageConfig:
+    """The stage's config model for a task's JSON `config`, validated once per process."""
+    ident = (stage.config_model, _config_text(config))
+    with _VALIDATED_LOCK:
+        found = _VALIDATED.get(ident)
+    if found is None:
+        found = stage.config_model.model_validate(config)
+        remember_config(stage, config, found)
+    return found
+
+
+def remember_config(stage: Stage[Any], config: dict[str, Any], model: StageConfig) -> None:
+    with _VALIDATED_LOCK:
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        _VALIDATED[(stage.config_model, _config_text(config))] = model
+
+
 @task(name="plan-shards", **RETRY)
 def plan_shards_task(root: str, stage_name: str, config: dict[str, Any], input_keys: dict[str, str]) -> list[ShardSpec]:
     from tasks.stage import resolve_inputs
 
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
-    return stage.plan_shards(stage.config_model.model_validate(config), resolve_inputs(store, stage, input_keys))
+    return stage.plan_shards(validated_config(stage, config), resolve_inputs(store, stage, input_keys))
 
 
 @task(name="build-shard", task_run_name="{stage_name}:{shard.shard_id}", **RETRY)
@@ -72,7 +104,7 @@ def build_shard_task(root: str, stage_name: str, key: str, config: dict[str, Any
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
     with progress_bar(f"{stage_name}:{shard.shard_id}") as advance:
-        record = run_shard(store, stage, key, stage.config_model.model_validate(config), input_keys, shard, advance)
+        record = run_shard(store, stage, key, validated_config(stage, config), input_keys, shard, advance)
     get_run_logger().info("%s shard %s: %d rows in, %d out, dropped %s", stage_name, shard.shard_id, record.rows_in, record.rows_out, record.dropped or "nothing")
     return {"shard_id": record.shard_id, "rows_out": record.rows_out}
 
@@ -105,7 +137,7 @@ def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], in
         if record is None:
             raise RuntimeError(f"shard {shard_id} of {stage_name}/{key[:12]} vanished before commit")
         records.append(record)
-    manifest = commit_stage(store, stage, key, stage.config_model.model_validate(config), input_keys, fingerprints, records, wall_time_s, allow_empty=allow_empty)
+    manifest = commit_stage(store, stage, key, validated_config(stage, config), input_keys, fingerprints, records, wall_time_s, allow_empty=allow_empty)
     uri = store.uri(stage_name, key)
     create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
     for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
@@ -214,6 +246,7 @@ def _cancel(future: Any) -> None:
 def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> None:
     stage_config = config.stage_configs[step.stage]
     as_json = stage_config.model_dump(mode="json")
+    remember_config(stage_registry()[step.stage], as_json, stage_config)  # the tasks here need not validate it again
     if step.forced:
         store.delete(step.stage, step.key)
     started = time.perf_counter()

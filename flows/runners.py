@@ -8,10 +8,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from flows.config import PipelineSettings
 
 
 SHARD_TASK = "build-shard"
+
+
+def shard_resources(task_name: str, parameters: dict[str, Any], gpus_per_task: float) -> dict[str, Any]:
+    """What a task asks of the cluster: a `build-shard` task what its stage needs for its config
+    (`Stage.resources`: `ray_gpus_per_task` GPUs for a stage that runs a model, none for a CPU
+    stage such as corpus); every other task (planning, commit) nothing."""
+    if task_name != SHARD_TASK or not gpus_per_task:
+        return {}
+    from flows.pipeline import validated_config
+    from flows.stages import stage_registry
+
+    stage = stage_registry()[parameters["stage_name"]]
+    config = parameters["config"]
+    if not isinstance(config, BaseModel):  # the config as the task gets it, JSON: the model run_step validated
+        config = validated_config(stage, config)
+    return stage.resources(config, gpus_per_task)
 
 
 def _ray_task_runner_class() -> type:
@@ -20,18 +38,23 @@ def _ray_task_runner_class() -> type:
     from prefect_ray.context import remote_options
 
     class ShardRayTaskRunner(RayTaskRunner):
-        """Each `build-shard` task asks Ray for `shard_options` (e.g. num_gpus=1); the small
-        planning and commit tasks take Ray's defaults, so they never wait for a GPU."""
+        """Each `build-shard` task asks Ray for what its stage needs (`Stage.resources`: e.g.
+        num_gpus=1 for a stage that runs a model, nothing for corpus shards); the small planning
+        and commit tasks take Ray's defaults, so they never wait for a GPU."""
 
-        def __init__(self, address: str | None = None, init_kwargs: dict[str, Any] | None = None, shard_options: dict[str, Any] | None = None):
+        def __init__(self, address: str | None = None, init_kwargs: dict[str, Any] | None = None, gpus_per_task: float = 0):
             super().__init__(address=address, init_kwargs=init_kwargs)
-            self.shard_options = dict(shard_options or {})
+            self.gpus_per_task = gpus_per_task
 
         def duplicate(self) -> "ShardRayTaskRunner":
-            return type(self)(address=self.address, init_kwargs=self.init_kwargs, shard_options=self.shard_options)
+            return type(self)(address=self.address, init_kwargs=self.init_kwargs, gpus_per_task=self.gpus_per_task)
 
         def __eq__(self, other: object) -> bool:
-            return super().__eq__(other) and getattr(other, "shard_options", None) == self.shard_options
+            return super().__eq__(other) and getattr(other, "gpus_per_task", None) == self.gpus_per_task
+
+        def shard_options(self, task_name: str, parameters: dict[str, Any]) -> dict[str, Any]:
+            """The Ray options of one task: its stage's resources for a shard, none for the rest."""
+            return shard_resources(task_name, parameters, self.gpus_per_task)
 
         def __enter__(self) -> "ShardRayTaskRunner":
             from flows.interrupts import children_ignore_ctrl_c
@@ -53,8 +76,9 @@ def _ray_task_runner_class() -> type:
                 client = getattr(FlowRunContext.get(), "client", None)
                 if client is not None and not get_current_settings().api.url:
                     stack.enter_context(temporary_settings(updates={PREFECT_API_URL: str(client.api_url).rstrip("/")}))
-                if task.name == SHARD_TASK and self.shard_options:
-                    stack.enter_context(remote_options(**self.shard_options))
+                options = self.shard_options(task.name, parameters)
+                if options:
+                    stack.enter_context(remote_options(**options))
                 return super().submit(task, parameters, wait_for, dependencies)
 
     return ShardRayTaskRunner
@@ -72,11 +96,10 @@ def dask_setup(worker: Any) -> None:
 
 def make_task_runner(settings: PipelineSettings) -> Any:
     if settings.task_runner == "ray":
-        shard_options = {"num_gpus": settings.ray_gpus_per_task} if settings.ray_gpus_per_task else {}
         init_kwargs: dict[str, Any] = {}
         if not settings.ray_address:  # a local Ray: max_workers shards at once, no dashboard
             init_kwargs = {"num_cpus": settings.max_workers, "include_dashboard": False}
-        return _ray_task_runner_class()(address=settings.ray_address, init_kwargs=init_kwargs, shard_options=shard_options)
+        return _ray_task_runner_class()(address=settings.ray_address, init_kwargs=init_kwargs, gpus_per_task=settings.ray_gpus_per_task)
     if settings.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
 

@@ -288,14 +288,39 @@ class Stage(Generic[ConfigT]):
     # and a pyparsing ParseException when two trainings started at once). Processes (Dask, Ray)
     # are not limited by it.
     one_at_a_time: bool = False
+    # Whether a shard runs a model on the accelerator (stopes' `requirements()`): True, False, or
+    # a function of the config; None (the default) decides from the config: a `device` setting
+    # anywhere in it (a backend's table too) that is not "cpu" (or "cpu:N"). `resources` is what
+    # a shard asks of the task runner; the flow's Ray runner reserves it per shard, so CPU stages
+    # take no GPU.
+    uses_gpu: bool | Callable[[ConfigT], bool] | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name, "stage")
+
+    def resources(self, config: ConfigT, gpus_per_task: float) -> dict[str, float]:
+        """What one shard of this stage asks of the task runner: `{"num_gpus": gpus_per_task}`
+        when it runs on the accelerator (and GPUs are given), else nothing."""
+        if self.uses_gpu is None:
+            needs_gpu = any(not str(device).startswith("cpu") for device in _device_settings(config))
+        else:
+            needs_gpu = self.uses_gpu(config) if callable(self.uses_gpu) else self.uses_gpu
+        return {"num_gpus": gpus_per_task} if needs_gpu and gpus_per_task else {}
 
     def input_names(self, available: Iterable[str]) -> tuple[str, ...]:
         """The required inputs, then the optional ones among `available`."""
         present = set(available)
         return self.inputs + tuple(name for name in self.optional_inputs if name in present)
+
+
+def _device_settings(config: BaseModel) -> Iterable[Any]:
+    """The values of the `device` fields of a config and of the settings models nested in it."""
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if name == "device":
+            yield value
+        elif isinstance(value, BaseModel):
+            yield from _device_settings(value)
 
 
 @dataclass(frozen=True)

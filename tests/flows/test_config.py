@@ -56,7 +56,7 @@ def test_every_shipped_grid_expands_into_valid_configs(name: str, tmp_path: Path
     found = re.search(r"^#\s*base:\s*configs/(\S+\.toml)", grid_path.read_text(encoding="utf-8"), re.MULTILINE)
     base = CONFIGS / (found.group(1) if found else "cpu-small.toml")
     grid = load_grid(grid_path, config=base)
-    configs = variant_configs(base, grid, workdir=tmp_path)
+    configs = variant_configs(base, grid)
     assert len(configs) >= 2 and set(configs) == {v.name for v in grid.variants}
     # quality claims need seeds: every variant that trains runs at least 3, unless the grid opts out (seeds = [])
     groups = {v.group: sum(w.group == v.group for w in grid.variants) for v in grid.variants}
@@ -166,6 +166,30 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, monkey
     assert tsv.path == str(tmp_path / "tables" / "t.tsv")
     # --root and XLEMBED_ROOT are command-line values: relative to the current directory
     assert load_config(path, root="here").settings.root == "here"
+
+
+def test_a_config_built_in_memory_validates_like_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_config_dict: the parsed TOML of a file (a sweep variant) needs no file; relative paths
+    resolve against the folder of the file it stands for, and errors begin with that file."""
+    import tomllib
+
+    from flows.config import load_config_dict
+
+    (tmp_path / "cfg").mkdir()
+    path = write(tmp_path / "cfg", PATHS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("XLEMBED_ROOT", raising=False)
+    raw = tomllib.loads(PATHS)
+    in_memory = load_config_dict(raw, path)
+    from_file = load_config(path)
+    assert in_memory.settings == from_file.settings and in_memory.stage_configs == from_file.stage_configs
+    assert in_memory.settings.root == str(tmp_path / "store") and in_memory.raw == raw == from_file.raw
+    elsewhere = load_config_dict(raw, path, base_dir=tmp_path / "a" / "b")  # base_dir: paths resolve there instead
+    assert elsewhere.stage_configs["corpus"].sources[1].path == str(tmp_path / "a" / "tables" / "t.tsv")
+    raw["corpus"]["sources"][0]["kind"] = "nonsense"
+    with pytest.raises(ConfigError) as error:
+        load_config_dict(raw, path)
+    assert str(error.value).startswith(f"{path}: invalid config\n  corpus.sources[0]")
 
 
 def test_shipped_configs_keep_their_root_and_data_from_the_repository_root() -> None:

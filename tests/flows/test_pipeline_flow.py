@@ -207,3 +207,23 @@ def test_dask_cluster_run_equals_thread_run(toy_pipeline: dict, tmp_path: Path) 
     assert "LocalCluster" not in logs[0] and "Creating a new Dask cluster" in logs[1]
     assert file_digests(dask_root) == file_digests(toy_pipeline["root"])
     assert sorted(file_digests(dask_root)) == ["corpus", "histogram", "lengths"]
+
+
+def test_a_run_validates_each_stage_config_once(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flow validates a stage's config when it loads the config file; its plan-shards, shard
+    and commit tasks reuse that model (they used to validate it again each: 1 + 1 + shards + 1)."""
+    from flows.pipeline import pipeline_flow
+    from flows.stages import stage_registry
+
+    config_model = stage_registry()["lengths"].config_model
+    validate = config_model.model_validate
+    calls: list[object] = []
+
+    def counting(cls: type, obj: object, *args: object, **kwargs: object) -> object:
+        calls.append(obj)
+        return validate(obj, *args, **kwargs)
+
+    monkeypatch.setattr(config_model, "model_validate", classmethod(counting))
+    keys = pipeline_flow(config_path=str(toy_pipeline["config"]))
+    shards = len(ArtifactStore(toy_pipeline["root"]).manifest("lengths", keys["lengths"]).shards)
+    assert shards == 2 and len(calls) == 1, calls

@@ -229,6 +229,33 @@ def test_variant_configs_validate_like_config_files_and_errors_name_variant_and_
         variant_configs(toy_pipeline["config"], index)
 
 
+def test_variants_are_validated_in_memory_with_paths_from_the_base_config_folder(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No variant file is written and read back (they used to go through a temporary folder);
+    relative paths of the base config still resolve against its own folder."""
+    import tempfile
+
+    tmp = toy_pipeline["tmp"]
+    folder = tmp / "configs"
+    folder.mkdir()
+    base = folder / "relative.toml"
+    base.write_text(
+        toy_pipeline["config"].read_text(encoding="utf-8").replace(f'root = "{toy_pipeline["root"]}"', 'root = "../store"')
+        .replace(str(toy_pipeline["text"]["en"]), "../data/train.en").replace(str(toy_pipeline["text"]["kk"]), "../data/train.kk"),
+        encoding="utf-8",
+    )  # fmt: skip
+    grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"histogram.bucket" = [5, 10]\n'))
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp / "no-temporary-files-here"))  # a temporary file would fail
+    configs = variant_configs(base, grid)
+    assert {c.settings.root for c in configs.values()} == {str(tmp / "store")}
+    files = {name: c.stage_configs["corpus"].sources[0].files for name, c in configs.items()}
+    assert files["bucket-5"] == files["bucket-10"] == {"en": str(tmp / "data" / "train.en"), "kk": str(tmp / "data" / "train.kk")}
+    assert configs["bucket-10"].raw["histogram"]["bucket"] == 10 and configs["bucket-10"].raw["pipeline"]["name"] == "toy--bucket-10"
+    assert not list(tmp.rglob("*bucket-*.toml"))
+
+
 def test_variant_keys_equal_a_hand_written_config_with_the_same_values(toy_pipeline: dict) -> None:
     """A variant is cached under the key a plain config with its values gets: `xlembed run` reuses it."""
     tmp = toy_pipeline["tmp"]

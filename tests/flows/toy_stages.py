@@ -75,3 +75,34 @@ OPTIONAL_HISTOGRAM_STAGE = Stage(
     "histogram", "1", HistogramConfig, HISTOGRAM_SCHEMA, plan_histogram, build_histogram, inputs=("corpus",), optional_inputs=("lengths",)
 )
 OPTIONAL_INPUT_STAGES = (CORPUS_STAGE, LENGTHS_STAGE, OPTIONAL_HISTOGRAM_STAGE)
+
+
+# Stages that ask for resources (`Stage.resources`), for the per-stage GPU tests: `encode` names
+# a device in its config (unset: cuda when there is one), `nested` in a backend's table, and
+# `declared` is declared a GPU stage. They plan no shards; only what they ask for is tested.
+class EncodeConfig(StageConfig):
+    device: str | None = None
+
+
+class BackendSettings(StageConfig):
+    device: str = "cuda"
+
+
+class NestedConfig(StageConfig):
+    backend: BackendSettings = BackendSettings()
+
+
+def plan_nothing(config: StageConfig, inputs: Inputs) -> list[ShardSpec]:
+    return []
+
+
+def build_nothing(config: StageConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
+    yield from ()
+
+
+GPU_STAGES = (
+    CORPUS_STAGE,
+    Stage("encode", "1", EncodeConfig, None, plan_nothing, build_nothing, inputs=("corpus",)),
+    Stage("nested", "1", NestedConfig, None, plan_nothing, build_nothing, inputs=("corpus",)),
+    Stage("declared", "1", StageConfig, None, plan_nothing, build_nothing, inputs=("corpus",), uses_gpu=True),
+)

@@ -1,0 +1,52 @@
+"""The `xlembed` command line.
+
+Exit codes: 0 success, 1 the run or a check failed, 2 bad usage or config.
+Heavy imports (Prefect, polars) happen only in the commands that need them, so
+`xlembed plan` and an up-to-date `xlembed run` answer quickly.
+
+One module per command group: `run` (plan, run, evaluate), `sweep`, `align`, `artifacts`,
+`deploy` (deploy, serve) and `export`; `common` holds the apps and what they share.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.text import Text
+
+# Each module registers its commands on `app` as it is imported; this order is the help's order.
+from flows.cli import run  # noqa: F401, I001 - plan, run, evaluate
+from flows.cli import sweep  # noqa: F401
+from flows.cli import align  # noqa: F401
+from flows.cli import artifacts  # noqa: F401
+from flows.cli import deploy  # noqa: F401 - deploy, serve
+from flows.cli import export  # noqa: F401
+from flows.cli.common import ROOT_ENV, app, err
+
+__all__ = ["app", "entrypoint"]
+
+
+def entrypoint() -> None:
+    """Console script: store problems become one clear line, not a traceback."""
+    from storage import StoreError
+
+    try:
+        app(prog_name="xlembed")
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except StoreError as exc:
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        err.print(Text.assemble(("error:", "red"), " ", str(exc)), highlight=False)
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - object-storage failures become one line too
+        from storage.errors import explain
+
+        message = explain(exc, os.environ.get(ROOT_ENV))
+        if message is None or os.environ.get("XLEMBED_DEBUG"):
+            raise
+        err.print(Text.assemble(("error:", "red"), " ", message), highlight=False)
+        sys.exit(1)
+

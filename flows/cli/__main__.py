@@ -1,0 +1,5 @@
+"""`python -m flows.cli`: the `xlembed` command line."""
+
+from flows.cli import entrypoint
+
+entrypoint()

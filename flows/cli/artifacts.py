@@ -1,0 +1,591 @@
+"""`xlembed artifacts ...`: inspect and maintain the artifact store (ls, show, head, lineage, query,
+index, pull, push, diff, verify, gc, refs, rollback)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from flows.cli.common import StoreRootOpt, _load, _store, artifacts_app, err, fail, out
+
+
+def _age(created_at: str) -> str:
+    from storage.index import format_age
+
+    return format_age(created_at)
+
+
+def _size(n: int) -> str:
+    from storage.index import format_size
+
+    return format_size(n)
+
+
+def _known_stage(store: Any, stage: str) -> str:
+    """A stage name given on the command line must name a stage present in the store."""
+    stages = store.stages()
+    if stage not in stages:
+        raise fail(f"no stage {stage!r} in {store.root_uri}; stages there: {', '.join(stages) or 'none'}", 2)
+    return stage
+
+
+def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> str:
+    from storage import StoreError
+
+    _known_stage(store, stage)
+    try:
+        if key:
+            return store.resolve(stage, key)
+        refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
+        if pipeline is not None and not refs:
+            pipelines = sorted({r.pipeline for r in store.list_refs() if r.stage == stage})
+            raise fail(f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}", 2)
+        if len({r.key for r in refs}) != 1:
+            raise fail(f"give a KEY (or --pipeline): {len(refs)} refs point at {stage} artifacts", 2)
+        return refs[0].key
+    except StoreError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[str, str]:
+    """ARTIFACT on the command line: a stage name (its ref; the latest one when several
+    pipelines have one) or a key or unique key prefix of any stage."""
+    from storage import StoreError
+
+    stages = store.stages()
+    if artifact in stages:
+        refs = [r for r in store.list_refs() if r.stage == artifact]
+        if pipeline is not None or len({r.key for r in refs}) <= 1:
+            return artifact, _resolve(store, artifact, None, pipeline) if refs or pipeline else _no_ref(store, artifact)
+        latest = max(refs, key=lambda r: r.history[0].at if r.history else "")
+        return artifact, latest.key
+    found = []
+    for stage in stages:
+        try:
+            found.append((stage, store.resolve(stage, artifact)))
+        except StoreError:
+            continue
+    if len(found) != 1:
+        what = f"is ambiguous: {', '.join(f'{s} {k[:12]}' for s, k in found)}" if found else "names no stage and no artifact key"
+        raise fail(f"{artifact!r} {what} in {store.root_uri} (stages: {', '.join(stages) or 'none'})", 2)
+    return found[0]
+
+
+def _no_ref(store: Any, stage: str) -> str:
+    raise fail(f"no ref points at a {stage} artifact in {store.root_uri}; give its key (xlembed artifacts ls {stage})", 2)
+
+
+@artifacts_app.command("ls")
+def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None, root: StoreRootOpt = "artifacts") -> None:
+    """List committed artifacts with rows, size, age and the refs pointing at them."""
+    store = _store(root)
+    refs: dict[tuple[str, str], list[str]] = {}
+    for ref in store.list_refs():
+        refs.setdefault((ref.stage, ref.key), []).append(ref.pipeline)
+    table = Table(title=f"artifacts in {store.root_uri}", title_justify="left")
+    for column in ("stage", "key", "rows", "size", "age", "refs"):
+        table.add_column(column, justify="right" if column in ("rows", "size", "age") else "left")
+    if stage is not None:
+        _known_stage(store, stage)
+    damaged: list[Any] = []
+    manifests = store.list_manifests(stage, damaged=damaged)
+    for m in manifests:
+        table.add_row(m.stage, m.key[:12], f"{m.rows_out:,}", _size(m.total_bytes), _age(m.created_at), ", ".join(refs.get((m.stage, m.key), [])))
+    for item in damaged:
+        table.add_row(item.stage, item.key[:12], Text("damaged", style="red"), "", "", ", ".join(refs.get((item.stage, item.key), [])))
+    out.print(table)
+    for item in damaged:
+        err.print(Text(f"damaged: {item.problem}"), highlight=False)
+    if not manifests and not damaged:
+        err.print("no artifacts")
+
+
+@artifacts_app.command("show")
+def artifacts_show(
+    stage: str,
+    key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    rows: Annotated[int, typer.Option("--rows", "-n", min=0, help="first rows to print")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="print the whole manifest as JSON instead (config, files, checksums)")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Summarise an artifact (rows, drops, inputs, files) and print its first rows; --json: the manifest."""
+    import polars as pl
+
+    store = _store(root)
+    full = _resolve(store, stage, key, pipeline)
+    manifest = store.manifest(stage, full)
+    if as_json:
+        typer.echo(manifest.model_dump_json(indent=2))
+        return
+    for line in _manifest_summary(store, manifest):
+        out.print(line, highlight=False, markup=False)
+    if rows > 0 and manifest.table_files:
+        batch = next(iter(store.iter_batches(stage, full, batch_size=rows)), None)
+        if batch is not None:
+            out.print()
+            with out.frame_config(rows):
+                out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+def _manifest_summary(store: Any, m: Any) -> list[str]:
+    """A few lines that say what an artifact is; `--json` has everything."""
+    refs = [f"{r.pipeline}" for r in store.list_refs() if r.stage == m.stage and r.key == m.key]
+    drops = ", ".join(f"{reason} {n:,}" for reason, n in sorted(m.dropped.items(), key=lambda kv: -kv[1]))
+    attached = m.attached_files
+    lines = [
+        f"{m.stage} {m.key}",
+        f"  uri       {store.uri(m.stage, m.key)}",
+        f"  created   {m.created_at} ({_age(m.created_at)} ago), {m.wall_time_s:.1f} s; code {m.code_version}, xlembed {m.package_version}",
+        f"  rows      {m.rows_in:,} in, {m.rows_out:,} out" + (f"; dropped {drops}" if drops else ""),
+        f"  files     {len(m.files)} ({_size(m.total_bytes)}): {len(m.table_files)} Parquet, {len(attached)} attached",
+    ]
+    if m.columns:
+        lines.append("  columns   " + ", ".join(f"{c.name} ({c.type})" for c in m.columns))
+    if m.input_keys:
+        lines.append("  inputs    " + ", ".join(f"{name} {k[:12]}" for name, k in m.input_keys.items()))
+    scalars = {k: v for k, v in m.metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    if scalars:
+        lines.append("  metrics   " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(scalars.items())[:8]))
+    if refs:
+        lines.append("  refs      " + ", ".join(refs))
+    lines.append(f"  config, files and checksums: xlembed artifacts show {m.stage} {m.key[:12]} --json")
+    return lines
+
+
+@artifacts_app.command("head")
+def artifacts_head(
+    stage: str,
+    key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    rows: Annotated[int, typer.Option("--rows", "-n", min=1, help="rows to print")] = 10,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Print the first rows of a Parquet artifact (streamed: nothing else is read)."""
+    import polars as pl
+
+    store = _store(root)
+    full = _resolve(store, stage, key, pipeline)
+    batch = next(iter(store.iter_batches(stage, full, batch_size=max(rows, 1))), None)
+    if batch is None:
+        raise fail(f"{stage}/{full[:12]} has no table rows (an artifact of attached files only?)")
+    with out.frame_config(rows):
+        out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+# lineage, query and index: looking into the store
+def _config_line(name: str, value: Any) -> str:
+    import json
+
+    return f"{name} = {json.dumps(value, ensure_ascii=False, default=str)}"
+
+
+def _leaf_tables(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts down to the innermost tables of scalars (one fingerprint per line)."""
+    if isinstance(value, dict) and (not prefix or any(isinstance(v, dict) for v in value.values())):
+        found: dict[str, Any] = {}
+        for name, item in value.items():
+            found.update(_leaf_tables(item, f"{prefix}.{name}" if prefix else str(name)))
+        return found
+    return {prefix: value}
+
+
+def _fingerprint_text(value: Any) -> str:
+    """A recorded fingerprint as a reader wants it: `sha256 3fa2b1c4d5e6…` (with the size when
+    recorded), `12.4 KiB, modified 2026-…` for key scheme 1's size and mtime; else as recorded."""
+    import json
+
+    if isinstance(value, dict):
+        size = value.get("bytes", value.get("size"))
+        shown_size = f"  {_size(size)}" if isinstance(size, int) and not isinstance(size, bool) else ""
+        if isinstance(value.get("sha256"), str) and set(value) <= {"sha256", "bytes", "size"}:
+            return f"sha256 {value['sha256'][:12]}…{shown_size}"
+        if set(value) == {"size", "mtime_ns"} and shown_size and isinstance(value["mtime_ns"], int):
+            modified = dt.datetime.fromtimestamp(value["mtime_ns"] / 1e9, dt.timezone.utc).isoformat(timespec="seconds")
+            return f"{shown_size.strip()}, modified {modified}"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]], tree: Any | None = None, via: str = "") -> Any:
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from storage.keys import KEY_SCHEME, KEY_SCHEMES
+    from storage.lineage import flatten
+
+    head = Text.assemble((f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan"))
+    if node.missing:
+        head.append("  missing from the store (collected?)", style="red")
+    elif (node.stage, node.key) in seen:
+        head.append("  (shown above)", style="dim")
+    else:
+        m = node.manifest
+        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · ", style="dim")
+        head.append(f"key scheme {m.key_scheme} ({KEY_SCHEMES.get(m.key_scheme, 'unknown')})", style="dim" if m.key_scheme == KEY_SCHEME else "yellow")
+        head.append(f" · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
+    branch = tree.add(head) if tree is not None else Tree(head)
+    if node.missing or (node.stage, node.key) in seen:
+        return branch
+    seen.add((node.stage, node.key))
+    changes = record.get("config_changes")
+    if "config_changes" in record and changes is None:
+        title = Text.assemble("config ", ("(stage not in --config)", "yellow"))
+    elif changes:
+        title = Text.assemble("config ", (f"({len(changes)} {'differs' if len(changes) == 1 else 'differ'} from --config: marked ≠)", "yellow"))
+    else:
+        title = Text("config" + (" (same as --config)" if changes == {} else ""))
+    config_branch = branch.add(title)
+    recorded = flatten(node.manifest.config)
+    for name in sorted(set(recorded) | set(changes or {})):
+        if changes and name in changes:
+            change = changes[name]
+            shown = _config_line(name, change["recorded"]) if "recorded" in change else f"{name} (not set)"
+            now = _config_line("now", change["current"]).removeprefix("now = ") if "current" in change else "(not set)"
+            config_branch.add(Text.assemble(("≠ " + shown, "bold yellow"), ("  current: " + now, "yellow")))
+        else:
+            config_branch.add(Text(_config_line(name, recorded[name])))
+    sources = record["sources"]
+    if sources["locations"] or sources["fingerprints"]:
+        source_branch = branch.add("sources")
+        for name, value in sources["locations"].items():
+            for dotted, place in flatten(value, name).items():
+                source_branch.add(Text(_config_line(dotted, place)))
+        for name, value in _leaf_tables(sources["fingerprints"]).items():
+            source_branch.add(Text(f"fingerprint {name}: {_fingerprint_text(value)}", style="dim"))
+    for name, child in node.inputs.items():
+        _lineage_tree(child, record["inputs"][name], seen, branch, name)
+    return branch
+
+
+@artifacts_app.command("lineage")
+def artifacts_lineage(
+    stage: str,
+    key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
+    pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="pipeline config TOML to compare each artifact's config with")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the tree as JSON")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """The tree of artifacts this one was built from: keys, configs, sources, creation time, code version."""
+    import json
+
+    from storage.lineage import lineage, node_record
+    from tasks.stage import keyed_config
+
+    store = _store(root)
+    full = _resolve(store, stage, key, pipeline)
+    compare = None
+    if config is not None:
+        cfg = _load(config, None)
+        compare = {name: keyed_config(section) for name, section in cfg.stage_configs.items()}
+    tree = lineage(store, stage, full)
+    record = node_record(tree, compare)
+    if as_json:
+        typer.echo(json.dumps(record, indent=2, ensure_ascii=False, default=str))
+        return
+    out.print(_lineage_tree(tree, record, set()), highlight=False)
+
+
+@artifacts_app.command("query")
+def artifacts_query(
+    sql: Annotated[str, typer.Argument(help="SQL; tables: STAGE (what its ref points to) or STAGE@KEY (a key or prefix), e.g. \"SELECT lang, count(*) FROM corpus GROUP BY lang\"", show_default=False)],
+    pipeline: Annotated[Optional[str], typer.Option(help="take STAGE's key from this pipeline's ref")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="rows to print (--output writes them all)")] = 20,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the whole result to FILE.parquet or FILE.csv (streamed)")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """SQL over artifacts by stage name, read lazily from the store (local or s3://) with polars."""
+    import polars as pl
+
+    from storage import StoreError
+    from storage.query import QueryError, collect_error, s3_storage_options, scan_artifact, sql_query
+
+    if output is not None and output.suffix.lower() not in (".parquet", ".csv"):
+        raise fail(f"--output {output}: write .parquet or .csv", 2)
+    store = _store(root)
+    options = None if store.is_local else s3_storage_options(store)
+    committed = set(store.stages())
+
+    def named(name: str) -> Any:
+        if name not in committed:
+            return None
+        return scan_artifact(store, name, _resolve(store, name, None, pipeline), options)
+
+    def versioned(mention: Any) -> Any:
+        if mention.stage not in committed:
+            raise fail(f"unknown stage {mention.stage!r} in {mention.stage}@{mention.key}; stages: {', '.join(sorted(committed)) or 'none'}", 2)
+        return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None), options)
+
+    def available() -> list[str]:
+        refs = [r for r in store.list_refs() if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
+        return sorted({r.stage for r in refs if store.is_committed(r.stage, r.key) and store.manifest(r.stage, r.key).table_files})
+
+    try:
+        result = sql_query(sql, named, versioned, available)
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            (result.sink_parquet if output.suffix.lower() == ".parquet" else result.sink_csv)(output)
+            rows = pl.scan_parquet(output).select(pl.len()).collect().item() if output.suffix.lower() == ".parquet" else pl.scan_csv(output).select(pl.len()).collect().item()
+            out.print(f"wrote {rows:,} rows to {output}", highlight=False, markup=False)
+            return
+        shown = result.head(limit + 1).collect(engine="streaming")
+    except QueryError as exc:
+        raise fail(str(exc), 2) from None
+    except StoreError:
+        raise
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise fail(str(collect_error(exc, options))) from None
+    more = shown.height > limit
+    with out.frame_config(limit, str_lengths=80):
+        out.print(str(shown.head(limit)), highlight=False, markup=False)
+    if more:
+        err.print(f"first {limit} rows shown; --limit N shows more, --output FILE.parquet writes them all", highlight=False)
+
+
+@artifacts_app.command("index")
+def artifacts_index(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the page here instead of ROOT/index.html (links stay relative to it)")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
+    from flows.sweep import SWEEPS_DIR
+    from storage.index import INDEX_FILE, build_index, write_index
+
+    store = _store(root)
+    if output is None:
+        page = write_index(store, reports_dir=SWEEPS_DIR)
+        where = f"{store.root_uri}/{INDEX_FILE}"
+    else:
+        if output.suffix.lower() not in (".html", ".htm"):
+            output = output / INDEX_FILE
+        output = output.expanduser().resolve()
+        if store.is_local:
+            base = os.path.relpath(store.root_uri, output.parent).replace(os.sep, "/")
+            link_base = "" if base == "." else f"{base}/"
+        else:  # a local page over a remote store: absolute links, which a browser may not open
+            link_base = f"{store.root_uri}/"
+        page = build_index(store, link_base=link_base, reports_dir=SWEEPS_DIR)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(page.html, encoding="utf-8")
+        where = str(output)
+    out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, markup=False, soft_wrap=True)
+
+
+def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool) -> None:
+    from storage.transfer import copy_artifact, copy_refs
+
+    source, destination = _store(source_root), _store(destination_root, must_exist=False)
+    if stage is not None:
+        _known_stage(source, stage)
+    if key and stage:
+        targets = [(stage, _resolve(source, stage, key, None))]
+    else:
+        targets = [(m.stage, m.key) for m in source.list_manifests(stage)]
+    copied = 0
+    for name, full in targets:
+        result = copy_artifact(source, destination, name, full)
+        copied += result.copied
+        out.print(f"{'copied ' if result.copied else 'present'} {name}/{full[:12]}  {result.files} files, {_size(result.bytes)}", highlight=False)
+    written = copy_refs(source, destination) if refs else 0
+    out.print(f"{copied} of {len(targets)} artifacts copied (checksums verified), {written} refs written to {destination.root_uri}", highlight=False)
+
+
+@artifacts_app.command("pull")
+def artifacts_pull(
+    remote: Annotated[str, typer.Argument(help="the root to copy from, e.g. s3://bucket/prefix")],
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
+    key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
+    refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Copy artifacts (and their refs) from REMOTE into the local root, verifying checksums."""
+    _transfer(remote, root, stage, key, refs)
+
+
+@artifacts_app.command("push")
+def artifacts_push(
+    remote: Annotated[str, typer.Argument(help="the root to copy to, e.g. s3://bucket/prefix")],
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
+    key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
+    refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Copy artifacts (and their refs) from the local root to REMOTE, verifying checksums."""
+    _transfer(root, remote, stage, key, refs)
+
+
+@artifacts_app.command("diff")
+def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "artifacts") -> None:
+    """Differences between two versions of a stage: config, code, inputs, rows and drops."""
+    from flows.plan import config_changes
+
+    store = _store(root)
+    a = store.manifest(stage, _resolve(store, stage, key_a, None))
+    b = store.manifest(stage, _resolve(store, stage, key_b, None))
+    lines = config_changes(a.config, b.config, stage)
+    if a.code_version != b.code_version:
+        lines.append(f"code version: {a.code_version} -> {b.code_version}")
+    for name in sorted(set(a.input_keys) | set(b.input_keys)):
+        if a.input_keys.get(name) != b.input_keys.get(name):
+            lines.append(f"input {name}: {str(a.input_keys.get(name))[:12]} -> {str(b.input_keys.get(name))[:12]}")
+    for name in sorted(set(a.source_fingerprints) | set(b.source_fingerprints)):
+        if a.source_fingerprints.get(name) != b.source_fingerprints.get(name):
+            lines.append(f"source {name} changed")
+    for label, x, y in (("rows in", a.rows_in, b.rows_in), ("rows out", a.rows_out, b.rows_out)):
+        if x != y:
+            lines.append(f"{label}: {x:,} -> {y:,} ({y - x:+,})")
+    for reason in sorted(set(a.dropped) | set(b.dropped)):
+        x, y = a.dropped.get(reason, 0), b.dropped.get(reason, 0)
+        if x != y:
+            lines.append(f"dropped {reason}: {x:,} -> {y:,} ({y - x:+,})")
+    out.print(f"{stage} {a.key[:12]} -> {b.key[:12]}")
+    for line in lines or ["no differences"]:
+        out.print(f"  {line}", highlight=False, markup=False)
+
+
+@artifacts_app.command("verify")
+def artifacts_verify(
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
+    key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Re-hash files against their manifests and check that every ref points at a committed
+    artifact. Exit 1 if anything is missing, damaged or corrupt."""
+    from storage import DamagedArtifact
+
+    store = _store(root)
+    if stage is not None:
+        _known_stage(store, stage)
+    damaged: list[DamagedArtifact] = []
+    if key and stage:
+        targets = [(stage, _resolve(store, stage, key, None))]
+    else:
+        targets = [(m.stage, m.key) for m in store.list_manifests(stage, damaged=damaged)]
+    bad = 0
+    for item in damaged:
+        bad += 1
+        out.print(Text.assemble(("DAMAGED", "red"), f" {item.stage}/{item.key[:12]}"), highlight=False)
+        out.print(f"    {item.problem}", highlight=False, markup=False)
+    broken_refs = 0
+    for ref in store.list_refs():
+        if (stage is None or ref.stage == stage) and not store.is_committed(ref.stage, ref.key):
+            broken_refs += 1
+            out.print(Text.assemble(("BROKEN REF", "red"), f" refs/{ref.pipeline}/{ref.stage} -> {ref.key[:12]}: no committed artifact (deleted?)"), highlight=False)
+    for name, full in targets:
+        problems = store.verify(name, full)
+        if problems:
+            bad += 1
+            out.print(f"[red]CORRUPT[/red] {name}/{full[:12]}")
+            for problem in problems:
+                out.print(f"    {problem}", highlight=False, markup=False)
+        else:
+            out.print(f"[green]ok[/green]      {name}/{full[:12]}")
+    total = len(targets) + len(damaged)
+    if bad or broken_refs:
+        problems = [f"{bad} of {total} artifacts failed verification"] if bad else []
+        if broken_refs:
+            problems.append(f"{broken_refs} ref(s) point at missing artifacts (rerun the pipeline, or `xlembed artifacts rollback PIPELINE STAGE`)")
+        raise fail("; ".join(problems))
+    out.print(f"{total} artifacts verified, and the refs")
+
+
+@artifacts_app.command("gc")
+def artifacts_gc(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="really delete (default: dry run)")] = False,
+    keep_history: Annotated[bool, typer.Option(help="also keep what refs pointed to before")] = False,
+    include_partial: Annotated[bool, typer.Option(help="also delete uncommitted (interrupted) artifacts; not while a run is active")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Remove artifacts no ref points to. A dry run unless --yes."""
+    store = _store(root)
+    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial)
+    for stage, key in doomed:
+        out.print(f"{'delete' if yes else 'would delete'} {stage}/{key[:12]}")
+        if yes:
+            store.delete(stage, key)
+    if not doomed:
+        out.print("nothing to collect")
+    elif not yes:
+        out.print(f"{len(doomed)} artifacts; run again with --yes to delete them")
+
+
+@artifacts_app.command("refs")
+def artifacts_refs(root: StoreRootOpt = "artifacts") -> None:
+    """List named refs (pipeline/stage -> key) with how many versions each has had."""
+    store = _store(root)
+    table = Table(title="refs", title_justify="left")
+    for column in ("pipeline", "stage", "key", "versions", "since"):
+        table.add_column(column)
+    for ref in store.list_refs():
+        table.add_row(ref.pipeline, ref.stage, ref.key[:12], str(len(ref.history)), ref.history[0].at if ref.history else "")
+    out.print(table)
+
+
+ROLLBACK_NOTE = "rollback from "
+
+
+def _ref_versions(ref: Any) -> list[Any]:
+    """The versions a ref was set to by runs (rollbacks left out), newest first: version 0 is
+    the latest build, -1 the one before, and so on."""
+    return [h for h in ref.history if not h.note.startswith(ROLLBACK_NOTE)]
+
+
+def _ref_position(ref: Any, versions: list[Any]) -> int:
+    """Where in `versions` the ref stands now: a rollback records its target's index."""
+    import re
+
+    head = ref.history[0] if ref.history else None
+    if head is not None and head.note.startswith(ROLLBACK_NOTE):
+        found = re.search(r"\(version -(\d+)\)", head.note)
+        if found and int(found.group(1)) < len(versions) and versions[int(found.group(1))].key == ref.key:
+            return int(found.group(1))
+    return next((i for i, v in enumerate(versions) if v.key == ref.key), 0)
+
+
+@artifacts_app.command("rollback")
+def artifacts_rollback(
+    pipeline: Annotated[str, typer.Argument(help="the pipeline whose ref moves (its [pipeline] name)")],
+    stage: Annotated[str, typer.Argument(help="the stage whose ref moves")],
+    to: Annotated[Optional[str], typer.Option("--to", help="move to this key (or unique prefix)")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="versions to go back from where the ref is now")] = 1,
+    list_versions: Annotated[bool, typer.Option("--list", help="list the ref's versions (0: the latest build, -1 the one before, ...) and move nothing")] = False,
+    root: StoreRootOpt = "artifacts",
+) -> None:
+    """Move a ref back through the versions runs set it to: each rollback goes one version further back
+    (--steps N: N versions), --to KEY picks one, --list shows them. Nothing is deleted."""
+    store = _store(root)
+    ref = store.read_ref(pipeline, stage)
+    if ref is None:
+        known = sorted(f"{r.pipeline}/{r.stage}" for r in store.list_refs())
+        raise fail(f"no ref {pipeline}/{stage} in {store.root_uri}; refs: {', '.join(known) or 'none'}", 2)
+    versions = _ref_versions(ref)
+    position = _ref_position(ref, versions)
+    if list_versions:
+        for index, entry in enumerate(versions):
+            mark = "*" if index == position and entry.key == ref.key else " "
+            out.print(f"{mark} {-index:>4}  {entry.key[:12]}  {entry.at}  {entry.note}", highlight=False, markup=False)
+        out.print("* where the ref is now", highlight=False, markup=False)
+        return
+    if to:
+        target = _resolve(store, stage, to, None)
+        index = next((i for i, v in enumerate(versions) if v.key == target), None)
+    else:
+        index = position + steps
+        if index >= len(versions):
+            raise fail(f"{pipeline}/{stage} has no earlier version {-index}: it is at version {-position}, the oldest is {-(len(versions) - 1)} (see --list)", 2)
+        target = versions[index].key
+        if not store.is_committed(stage, target):
+            raise fail(f"version {-index} of {pipeline}/{stage} ({target[:12]}) is no longer in the store (collected by gc?); pick one with --to KEY (see --list)", 2)
+    where = f" (version -{index})" if index is not None else ""
+    store.set_ref(pipeline, stage, target, note=f"{ROLLBACK_NOTE}{ref.key[:12]}{where}")
+    out.print(f"{pipeline}/{stage}: {ref.key[:12]} -> {target[:12]}", highlight=False)
+    if index is not None:
+        built = versions[index].at
+        further = "; `rollback` again goes one further back" if index + 1 < len(versions) else "; this is the oldest version"
+        out.print(f"now at version -{index} of {len(versions)} (set {built}){further}; `--list` shows them all", highlight=False, markup=False)

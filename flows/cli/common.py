@@ -1,0 +1,159 @@
+"""What every command of the `xlembed` command line shares: the Typer apps, the output
+consoles, the argument types, and one-line errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+import typer.core
+from rich.console import Console
+from rich.text import Text
+
+from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
+from flows.output import Output
+
+# Prefect's temporary server gets 20 s to start by default, which a busy 2-core machine
+# exceeds; a user's own setting still wins.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
+# Help that reads in 80 columns: click's plain layout (not rich panels that squeeze the text
+# into a narrow column and cut env var names), flags without a type, and each value named for
+# what it is (--only STAGE, --root URI, CONFIG) instead of <str>, <path> and {config}.
+_METAVARS = {"only": "STAGE", "from_stage": "STAGE", "force": "STAGE", "root": "URI", "remote": "URI", "rows": "N", "limit": "N",
+             "examples": "N", "interval": "SECONDS", "timezone": "TZ", "src_lang": "LANG", "tgt_lang": "LANG", "output": "FILE",
+             "gold": "FILE", "src": "FILE", "tgt": "FILE", "train_src": "FILE", "train_tgt": "FILE", "baseline": "VARIANT", "to": "KEY"}  # fmt: skip
+
+
+def _readable_params(command: Any) -> None:
+    for param in command.params:
+        if getattr(param, "is_flag", False) or getattr(param, "count", False) or param.name is None:
+            continue
+        param.metavar = param.metavar or _METAVARS.get(param.name, param.name.upper())
+        if param.param_type_name == "argument":
+            param._usage_display_name = lambda p=param: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+            param.display_type_rich = lambda ctx: None  # "CONFIG  pipeline config TOML", not "CONFIG <path>"
+
+
+class _ReadableHelp(typer.core.TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            _readable_params(command)
+
+
+app = typer.Typer(
+    cls=_ReadableHelp,
+    name="xlembed",
+    help="Staged, cached pipelines for cross-lingual sentence encoders.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: readable in 80 columns, nothing cut (see _help_formatting)
+)
+artifacts_app = typer.Typer(
+    cls=_ReadableHelp, help="Inspect and maintain the artifact store (local folder or s3://).", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(artifacts_app, name="artifacts")
+
+out = Output()  # plain lines when stdout is not a terminal; paths and URIs never wrapped or cut
+err = Console(stderr=True, soft_wrap=True)  # an error line stays one line (paths in it are copied), in a pipe too
+
+ConfigArg = Annotated[Path, typer.Argument(help="pipeline config TOML, e.g. configs/demo.toml", show_default=False)]
+OnlyOpt = Annotated[Optional[str], typer.Option("--only", help="run only this stage (building missing inputs)")]
+FromOpt = Annotated[Optional[str], typer.Option("--from", help="run this stage and everything downstream")]
+ForceOpt = Annotated[list[str], typer.Option("--force", help="recompute this stage even if cached (repeatable)")]
+RootOpt = Annotated[Optional[str], typer.Option("--root", help=f"artifact root URI (overrides the config; env {ROOT_ENV})")]
+StoreRootOpt = Annotated[str, typer.Option("--root", envvar=ROOT_ENV, help="artifact root: a folder or s3://bucket/prefix")]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print `error: MESSAGE` (the message literally: paths and TOML sections hold brackets)."""
+    err.print(Text.assemble(("error:", "red"), " ", str(message)), highlight=False)
+    return typer.Exit(code)
+
+
+def _one_line(exc: BaseException, root: str | None = None) -> str:
+    """An exception as the one line a user reads: a storage failure explained (root, cause, fix),
+    a data error as its own message, anything else as `Type: message` (never an empty message)."""
+    from storage.errors import explain
+    from tasks.stage import DataError
+
+    explained = explain(exc, root)
+    if explained is not None:
+        return explained
+    text = str(exc) or repr(exc)
+    return text if isinstance(exc, DataError) else f"{type(exc).__name__}: {text}"
+
+
+class _DropDataTracebacks:
+    """A logging filter: bad input data and store problems are reported by their message, so
+    Prefect's task-failure logs leave out the traceback (about 100 lines) for them."""
+
+    def filter(self, record: Any) -> bool:
+        from storage import StoreError
+        from tasks.stage import DataError
+
+        if record.exc_info and isinstance(record.exc_info[1], (DataError, StoreError)) and not os.environ.get("XLEMBED_DEBUG"):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _one_line_data_errors() -> None:
+    import logging
+
+    quiet = _DropDataTracebacks()
+    for name in ("", "prefect", "prefect.flow_runs", "prefect.task_runs"):
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, _DropDataTracebacks) for f in handler.filters):
+                handler.addFilter(quiet)
+
+
+def stopped(exc: BaseException) -> typer.Exit:
+    """Ctrl-C or SIGTERM stopped a run at a safe point: what was kept, exit 130."""
+    err.print(f"interrupted: {exc}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(130)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tasks.stage import PACKAGE_VERSION
+
+        out.print(f"xlembed {PACKAGE_VERSION}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show tracebacks and debug logs")] = False,
+) -> None:
+    if verbose:
+        os.environ["XLEMBED_DEBUG"] = "1"
+
+
+def _load(config: Path, root: str | None) -> PipelineConfig:
+    try:
+        return load_config(config, root=root)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+
+
+
+def _store(root: str, *, must_exist: bool = True) -> Any:
+    """The store at `root`, reached once: a root that does not exist is an error for commands
+    that read (`must_exist`); one that cannot be reached is one line naming the fix."""
+    from storage import ArtifactStore, StoreAccessError, StoreError
+
+    try:
+        store = ArtifactStore(root, create=not must_exist)
+        store.check_root(must_exist=must_exist)
+        return store
+    except StoreAccessError as exc:
+        raise fail(str(exc), 1) from None
+    except StoreError as exc:
+        raise fail(str(exc), 2) from None
+
+

@@ -1,0 +1,191 @@
+"""`xlembed plan`, `run` and `evaluate`: plan a pipeline, build it as a Prefect flow run, print its scores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from flows.cli.common import (
+    ConfigArg,
+    ForceOpt,
+    FromOpt,
+    OnlyOpt,
+    RootOpt,
+    _load,
+    _one_line,
+    _one_line_data_errors,
+    _store,
+    app,
+    err,
+    fail,
+    out,
+    stopped,
+)
+from flows.config import PipelineConfig
+
+
+def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str], *, create: bool = True) -> tuple[Any, list[Any]]:
+    """The store and the plan; then every computing stage's input data is checked (line
+    counts, columns, readable files), so that bad data fails now, not hours into a run."""
+    from flows.plan import check_plan_data, make_plan
+    from flows.stages import stage_registry
+    from storage import StoreError
+
+    store = _store(config.settings.root, must_exist=False) if create else None
+    try:
+        if store is None:  # `plan` reads only: a root that is not there yet is not created
+            from storage import ArtifactStore
+
+            store = ArtifactStore(config.settings.root, create=False)
+            if not store.check_root(must_exist=False):
+                err.print(Text(f"artifact root {store.root_uri} does not exist yet (`run` creates it)", style="yellow"), highlight=False)
+        steps = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
+    except StoreError as exc:
+        raise fail(str(exc), 1 if type(exc).__name__ == "StoreAccessError" else 2) from None
+    except (ValueError, FileNotFoundError) as exc:
+        raise fail(str(exc), 2) from None
+    problems = check_plan_data(config, steps, stage_registry())
+    if problems:
+        out.print(_plan_table(steps))
+        for problem in problems:
+            err.print(Text.assemble(("error:", "red"), " ", problem), highlight=False)
+        raise fail(f"{len(problems)} input data problem(s) found before running anything; fix the data or the config", 1)
+    return store, steps
+
+
+def _plan_table(plan: list[Any]) -> Table:
+    table = Table(title="plan", title_justify="left")
+    for column in ("stage", "action", "key", "why"):
+        table.add_column(column)
+    colour = {"cached": "green", "compute": "yellow", "skip": "dim"}
+    for step in plan:
+        table.add_row(step.stage, Text(step.action, style=colour[step.action]), step.key[:12], Text("\n".join(step.reasons)))
+    return table
+
+
+def _print_plan_notes(plan: Any) -> None:
+    """The key-scheme change (once, when old artifacts will be rebuilt) and what hashing cost."""
+    for line in plan.notes():
+        out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
+
+
+GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
+
+
+@app.command()
+def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None, grid: GridOpt = None) -> None:  # noqa: B006
+    """Show, per stage, whether it is cached or will compute, and why. Computes nothing."""
+    if grid is not None:
+        if only is not None or from_stage is not None or force:
+            raise fail("--grid plans whole variants: it cannot be combined with --only, --from or --force", 2)
+        from flows.cli.sweep import _sweep  # the sweep module builds on this one
+
+        _sweep(config, grid, None, root, dry_run=True)
+        return
+    cfg = _load(config, root)
+    _, steps = _plan(cfg, only, from_stage, force, create=False)
+    out.print(_plan_table(steps))
+    _print_plan_notes(steps)
+
+
+def _refresh_index(store: Any, cfg: PipelineConfig) -> None:
+    """For a run or sweep that starts no flow (everything cached) but may have moved refs: what
+    the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
+    if not cfg.settings.write_index:
+        return
+    from flows.sweep import SWEEPS_DIR
+    from storage.index import INDEX_FILE, write_index
+
+    try:
+        write_index(store, reports_dir=SWEEPS_DIR)
+    except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
+        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
+
+
+def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
+    """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
+    from flows.server import TemporaryServer
+
+    server = TemporaryServer.start_early()  # starts while the run plans (flows/server.py)
+    store, steps = _plan(cfg, only, from_stage, force)
+    out.print(_plan_table(steps))
+    _print_plan_notes(steps)
+    if not any(step.action == "compute" for step in steps):
+        for step in steps:  # nothing to build: just make the refs agree with the config
+            if step.action == "cached":
+                store.set_ref(cfg.name, step.stage, step.key, note="up to date")
+        _refresh_index(store, cfg)
+        out.print("[green]Everything is up to date; nothing to compute.[/green]")
+        server.stop()
+        return store, {step.stage: step.key for step in steps if step.action == "cached"}
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from flows.interrupts import interruptible
+    from flows.output import quiet_prefect_notices
+    from flows.pipeline import pipeline_flow
+    from flows.runners import make_task_runner
+    from tasks.stop import Interrupted
+
+    quiet_prefect_notices()
+
+    flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
+    try:
+        with server.connected(), interruptible():
+            keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
+    except Interrupted as exc:
+        raise stopped(exc) from None
+    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        raise fail(f"run failed: {_one_line(exc, cfg.settings.root)}") from None
+    finally:
+        server.stop()
+    table = Table(title="artifacts", title_justify="left")
+    for column in ("stage", "key", "rows in", "rows out", "dropped"):
+        table.add_column(column, justify="right" if column.startswith(("rows", "dropped")) else "left")
+    for stage, key in keys.items():
+        m = store.manifest(stage, key)
+        table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}")
+    out.print(table)
+    for stage, key in keys.items():  # whole, one per line: the part a user copies
+        out.print(f"{stage}: {store.uri(stage, key)}", highlight=False, markup=False)
+    return store, keys
+
+
+@app.command()
+def run(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, force: ForceOpt = [], root: RootOpt = None) -> None:  # noqa: B006
+    """Build every stale stage (or only some, with --only/--from), as a Prefect flow run."""
+    cfg = _load(config, root)
+    store, keys = _execute(cfg, config, only, from_stage, force, root)
+    if "evaluate" in keys:
+        _print_evaluation(store, keys["evaluate"])
+
+
+@app.command()
+def evaluate(config: ConfigArg, force: Annotated[bool, typer.Option("--force", help="re-evaluate even if cached")] = False, root: RootOpt = None) -> None:
+    """Evaluate the pipeline's model (building what it needs) and print the scores and the report's location."""
+    cfg = _load(config, root)
+    if "evaluate" not in cfg.stages:
+        raise fail(f"{config}: no [evaluate] section", 2)
+    store, keys = _execute(cfg, config, "evaluate", None, ["evaluate"] if force else [], root)
+    _print_evaluation(store, keys["evaluate"])
+
+
+def _print_evaluation(store: Any, key: str) -> None:
+    import polars as pl
+
+    from tasks.evaluate.stage import main_metric_rows
+
+    main = main_metric_rows(store.read_table("evaluate", key))  # each benchmark's main metric
+    with out.frame_config(60):
+        out.print(str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")), markup=False, highlight=False)
+    manifest = store.manifest("evaluate", key)
+    report = next((f.path for f in manifest.attached_files if f.path.endswith("report.html")), None)
+    if report:
+        out.print(f"report: {store.uri('evaluate', key)}/{report}", highlight=False, markup=False)

@@ -1,0 +1,115 @@
+"""`xlembed sweep` (and `plan --grid`): every variant of a grid over one pipeline config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from flows.cli.common import ConfigArg, RootOpt, _load, _one_line, _one_line_data_errors, app, fail, out, stopped
+from flows.cli.run import _print_plan_notes, _refresh_index
+from flows.config import ConfigError
+
+
+def _sweep_table(plan: Any) -> Table:
+    """A row per variant, a column per stage: cached / compute (and shared when variants share it)."""
+    users = plan.users()
+    stages = list(dict.fromkeys(s.stage for v in plan.variants for s in v.steps if s.action != "skip"))
+    table = Table(title=f"sweep {plan.grid.name}", title_justify="left")
+    for column in ("variant", *stages, "cached", "compute"):
+        table.add_column(column)
+    counts = plan.counts()["variants"]
+    for vplan in plan.variants:
+        cells = {}
+        for step in vplan.steps:
+            if step.action == "skip":
+                continue
+            shared = len(users[(step.stage, step.key)]) > 1
+            colour = "green" if step.action == "cached" else "yellow"
+            cells[step.stage] = Text.assemble((step.action, colour), f" {step.key[:8]}", (" (shared)", "dim") if shared and step.action == "compute" else "")
+        n = counts[vplan.variant.name]
+        table.add_row(Text(vplan.variant.name), *(cells.get(s, "") for s in stages), str(n["cached"]), str(n["compute"]))
+    return table
+
+
+def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool) -> None:
+    from flows.server import TemporaryServer
+    from flows.stages import stage_registry
+    from flows.sweep import load_grid, plan_sweep, run_variants, write_report
+    from storage import ArtifactStore, StoreError
+
+    cfg = _load(config, root)
+    server = TemporaryServer() if dry_run else TemporaryServer.start_early()  # starts while the sweep plans
+    try:
+        grid = load_grid(grid_path, config=cfg.raw)
+        grid.check_baseline(baseline)
+        store = ArtifactStore(cfg.settings.root)
+        sweep_plan = plan_sweep(config, grid, store, stage_registry(), root=root, base=cfg)
+        counts = sweep_plan.counts()
+        out.print(_sweep_table(sweep_plan))
+        out.print(
+            f"{len(sweep_plan.variants)} variants; {len(sweep_plan.distinct())} distinct stage runs: "
+            f"{counts['distinct_cached']} cached, {counts['distinct_compute']} to compute "
+            f"({counts['compute_without_sharing']} without sharing)",
+            highlight=False,
+        )
+        _print_plan_notes(sweep_plan)
+        if dry_run:
+            return
+        if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
+            report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
+            _refresh_index(store, cfg)
+            out.print("[green]Every variant is up to date; nothing to compute.[/green]")
+            _print_sweep_report(report)
+            server.stop()
+            return
+    except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
+        server.stop()
+        raise fail(str(exc), 2) from None
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from flows.interrupts import interruptible
+    from flows.output import quiet_prefect_notices
+    from flows.runners import make_task_runner
+    from flows.sweep import sweep_dir, sweep_flow
+    from tasks.stop import Interrupted
+
+    quiet_prefect_notices()
+
+    flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
+    try:
+        with server.connected(), interruptible():
+            flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
+    except Interrupted as exc:
+        raise stopped(exc) from None
+    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        raise fail(f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
+    finally:
+        server.stop()
+    out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
+
+
+def _print_sweep_report(report: Any) -> None:
+    from rich.markdown import Markdown
+
+    out.print(Markdown(report.markdown))
+    out.print(f"report: {report.uri.removesuffix('.md')}.html", highlight=False)
+
+
+@app.command()
+def sweep(
+    config: ConfigArg,
+    grid: Annotated[Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the variants and what would compute; compute nothing")] = False,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Run every variant of a grid over one pipeline config: shared artifacts are built once; one comparison report."""
+    _sweep(config, grid, baseline, root, dry_run=dry_run)
