@@ -1,5 +1,5 @@
 """Publishing a trained model: a sentence-transformers folder with a model card, out of the store,
-and optionally onto the model hub. `xlembed export` (flows/cli.py) calls these.
+and optionally onto the model hub. `xlembed export` (flows/cli/export.py) calls these.
 
     export = export_trained_model(store, train_key, Path("my-model"))
     url = push_to_hub(export.folder, "me/my-model")
