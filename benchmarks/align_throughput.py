@@ -1,6 +1,7 @@
 """Word-alignment throughput: batched WSPAlign vs one question at a time, and every backend.
 
     python benchmarks/align_throughput.py [--pairs 24] [--hidden 32 --layers 2] [--encoder DIR]
+    python benchmarks/align_throughput.py --shape real [--pairs 6]   # XLM-R base's shape
 
 WSPAlign: a seeded random XLM-R question-answering model (no hub weights here; `--hidden
 768 --layers 12` gives XLM-R base's shape) on English-X pairs of FLORES-200 dev (or
@@ -10,6 +11,12 @@ forward pass, string questions, numpy decoding. Both must give identical links; 
 script fails otherwise. SimAlign runs on `--encoder` (default: the tiny test encoder
 built here), eflomal on more pairs (it needs statistics). Pairs/s of each backend and the
 batched/reference ratio are printed, all measured in this run.
+
+--shape real: WSPAlign at XLM-R base's shape (benchmarks/shapes.py: hidden 768, 12 layers,
+12 heads, FFN 3072, vocabulary 250,002, QA head; random weights, the tiny tokenizer), on
+fewer pairs (default 6: each word is a forward pass of an 86M-parameter encoder in the
+reference); the peak RSS of each WSPAlign run is printed. SimAlign and eflomal keep their
+tiny settings (their cost does not depend on WSPAlign's model).
 """
 
 from __future__ import annotations
@@ -61,7 +68,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--encoder", type=str, default=None, help="SimAlign encoder dir (default: a tiny random BERT)")
     parser.add_argument("--eflomal-pairs", type=int, default=400)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--shape", default="tiny", choices=["tiny", "real"], help="real: XLM-R base's shape (ignores --hidden/--layers)")
     args = parser.parse_args(argv)
+    given = set(argv if argv is not None else sys.argv[1:])
+    if args.shape == "real" and "--pairs" not in given:
+        args.pairs = 6
 
     import torch
 
@@ -73,30 +84,43 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.threads:
         torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="align-bench-"))
-    model_dir = build_tiny_wspalign(tmp / "wspalign", hidden_size=args.hidden, layers=args.layers)
+    if args.shape == "real":
+        from benchmarks.shapes import XLMR_BASE, build_xlmr_shape
+
+        model_dir = build_xlmr_shape(tmp / "wspalign", XLMR_BASE, head="qa")
+        described = f"XLM-R base shape ({XLMR_BASE.hidden} x {XLMR_BASE.layers} layers, vocab {XLMR_BASE.vocab_size}, QA head)"
+    else:
+        model_dir = build_tiny_wspalign(tmp / "wspalign", hidden_size=args.hidden, layers=args.layers)
+        described = f"{args.hidden}x{args.layers}"
     settings = WspalignSettings(source="local", model=str(model_dir), combine="union", threshold=0.0, device="cpu")
     aligner = WspAligner.load(settings)
     sentences, pairs, langs = load_pairs(args.pairs * 2)
     fits = aligner.sequence_lengths(aligner.tokenize(sentences), pairs) <= settings.max_seq_length
     pairs = pairs[fits][: args.pairs]  # both sides see the same pairs, all within max_seq_length
     words = sum(len(sentences[a]) + len(sentences[b]) for a, b in pairs)
-    print(f"device cpu, torch threads {torch.get_num_threads()}, WSPAlign random XLM-R hidden {args.hidden} x {args.layers} layers")
+    print(f"device cpu, torch threads {torch.get_num_threads()}, WSPAlign random XLM-R {described}")
     print(f"{len(pairs)} English-X pairs ({', '.join(LANGS)}), {words} words = {words} questions per run")
 
+    from benchmarks.shapes import peak_rss_bytes, peak_rss_reset
+
     aligner.align(sentences, langs, pairs[:2])  # warm-up
+    peak_rss_reset()
     batched, t_batched = timed(lambda: aligner.align(sentences, langs, pairs))
+    peak_batched = peak_rss_bytes() / 2**30
+    peak_rss_reset()
     reference, t_reference = timed(lambda: [aligner.align_reference(sentences[a], sentences[b]) for a, b in pairs])
+    peak_reference = peak_rss_bytes() / 2**30
     identical = all(
         b is not None and np.array_equal(b[0], r[0]) and np.array_equal(b[1], r[1]) for b, r in zip(batched, reference)
     )
     max_diff = max((float(np.abs(b[2] - r[2]).max()) for b, r in zip(batched, reference) if b is not None and len(b[2])), default=0.0)
     links = sum(len(b[0]) for b in batched if b is not None)
-    print(f"wspalign batched    {len(pairs) / t_batched:9.2f} pairs/s  ({t_batched:.2f} s, {links} links)")
-    print(f"wspalign reference  {len(pairs) / t_reference:9.2f} pairs/s  ({t_reference:.2f} s, one question per forward)")
+    print(f"wspalign batched    {len(pairs) / t_batched:9.2f} pairs/s  ({t_batched:.2f} s, {links} links, peak RSS {peak_batched:.2f} GiB)")
+    print(f"wspalign reference  {len(pairs) / t_reference:9.2f} pairs/s  ({t_reference:.2f} s, one question per forward, peak RSS {peak_reference:.2f} GiB)")
     print(f"batched / reference: {t_reference / t_batched:.1f}x   identical links: {identical}   max |score diff|: {max_diff:.2e}")
     rows = [
         {
-            "case": f"{len(pairs)} FLORES pairs, random XLM-R {args.hidden}x{args.layers}, identical links: {identical}",
+            "case": f"{len(pairs)} FLORES pairs, random XLM-R {described}, identical links: {identical}",
             "measure": "pairs/s",
             "stage": len(pairs) / t_batched,
             "reference": len(pairs) / t_reference,
@@ -134,8 +158,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def run_benchmark(quick: bool) -> list[dict]:
-    """benchmarks/run_all.py protocol: batched WSPAlign vs one question per forward."""
-    return main(["--pairs", "8", "--eflomal-pairs", "100"] if quick else [])
+    """benchmarks/run_all.py protocol: batched WSPAlign vs one question per forward (the full run adds XLM-R base's shape)."""
+    if quick:
+        return main(["--pairs", "8", "--eflomal-pairs", "100"])
+    return main([]) + main(["--shape", "real", "--eflomal-pairs", "100"])
 
 
 if __name__ == "__main__":
