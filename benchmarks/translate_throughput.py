@@ -71,17 +71,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads and torch threads (0: library default)")
     parser.add_argument("--skip-generate", action="store_true")
     parser.add_argument("--shape", default="tiny", choices=["tiny", "real"], help="real: NLLB-200-distilled-600M's shape, fixed output lengths")
-    parser.add_argument("--max-words", type=int, default=None, help="longest random sentence in words (default 30; real: 10)")
-    parser.add_argument("--sweep", default=None, help="comma-separated batch sizes in tokens for the stage (int8) besides --batch-tokens (real: 128,512)")
+    parser.add_argument("--max-words", type=int, default=None, help="longest random sentence in words (default 30; real: 8)")
+    parser.add_argument("--sweep", default=None, help="comma-separated batch sizes in tokens for the stage (int8) besides --batch-tokens (real: 256)")
     args = parser.parse_args(argv)
     if args.shape == "real":  # what the defaults mean at 600M parameters on a CPU: minutes, not hours
         given = set(argv if argv is not None else sys.argv[1:])
-        defaults = {"--sentences": ("sentences", 24), "--repeats": ("repeats", 1), "--batch-tokens": ("batch_tokens", 4096)}
+        defaults = {"--sentences": ("sentences", 16), "--repeats": ("repeats", 1), "--batch-tokens": ("batch_tokens", 4096)}
         for flag, (name, value) in defaults.items():
             if flag not in given:
                 setattr(args, name, value)
-        args.max_words = args.max_words or 10
-        args.sweep = "128,512" if args.sweep is None else args.sweep
+        args.max_words = args.max_words or 8
+        args.sweep = "256" if args.sweep is None else args.sweep
     args.max_words = args.max_words or 30
     args.sweep = [int(x) for x in (args.sweep or "").split(",") if x]
     return args
