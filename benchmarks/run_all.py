@@ -34,13 +34,14 @@ REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 START, END = "<!-- run_all:start -->", "<!-- run_all:end -->"
 REQUIRED = ("case", "measure", "stage", "reference", "reference_name", "higher_is_better")
+HELPERS = {"shapes.py"}  # modules the benchmarks import (model builders), not benchmarks themselves
 
 
 def discover(only: list[str] | None = None) -> tuple[list[Path], list[Path]]:
     """(scripts that define run_benchmark, scripts that do not), by reading their source only."""
     joined, other = [], []
     for path in sorted(HERE.glob("*.py")):
-        if path.name == Path(__file__).name or path.name.startswith("_"):
+        if path.name == Path(__file__).name or path.name.startswith("_") or path.name in HELPERS:
             continue
         if only and path.stem not in only:
             continue

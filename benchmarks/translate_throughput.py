@@ -18,8 +18,17 @@ generate once after a warm-up batch. Prints sentences/s and output tokens/s, and
 ratios measured in the same run. On a shared machine the wall times are noisy: compare
 ratios of one run, and rerun when the stage/raw ratio looks off.
 
-    python benchmarks/translate_throughput.py [--sentences 256] [--beam 2] [--max-tokens 48]
-        [--d-model 256] [--layers 3] [--device auto] [--threads 0]
+--shape real: NLLB-200-distilled-600M's shape (benchmarks/shapes.py: M2M100, d_model 1024,
+12+12 layers, FFN 4096, 16 heads, vocabulary 256,206; random weights, the tiny tokenizer).
+A random decoder never emits </s>, so every engine decodes exactly ceil(1.2 x longest source
+in the batch + 5) tokens per planned token batch (the stage's own limit: DecodingConfig
+max_length_ratio 1.2, max_length_extra 5; raw translate_batch gets min_decoding_length =
+max_decoding_length, generate min_new_tokens = max_new_tokens); output token counts are
+printed to show they agree. Also prints the peak RSS of each engine's run (after a reset of
+the process peak, the previous engine freed) and the stage at --sweep batch sizes in tokens.
+
+    python benchmarks/translate_throughput.py [--shape tiny|real] [--sentences 256] [--beam 2]
+        [--max-tokens 48] [--d-model 256] [--layers 3] [--device auto] [--threads 0]
 """
 
 from __future__ import annotations
@@ -43,9 +52,9 @@ WORDS = (
 TARGETS = ["fra_Latn", "deu_Latn", "spa_Latn", "jpn_Jpan", "zho_Hans", "hin_Deva"]
 
 
-def sentences(n: int, seed: int = 0) -> list[str]:
+def sentences(n: int, seed: int = 0, words: tuple[int, int] = (4, 30)) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 30))).capitalize() + "." for _ in range(n)]
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))).capitalize() + "." for _ in range(n)]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,42 +70,84 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads and torch threads (0: library default)")
     parser.add_argument("--skip-generate", action="store_true")
-    return parser.parse_args(argv)
+    parser.add_argument("--shape", default="tiny", choices=["tiny", "real"], help="real: NLLB-200-distilled-600M's shape, fixed output lengths")
+    parser.add_argument("--max-words", type=int, default=None, help="longest random sentence in words (default 30; real: 8)")
+    parser.add_argument("--sweep", default=None, help="comma-separated batch sizes in tokens for the stage (int8) besides --batch-tokens (real: 256)")
+    args = parser.parse_args(argv)
+    if args.shape == "real":  # what the defaults mean at 600M parameters on a CPU: minutes, not hours
+        given = set(argv if argv is not None else sys.argv[1:])
+        defaults = {"--sentences": ("sentences", 16), "--repeats": ("repeats", 1), "--batch-tokens": ("batch_tokens", 4096)}
+        for flag, (name, value) in defaults.items():
+            if flag not in given:
+                setattr(args, name, value)
+        args.max_words = args.max_words or 8
+        args.sweep = "256" if args.sweep is None else args.sweep
+    args.max_words = args.max_words or 30
+    args.sweep = [int(x) for x in (args.sweep or "").split(",") if x]
+    return args
 
-def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int]], dict[str, tuple[float, int]], int]:
-    """(table rows, {engine-compute: (seconds, output tokens)}, sentences)."""
+
+def peak_rss_gib() -> float:
+    from benchmarks.shapes import peak_rss_bytes
+
+    return peak_rss_bytes() / 2**30
+
+
+def reset_peak() -> None:
+    import gc
+
+    from benchmarks.shapes import peak_rss_reset
+
+    gc.collect()
+    peak_rss_reset()
+
+def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int, float]], dict[str, tuple[float, int]], int]:
+    """(table rows (engine, compute, seconds, output tokens, peak RSS GiB), {engine-compute: (seconds, output tokens)}, sentences)."""
     import ctranslate2
     import numpy as np
     import torch
     from transformers import M2M100ForConditionalGeneration
 
     from tasks.translate.config import DecodingConfig, TinyModelSpec
-    from tasks.translate.engine import NllbTokenizer, get_translator, plan_batches, translate_tokens
+    from tasks.translate.engine import NllbTokenizer, get_translator, plan_batches, release_translators, translate_tokens
     from tasks.translate.model_stage import convert_checkpoint
     from tasks.translate.tiny import build_tiny_nllb
 
+    real = args.shape == "real"
     device = args.device if args.device != "auto" else ("cuda" if ctranslate2.get_cuda_device_count() else "cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="xlembed-translate-bench-"))
-    spec = TinyModelSpec(seed=1, vocab_size=args.vocab, d_model=args.d_model, layers=args.layers, heads=max(1, args.d_model // 64), ffn_dim=4 * args.d_model, max_positions=512)
     started = time.perf_counter()
-    checkpoint = build_tiny_nllb(work / "hf", spec)
+    if real:
+        from benchmarks.shapes import NLLB_600M, build_nllb_shape
+
+        checkpoint = build_nllb_shape(work / "hf", NLLB_600M)
+        described = f"{NLLB_600M.name} shape: d_model {NLLB_600M.d_model}, {NLLB_600M.layers}+{NLLB_600M.layers} layers, FFN {NLLB_600M.ffn_dim}, vocab {NLLB_600M.vocab_size}, random weights"
+    else:
+        spec = TinyModelSpec(seed=1, vocab_size=args.vocab, d_model=args.d_model, layers=args.layers, heads=max(1, args.d_model // 64), ffn_dim=4 * args.d_model, max_positions=512)
+        checkpoint = build_tiny_nllb(work / "hf", spec)
+        described = f"d_model {spec.d_model}, {spec.layers}+{spec.layers} layers, vocab {spec.vocab_size + 203}"
     ct2_dirs = {}
     for quantization in ("int8", "float32"):
         ct2_dirs[quantization] = work / f"ct2-{quantization}"
         convert_checkpoint(checkpoint, ct2_dirs[quantization], quantization)
-    print(f"model: d_model {spec.d_model}, {spec.layers}+{spec.layers} layers, vocab {spec.vocab_size + 203}; built and converted in {time.perf_counter() - started:.1f} s; device {device}")
+    print(f"model: {described}; built and converted in {time.perf_counter() - started:.1f} s; device {device}")
 
     tokenizer = NllbTokenizer(checkpoint / "tokenizer.json")
-    texts = sentences(args.sentences)
+    texts = sentences(args.sentences, words=(3 if real else 4, args.max_words))
     sources = tokenizer.encode(texts, "eng_Latn", 512)
     prefixes = [[TARGETS[i % len(TARGETS)]] for i in range(len(texts))]
     order = np.argsort([len(s) for s in sources], kind="stable")
     sources = [sources[i] for i in order]  # pre-sorted, as the benchmark compares engines, not sorting
     prefixes = [prefixes[i] for i in order]
-    decoding = DecodingConfig(beam_size=args.beam, max_length_ratio=0, max_length_extra=args.max_tokens, max_decoding_length=args.max_tokens)
-    print(f"{len(sources)} sentences, {sum(map(len, sources))} source tokens, beam {args.beam}, output limit {args.max_tokens} tokens, batches of <= {args.batch_tokens} tokens")
+    if real:  # output length = ceil(1.2 x longest source of the token batch + 5), for every engine
+        decoding = DecodingConfig(beam_size=args.beam, max_length_ratio=1.2, max_length_extra=5, max_decoding_length=512)
+        limit_text = "1.2 x longest source in the batch + 5 tokens, exactly (min = max)"
+    else:
+        decoding = DecodingConfig(beam_size=args.beam, max_length_ratio=0, max_length_extra=args.max_tokens, max_decoding_length=args.max_tokens)
+        limit_text = f"{args.max_tokens} tokens"
+    print(f"{len(sources)} sentences, {sum(map(len, sources))} source tokens, beam {args.beam}, output limit {limit_text}, batches of <= {args.batch_tokens} tokens")
 
     options = dict(
         beam_size=args.beam,
@@ -104,23 +155,43 @@ def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int]]
         repetition_penalty=decoding.repetition_penalty,
         no_repeat_ngram_size=decoding.no_repeat_ngram_size,
         max_input_length=decoding.max_input_length,
-        max_decoding_length=args.max_tokens,
         sampling_topk=1,
     )
+    lengths = np.array([len(s) for s in sources])
 
-    def raw(translator):  # noqa: ANN001, ANN202
-        results = translator.translate_batch(sources, target_prefix=prefixes, max_batch_size=args.batch_tokens, batch_type="tokens", **options)
-        return [r.hypotheses[0][1:] for r in results]
+    def calls(batch_tokens: int) -> list[tuple[list[int], int]]:
+        """The stage's planned batches, consecutive ones with the same output limit in one call (as the stage)."""
+        out: list[tuple[list[int], int]] = []
+        for batch in plan_batches(lengths, batch_tokens, decoding):
+            if out and out[-1][1] == batch.max_decoding_length:
+                out[-1][0].extend(batch.indices.tolist())
+            else:
+                out.append((batch.indices.tolist(), batch.max_decoding_length))
+        return out
 
-    def stage(translator):  # noqa: ANN001, ANN202
-        return translate_tokens(translator, sources, prefixes, decoding, args.batch_tokens)
+    def raw(translator, batch_tokens: int = args.batch_tokens):  # noqa: ANN001, ANN202
+        produced: list[list[str]] = [[] for _ in sources]
+        for idx, limit in calls(batch_tokens):
+            fixed = {"min_decoding_length": limit} if real else {}
+            results = translator.translate_batch(
+                [sources[i] for i in idx], target_prefix=[prefixes[i] for i in idx], max_batch_size=batch_tokens, batch_type="tokens",
+                max_decoding_length=limit, **fixed, **options,
+            )  # fmt: skip
+            for i, r in zip(idx, results):
+                produced[i] = r.hypotheses[0][1:]
+        return produced
+
+    def stage(translator, batch_tokens: int = args.batch_tokens):  # noqa: ANN001, ANN202
+        return translate_tokens(translator, sources, prefixes, decoding, batch_tokens)
 
     rows = []
     results: dict[str, tuple[float, int]] = {}
     for quantization, ct2_dir in ct2_dirs.items():
         compute_type = quantization if device == "cpu" else ("int8_float16" if quantization == "int8" else "float32")
+        reset_peak()
         translator = get_translator(ct2_dir, device, compute_type, intra_threads=args.threads)
-        raw(translator)  # warm-up
+        warm = 2 if real else len(sources)  # at the real shape a warm-up on a few sentences is enough
+        translate_tokens(translator, sources[:warm], prefixes[:warm], decoding, args.batch_tokens)
         times = {"raw": [], "stage": []}
         tokens = {}
         for _ in range(args.repeats):
@@ -129,50 +200,63 @@ def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int]]
                 out = fn(translator)
                 times[name].append(time.perf_counter() - t0)
                 tokens[name] = sum(len(o) for o in out)
+        peak = peak_rss_gib()
         for name in ("raw", "stage"):
             seconds = statistics.median(times[name])
             results[f"{name}-{compute_type}"] = (seconds, tokens[name])
-            rows.append((f"ctranslate2 {name}", compute_type, seconds, tokens[name]))
+            rows.append((f"ctranslate2 {name}", compute_type, seconds, tokens[name], peak))
+        if quantization == "int8":
+            for batch_tokens in args.sweep:
+                t0 = time.perf_counter()
+                out = stage(translator, batch_tokens)
+                seconds = time.perf_counter() - t0
+                produced = sum(len(o) for o in out)
+                results[f"sweep{batch_tokens}-{compute_type}"] = (seconds, produced)
+                rows.append((f"stage, {batch_tokens} tok/batch", compute_type, seconds, produced, peak))
+        del translator
+        release_translators()
 
     if not args.skip_generate:
+        reset_peak()
         model = M2M100ForConditionalGeneration.from_pretrained(checkpoint).eval()
         torch_device = "cuda" if device == "cuda" else "cpu"
         model.to(torch_device)
         ids = tokenizer.ids(sources)
         lang_ids = [tokenizer.vocab[p[0]] for p in prefixes]
         pad, eos = 1, 2
-        batches = plan_batches(np.array([len(s) for s in sources]), args.batch_tokens, decoding)
+        batches = plan_batches(lengths, args.batch_tokens, decoding)
 
-        def generate(limit: int | None = None) -> int:
+        def generate(limit: int | None = None, rows: int | None = None) -> int:
             produced = 0
             with torch.inference_mode():
                 for batch in batches[:limit]:
-                    idx = batch.indices.tolist()
+                    idx = batch.indices.tolist()[:rows]
                     width = max(len(ids[i]) for i in idx)
                     input_ids = torch.tensor([[pad] * (width - len(ids[i])) + ids[i] for i in idx], device=torch_device)
                     mask = (input_ids != pad).long()
                     prefix = torch.tensor([[eos, lang_ids[i]] for i in idx], device=torch_device)
+                    new = batch.max_decoding_length - 1  # CTranslate2's limit counts the language code
                     out = model.generate(
                         input_ids=input_ids, attention_mask=mask, decoder_input_ids=prefix, num_beams=args.beam,
-                        do_sample=False, max_new_tokens=args.max_tokens - 1, min_new_tokens=0, early_stopping=True,
+                        do_sample=False, max_new_tokens=new, min_new_tokens=new if real else 0, early_stopping=True,
                     )
                     produced += int(((out[:, 2:] != pad) & (out[:, 2:] != eos)).sum())
             return produced
 
-        generate(limit=1)  # warm-up
+        generate(limit=1, rows=2 if real else None)  # warm-up
         t0 = time.perf_counter()
         produced = generate()  # once: it is the slow one
         seconds = time.perf_counter() - t0
         results["generate"] = (seconds, produced)
-        rows.append(("transformers generate", "float32", seconds, produced))
+        rows.append(("transformers generate", "float32", seconds, produced, peak_rss_gib()))
 
     return rows, results, len(sources)
 
 
-def report(rows: list[tuple[str, str, float, int]], results: dict[str, tuple[float, int]], n: int) -> None:
-    print(f"\n{'engine':<22} {'compute':<10} {'seconds':>8} {'sent/s':>9} {'tokens/s':>10}")
-    for name, compute, seconds, produced in rows:
-        print(f"{name:<22} {compute:<10} {seconds:>8.3f} {n / seconds:>9.1f} {produced / seconds:>10.0f}")
+def report(rows: list[tuple[str, str, float, int, float]], results: dict[str, tuple[float, int]], n: int) -> None:
+    print(f"\n{'engine':<26} {'compute':<10} {'seconds':>8} {'sent/s':>9} {'tokens':>7} {'tokens/s':>10} {'peak RSS':>9}")
+    for name, compute, seconds, produced, peak in rows:
+        print(f"{name:<26} {compute:<10} {seconds:>8.3f} {n / seconds:>9.2f} {produced:>7} {produced / seconds:>10.1f} {peak:>7.2f} G")
 
     print("\nratios (same run)")
     for key in results:
@@ -193,24 +277,46 @@ def main() -> None:
     report(*measure(parse_args()))
 
 
-def run_benchmark(quick: bool) -> list[dict]:
-    """benchmarks/run_all.py protocol: the stage vs raw translate_batch, CTranslate2 vs generate."""
-    args = parse_args(["--sentences", "32", "--repeats", "3"] if quick else [])
-    rows, results, n = measure(args)
-    report(rows, results, n)
+def protocol_rows(rows: list[tuple[str, str, float, int, float]], results: dict[str, tuple[float, int]], n: int, label: str) -> list[dict]:
     out = []
     for key, (seconds, tokens) in results.items():
         if key.startswith("stage-"):
             compute = key.removeprefix("stage-")
             raw_s, raw_t = results[f"raw-{compute}"]
-            case = f"{n} sentences, {compute}"
+            case = f"{label}{n} sentences, {compute}"
             out.append({"case": case, "measure": "sentences/s", "stage": n / seconds, "reference": n / raw_s, "reference_name": "raw translate_batch", "higher_is_better": True})
             out.append({"case": case, "measure": "tokens/s", "stage": tokens / seconds, "reference": raw_t / raw_s, "reference_name": "raw translate_batch", "higher_is_better": True})
+        if key.startswith("sweep"):
+            size, compute = key.removeprefix("sweep").split("-", 1)
+            default_s, default_t = results[f"stage-{compute}"]
+            out.append({"case": f"{label}stage at {size} tokens/batch vs the default, {compute}", "measure": "tokens/s", "stage": tokens / seconds,
+                        "reference": default_t / default_s, "reference_name": "stage at --batch-tokens", "higher_is_better": True})  # fmt: skip
     if "generate" in results:
         g_s, g_t = results["generate"]
+        g_peak = next(r[4] for r in rows if r[0] == "transformers generate")
         for key, (seconds, tokens) in results.items():
             if key.startswith("raw-"):
-                out.append({"case": f"{n} sentences, ctranslate2 {key.removeprefix('raw-')}", "measure": "tokens/s", "stage": tokens / seconds, "reference": g_t / g_s, "reference_name": "transformers generate float32", "higher_is_better": True})
+                compute = key.removeprefix("raw-")
+                out.append({"case": f"{label}{n} sentences, ctranslate2 {compute}", "measure": "tokens/s", "stage": tokens / seconds, "reference": g_t / g_s, "reference_name": "transformers generate float32", "higher_is_better": True})
+                if label:  # peak memory only means something at the real shape
+                    peak = next(r[4] for r in rows if r[0] == "ctranslate2 raw" and r[1] == compute)
+                    out.append({"case": f"{label}ctranslate2 {compute}", "measure": "peak RSS GiB", "stage": peak, "reference": g_peak,
+                                "reference_name": "transformers generate float32", "higher_is_better": False})  # fmt: skip
+    return out
+
+
+def run_benchmark(quick: bool) -> list[dict]:
+    """benchmarks/run_all.py protocol: the stage vs raw translate_batch, CTranslate2 vs generate;
+    the full run adds NLLB-200-600M's shape (--shape real); --quick keeps the tiny model."""
+    args = parse_args(["--sentences", "32", "--repeats", "3"] if quick else [])
+    rows, results, n = measure(args)
+    report(rows, results, n)
+    out = protocol_rows(rows, results, n, "")
+    if not quick:
+        args = parse_args(["--shape", "real"])
+        rows, results, n = measure(args)
+        report(rows, results, n)
+        out += protocol_rows(rows, results, n, "NLLB-600M shape: ")
     return out
 
 
