@@ -215,7 +215,7 @@ def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, 
     spec = {"config": cfg.model_dump(mode="json"), "corpus": str(spec_dir / "corpus.parquet"), "alignments": str(spec_dir / "align.parquet"),
             "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "ddp" / "out"), "checkpoint_dir": str(tmp_path / "ddp" / "ckpt")}  # fmt: skip
     (spec_dir / "spec.json").write_text(json.dumps(spec))
-    from tasks.train.distributed import launch
+    from tasks.train.launch import launch
 
     launch(spec_dir / "spec.json", nproc=2, timeout_s=300)
     from safetensors.torch import load_file
@@ -231,7 +231,7 @@ def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(tmp_pa
     import pyarrow.parquet as pq
 
     from tasks.stop import STOP
-    from tasks.train.distributed import launch
+    from tasks.train.launch import launch
 
     cfg = config(steps=500, eval_every=0, checkpoint_every=1000, batch_size=8, distributed={"nproc_per_node": 2, "backend": "gloo"})
     pq.write_table(corpus_table, tmp_path / "corpus.parquet")
