@@ -121,6 +121,9 @@ class Trainer:
         self.model = DualEncoder(transformer, pooling=config.pooling, n_langs=len(self.data.langs) if config.language_embedding else 0).to(self.device)
         if config.freeze_word_embeddings:
             self.model.word_embeddings().weight.requires_grad_(False)
+        unaligned = [name for name, section in config.objectives.active().items() if section.needs_alignments and not len(self.data.alignments)]
+        if unaligned and rank == 0:
+            log.warning("no word alignments in the training data (no align stage, or none matched): %s contribute nothing", ", ".join(unaligned))
         self.frozen = frozen_copy(self.model) if needs_frozen_model(config.objectives) else None
         self.objectives: dict[str, Objective] = build_objectives(config, self.model, self.data, inputs.base_dir)
         self.module = nn.ModuleDict({"encoder": self.model, "objectives": nn.ModuleDict(self.objectives)}).to(self.device)

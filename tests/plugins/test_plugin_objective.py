@@ -93,6 +93,14 @@ def test_the_section_validates_and_errors_name_it() -> None:
         TrainConfig.model_validate({**BASE, "pivot_in_every_row": False, "objectives": {"pull_to_pivot": {"weight": 1.0}}})
 
 
+def test_a_name_taken_by_another_objective_or_section_is_refused() -> None:
+    with pytest.raises(ValueError, match="'pull_to_pivot' is already registered"):
+        register_objective("pull_to_pivot", PullToPivotConfig)(type("Other", (SentenceObjective,), {}))
+    with pytest.raises(ValueError, match=r"\[train.objectives.dueam\] is validated by DuEAMConfig, not PullToPivotConfig"):
+        register_objective("dueam", PullToPivotConfig)(type("Other", (SentenceObjective,), {}))
+    assert OBJECTIVES["pull_to_pivot"] is PullToPivotLoss and OBJECTIVES["dueam"].config_class.__name__ == "DuEAMConfig"
+
+
 def test_its_settings_join_the_key_only_while_it_trains() -> None:
     inputs = {"corpus": "a" * 64}
     on = config(translation_ranking={"weight": 1.0}, pull_to_pivot={"weight": 0.5, "scale": 2.0})

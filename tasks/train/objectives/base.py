@@ -25,7 +25,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
-from tasks.train.config import OBJECTIVE_SECTIONS, ObjectiveConfig
+from tasks.train.config import OBJECTIVE_SECTIONS, ObjectiveConfig, ObjectivesConfig
 from tasks.train.data import StepBatch, TrainingData
 
 
@@ -101,6 +101,9 @@ def register_objective(name: str, config: type[ObjectiveConfig]) -> Callable[[O]
     def deco(cls: O) -> O:
         if cls.level not in ("sentence", "token"):
             raise TypeError(f"{cls.__name__}: an objective is a SentenceObjective or a TokenObjective")
+        field = ObjectivesConfig.model_fields.get(name)
+        if field is not None and field.annotation is not config:
+            raise ValueError(f"objective {name!r}: [train.objectives.{name}] is validated by {field.annotation.__name__}, not {config.__name__}")
         known = OBJECTIVES.get(name)
         if known is not None and known.__qualname__ != cls.__qualname__:
             raise ValueError(f"objective {name!r} is already registered ({known.__module__}.{known.__qualname__})")

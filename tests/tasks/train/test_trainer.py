@@ -304,3 +304,14 @@ def test_tensorboard_event_files_hold_per_objective_losses_and_survive_resume(in
     # steps 1..4 once each: what the stopped run logged after its checkpoint (step 3) is purged
     assert [step for step, _ in scalars["loss/translation_ranking"]] == [1, 2, 3, 4]
     assert [step for step, _ in scalars["dev_accuracy"]][0] == 0
+
+
+def test_objectives_that_need_alignments_are_named_when_there_are_none(inputs, caplog):
+    objectives = {"translation_ranking": {"weight": 1.0}, "word_translation_ranking": {"weight": 0.2}}
+    with caplog.at_level("WARNING", logger="tasks.train.trainer"):
+        Trainer(config(objectives=objectives), TrainInputs(inputs.corpus, None, inputs.base_dir))
+    assert "no word alignments" in caplog.text and "word_translation_ranking contribute nothing" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tasks.train.trainer"):
+        Trainer(config(objectives=objectives), inputs)
+    assert "no word alignments" not in caplog.text
