@@ -14,17 +14,39 @@ tests/tasks/train/test_trainer.py). The key then includes them wherever they spl
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from tasks.languages import LangCodes
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
 
 DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"
 
 
-class TranslationRankingConfig(StageConfig):
+class ObjectiveConfig(StageConfig):
+    """A `[train.objectives.<name>]` section. The class declares what its objective needs (here,
+    free of torch, so that validating a config can check them; `register_objective` in
+    tasks/train/objectives/base.py mirrors them onto the objective class)."""
+
+    needs_alignments: ClassVar[bool] = False  # word pairs from the align stage (without them it contributes nothing)
+    needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
+    needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
+    trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
+
+    weight: float = Field(default=0.0, ge=0.0)
+
+    def needs_frozen(self) -> bool:
+        """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
+        return self.needs_frozen_model
+
+
+OBJECTIVE_SECTIONS: dict[str, type[ObjectiveConfig]] = {}
+"""`[train.objectives]` section name -> its config class, filled by `register_objective` (the
+built-in sections are also fields of `ObjectivesConfig`; other names are looked up here)."""
+
+
+class TranslationRankingConfig(ObjectiveConfig):
     """In-batch translation ranking (DAP, WACSE, LaBSE): cosine / temperature, labels on the diagonal."""
 
     weight: float = Field(default=1.0, ge=0.0)
@@ -33,7 +55,7 @@ class TranslationRankingConfig(StageConfig):
     margin: float = Field(default=0.0, ge=0.0, description="additive margin on the positive's cosine (LaBSE); DAP uses 0")
 
 
-class MultiwaySupConConfig(StageConfig):
+class MultiwaySupConConfig(ObjectiveConfig):
     """Supervised contrastive loss over multi-way rows (Fazili & Goswami): every text is an anchor.
 
     The paper's own form (eq. 1-3) is `denominator = "paper"`, `reduction = "sum"`: then
@@ -67,9 +89,15 @@ class MultiwaySupConConfig(StageConfig):
         default="all", description="all: every text is an anchor (the paper); pivot: only view 0's text (the en-anchor ablation)"
     )
 
+    def needs_frozen(self) -> bool:
+        return self.regularization > 0  # the regulariser's z_orig
 
-class AlignedWordPredictionConfig(StageConfig):
+
+class AlignedWordPredictionConfig(ObjectiveConfig):
     """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
+
+    needs_alignments: ClassVar[bool] = True
+    needs_pivot: ClassVar[bool] = True
 
     weight: float = Field(default=0.0, ge=0.0)
     mask_fraction: float = Field(
@@ -107,8 +135,11 @@ class AlignedWordPredictionConfig(StageConfig):
     )
 
 
-class WordTranslationRankingConfig(StageConfig):
+class WordTranslationRankingConfig(ObjectiveConfig):
     """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
+
+    needs_alignments: ClassVar[bool] = True
+    needs_pivot: ClassVar[bool] = True
 
     weight: float = Field(default=0.0, ge=0.0)
     temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
@@ -122,8 +153,10 @@ class WordTranslationRankingConfig(StageConfig):
     )
 
 
-class RepresentationTranslationConfig(StageConfig):
+class RepresentationTranslationConfig(ObjectiveConfig):
     """DAP RTL: a copy of the last K layers + vocabulary head rebuilds one side of a pair from the other's tokens."""
+
+    needs_pivot: ClassVar[bool] = True
 
     weight: float = Field(default=0.0, ge=0.0)
     layers: int = Field(default=2, ge=1, description="K: encoder layers copied into the RTL head")
@@ -138,8 +171,10 @@ class RepresentationTranslationConfig(StageConfig):
     target_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in the texts the head rebuilds only")
 
 
-class DuEAMConfig(StageConfig):
+class DuEAMConfig(ObjectiveConfig):
     """DuEAM: a frozen anchor's Word Mover's Distance teaches the learner's distances; plus cosine."""
+
+    needs_frozen_model: ClassVar[bool] = True
 
     weight: float = Field(default=0.0, ge=0.0)
     cosine_weight: float = Field(default=0.003, ge=0.0, description="lambda of L_A - lambda * L_B (paper: 0.003)")
@@ -163,13 +198,20 @@ class DuEAMConfig(StageConfig):
     sinkhorn_iterations: int = Field(default=100, ge=1, description="Sinkhorn rounds (each a pass over the [a, b] cost of every pair)")
 
 
-class BaseRegularizationConfig(StageConfig):
+class BaseRegularizationConfig(ObjectiveConfig):
     """lambda * mean ||z - z_orig||^2 against the frozen starting model, for every text (multi-way paper's regulariser)."""
+
+    needs_frozen_model: ClassVar[bool] = True
+    trains_alone: ClassVar[bool] = False
 
     weight: float = Field(default=0.0, ge=0.0, description="lambda; 0 = off")
 
 
 class ObjectivesConfig(StageConfig):
+    """The built-in objectives' sections, plus any section a plugin registered (`OBJECTIVE_SECTIONS`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
     translation_ranking: TranslationRankingConfig = TranslationRankingConfig()
     multiway_supcon: MultiwaySupConConfig = MultiwaySupConConfig()
     aligned_word_prediction: AlignedWordPredictionConfig = AlignedWordPredictionConfig()
@@ -178,18 +220,52 @@ class ObjectivesConfig(StageConfig):
     dueam: DuEAMConfig = DuEAMConfig()
     base_regularization: BaseRegularizationConfig = BaseRegularizationConfig()
 
-    def active(self) -> dict[str, StageConfig]:
-        return {name: getattr(self, name) for name in type(self).model_fields if getattr(self, name).weight > 0}
+    @model_validator(mode="before")
+    @classmethod
+    def _registered_sections(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name, section in data.items():
+            if name in cls.model_fields:
+                continue
+            config = OBJECTIVE_SECTIONS.get(name)
+            if config is None:
+                known = sorted({*cls.model_fields, *OBJECTIVE_SECTIONS})
+                raise ValueError(f"[train.objectives.{name}]: no such objective (known: {', '.join(known)}; a plugin registers with register_objective)")
+            if not isinstance(section, config):
+                try:
+                    section = config.model_validate(section)
+                except ValidationError as exc:  # its location would be lost: name the section
+                    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}" for e in exc.errors())
+                    raise ValueError(f"[train.objectives.{name}]: {problems}") from None
+            data[name] = section
+        return data
+
+    def sections(self) -> dict[str, ObjectiveConfig]:
+        """Every objective section, on or off: the built-in ones, then the registered ones present."""
+        out = {name: getattr(self, name) for name in type(self).model_fields}
+        out.update(self.__pydantic_extra__ or {})
+        return out
+
+    def active(self) -> dict[str, ObjectiveConfig]:
+        return {name: section for name, section in self.sections().items() if section.weight > 0}
 
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        # a weight-0 objective's options cannot change the weights: keep them out of the key
+        # a weight-0 objective's options cannot change the weights: keep them out of the key;
+        # a registered section is no field of this class, so its keyed form is added here
         active = self.active()
-        return {name: settings for name, settings in data.items() if name in active}
+        out = {name: settings for name, settings in data.items() if name in active}
+        for name, section in (self.__pydantic_extra__ or {}).items():
+            if name in active:
+                out[name] = keyed_config(section)
+        return out
 
     @model_validator(mode="after")
     def _some_objective(self) -> ObjectivesConfig:
-        if not {k: v for k, v in self.active().items() if k != "base_regularization"}:
-            raise ValueError("every training objective has weight 0 (base_regularization alone trains nothing): give one a positive weight")
+        if not [name for name, section in self.active().items() if section.trains_alone]:
+            alone = ", ".join(name for name, section in self.sections().items() if not section.trains_alone)
+            raise ValueError(f"every training objective has weight 0 ({alone} alone trains nothing): give one a positive weight")
         return self
 
 
@@ -312,7 +388,7 @@ class TrainConfig(StageConfig):
         if self.distributed.nproc_per_node > 1 and self.batch_size % self.distributed.nproc_per_node:
             raise ValueError(f"batch_size {self.batch_size} must divide by distributed.nproc_per_node {self.distributed.nproc_per_node}")
         if not self.pivot_in_every_row:
-            needs_pivot = [n for n in ("aligned_word_prediction", "word_translation_ranking", "representation_translation") if n in self.objectives.active()]
+            needs_pivot = [name for name, section in self.objectives.active().items() if section.needs_pivot]
             if needs_pivot:
                 raise ValueError(f"pivot_in_every_row = false leaves rows without the pivot, which {needs_pivot} need: set their weight to 0")
         if self.schedule.warmup_steps > self.steps:

@@ -118,7 +118,7 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
     if mirror is not None:
         mirror.restore()
     if config.distributed.nproc_per_node > 1:
-        from tasks.train.distributed import launch
+        from tasks.train.launch import launch
 
         spec_dir = context.workdir / "spec"
         spec_dir.mkdir()

@@ -37,23 +37,11 @@ from torch import nn
 from tasks.stop import Interrupted, stop_requested
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
-from tasks.train.data import BatchPlan, StepBatch, TrainingData, build_training_data, multiway_rows, texts_to_arrays, tokenize
+from tasks.train.data import BatchPlan, StepBatch, build_training_data, multiway_rows, tokenize
 from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradients, sum_over_processes
-from tasks.train.model import DualEncoder, RepresentationTranslationHead, VocabularyHead, frozen_copy, load_transformer
-from tasks.train.objectives import (
-    AlignedWordPredictionLoss,
-    BaseRegularizationLoss,
-    Chunk,
-    DuEAMLoss,
-    MultiwaySupConLoss,
-    RepresentationTranslationLoss,
-    SentenceObjective,
-    Side,
-    TokenObjective,
-    TrainContext,
-    TranslationRankingLoss,
-    WordTranslationRankingLoss,
-)
+from tasks.train.model import DualEncoder, frozen_copy, load_transformer
+from tasks.train.objectives import Chunk, Objective, Side, TrainContext, build_objectives, needs_frozen_model
+from tasks.train.views import forward_views
 
 log = logging.getLogger(__name__)
 
@@ -71,87 +59,6 @@ class TrainInputs:
     corpus: pa.Table  # corpus long format (or the translate stage's output)
     alignments: pa.Table | None  # WORD_ALIGNMENT_SCHEMA rows, or None
     base_dir: Path  # the base model directory
-
-
-# ------------------------------------------------------------------------ encoding helpers
-
-
-def _to(ctx: TrainContext, array: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array)).to(ctx.device)
-
-
-def encode_views(ctx: TrainContext, model: DualEncoder, batch: StepBatch) -> torch.Tensor:
-    """Sentence vectors [b, V, H] of every view (zeros where a row has no view)."""
-    emb, _, _ = _forward_views(ctx, model, batch)
-    return emb
-
-
-def _forward_views(ctx: TrainContext, model: DualEncoder, batch: StepBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-    valid = batch.text_ids >= 0
-    vm = valid.T  # view-major order: all view-0 texts, then view 1, ...
-    flat_ids = batch.text_ids.T[vm]
-    flat_langs = batch.lang_ids.T[vm]
-    arrays = texts_to_arrays(ctx.data, flat_ids)
-    tensors = {k: _to(ctx, v) for k, v in arrays.items()}
-    langs = _to(ctx, flat_langs)
-    with ctx.autocast():
-        emb, hidden = model(tensors["input_ids"], tensors["attention_mask"], langs)
-    out = emb.new_zeros(vm.shape[0], vm.shape[1], emb.shape[-1])
-    out[_to(ctx, vm)] = emb
-    tensors["hidden"] = hidden
-    return out.transpose(0, 1), tensors, langs
-
-
-def anchor_tokens(ctx: TrainContext, text_ids: np.ndarray, lang_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """The frozen model's L2-normalised token vectors [n, T, H] and a mask of real, non-special tokens."""
-    arrays = texts_to_arrays(ctx.data, text_ids)
-    ids, att = _to(ctx, arrays["input_ids"]), _to(ctx, arrays["attention_mask"])
-    with ctx.autocast():
-        hidden, _ = ctx.frozen.token_states(ids, att, _to(ctx, lang_ids))
-    mask = att.bool().clone()
-    lengths = att.sum(1)
-    mask[:, 0] = False  # first special token
-    mask[torch.arange(len(ids), device=ids.device), (lengths - 1).clamp(min=0)] = False  # last special token
-    mask |= att.bool() & ~mask.any(1, keepdim=True)  # a text of specials only keeps them
-    return nn.functional.normalize(hidden.float(), dim=-1), mask
-
-
-def build_objectives(config: TrainConfig, model: DualEncoder, data: TrainingData, base_dir: Path) -> dict[str, tuple[float, nn.Module]]:
-    objectives: dict[str, tuple[float, nn.Module]] = {}
-    eps = getattr(model.transformer.config, "layer_norm_eps", 1e-12)
-    for name, cfg in config.objectives.active().items():
-        if name == "translation_ranking":
-            obj: nn.Module = TranslationRankingLoss(cfg.temperature, cfg.symmetric, cfg.margin)
-        elif name == "multiway_supcon":
-            obj = MultiwaySupConLoss(cfg.temperature, cfg.positive_boost, cfg.regularization, cfg.anchors, cfg.denominator, cfg.reduction)
-        elif name == "aligned_word_prediction":
-            if data.mask_id is None:
-                raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
-            head = VocabularyHead(model, eps=eps)
-            if not head.load_pretrained(base_dir):
-                log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
-            obj = AlignedWordPredictionLoss(head, cfg.reduction, cfg.negatives if cfg.vocabulary == "sampled" else None)
-        elif name == "word_translation_ranking":
-            obj = WordTranslationRankingLoss(cfg.temperature, cfg.reduction)
-        elif name == "representation_translation":
-            if data.mask_id is None:
-                raise ValueError("representation_translation needs a tokenizer with a mask token")
-            head = RepresentationTranslationHead(model, cfg.layers, data.mask_id, n_langs=len(data.langs) if cfg.direction != "to_pivot" else 0)
-            head.head.load_pretrained(base_dir)
-            vocab = None
-            if cfg.target_vocab_only:
-                rebuilt = {"to_pivot": data.groups[:, :1], "from_pivot": data.groups[:, 1:], "both": data.groups}[cfg.direction]
-                texts = np.unique(rebuilt[rebuilt >= 0])
-                vocab = np.unique(data.token_ids[texts][np.arange(data.token_ids.shape[1])[None, :] < data.lengths[texts][:, None]])
-            obj = RepresentationTranslationLoss(head, vocab, model.word_embeddings().weight.shape[0], cfg.direction)
-        elif name == "base_regularization":
-            obj = BaseRegularizationLoss()
-        elif name == "dueam":
-            obj = DuEAMLoss(cfg.cosine_weight, cfg.pairs, cfg.sinkhorn_epsilon, cfg.sinkhorn_iterations)
-        else:  # pragma: no cover - the config lists exactly these
-            raise ValueError(f"unknown objective {name!r}")
-        objectives[name] = (cfg.weight, obj)
-    return objectives
 
 
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
@@ -214,12 +121,12 @@ class Trainer:
         self.model = DualEncoder(transformer, pooling=config.pooling, n_langs=len(self.data.langs) if config.language_embedding else 0).to(self.device)
         if config.freeze_word_embeddings:
             self.model.word_embeddings().weight.requires_grad_(False)
-        needs_frozen = config.objectives.dueam.weight > 0 or config.objectives.base_regularization.weight > 0 or (
-            config.objectives.multiway_supcon.weight > 0 and config.objectives.multiway_supcon.regularization > 0
-        )
-        self.frozen = frozen_copy(self.model) if needs_frozen else None
-        self.objectives = build_objectives(config, self.model, self.data, inputs.base_dir)
-        self.module = nn.ModuleDict({"encoder": self.model, "objectives": nn.ModuleDict({k: m for k, (_, m) in self.objectives.items()})}).to(self.device)
+        unaligned = [name for name, section in config.objectives.active().items() if section.needs_alignments and not len(self.data.alignments)]
+        if unaligned and rank == 0:
+            log.warning("no word alignments in the training data (no align stage, or none matched): %s contribute nothing", ", ".join(unaligned))
+        self.frozen = frozen_copy(self.model) if needs_frozen_model(config.objectives) else None
+        self.objectives: dict[str, Objective] = build_objectives(config, self.model, self.data, inputs.base_dir)
+        self.module = nn.ModuleDict({"encoder": self.model, "objectives": nn.ModuleDict(self.objectives)}).to(self.device)
         self.module.train()
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         decay, no_decay = [], []
@@ -305,22 +212,22 @@ class Trainer:
     def _token_losses(self, part: StepBatch, tensors: dict[str, torch.Tensor], langs: torch.Tensor, norms: dict[str, float]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         total = tensors["hidden"].new_zeros((), dtype=torch.float32)
         parts: dict[str, torch.Tensor] = {}
-        for name, (weight, obj) in self.objectives.items():
-            if isinstance(obj, TokenObjective):
+        for name, obj in self.objectives.items():
+            if obj.level == "token":
                 value = obj(self.ctx, self._chunk(part, tensors, langs, norms[name]))
                 parts[name] = value.detach()
-                total = total + weight * value
+                total = total + obj.weight * value
         return total, parts
 
     def _sentence_losses(self, emb_local: torch.Tensor, valid: torch.Tensor, extras: dict[str, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         emb = gather_with_grad(emb_local)
         total = emb.new_zeros((), dtype=torch.float32)
         parts: dict[str, torch.Tensor] = {}
-        for name, (weight, obj) in self.objectives.items():
-            if isinstance(obj, SentenceObjective):
+        for name, obj in self.objectives.items():
+            if obj.level == "sentence":
                 value = obj(emb, valid, extras.get(name, {}))
                 parts[name] = value.detach()
-                total = total + weight * value
+                total = total + obj.weight * value
         return total, parts
 
     def backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
@@ -332,14 +239,14 @@ class Trainer:
         local = full.rows(self.rank * self.local_rows, (self.rank + 1) * self.local_rows)
         valid = torch.from_numpy(full.text_ids >= 0).to(self.device)
         extras: dict[str, dict[str, torch.Tensor]] = {}
-        for name, (_, obj) in self.objectives.items():
-            if isinstance(obj, SentenceObjective):
+        for name, obj in self.objectives.items():
+            if obj.level == "sentence":
                 extras[name] = {k: gather_no_grad(v) for k, v in obj.prepare(self.ctx, local).items()}
-        norms = {name: obj.normaliser(self.data, full) for name, (_, obj) in self.objectives.items() if isinstance(obj, TokenObjective)}
+        norms = {name: obj.normaliser(self.data, full) for name, obj in self.objectives.items() if obj.level == "token"}
 
         chunk = config.grad_cache_chunk or self.local_rows
         if chunk >= self.local_rows:
-            emb, tensors, langs = _forward_views(self.ctx, self.model, local)
+            emb, tensors, langs = forward_views(self.ctx, self.model, local)
             sentence, s_parts = self._sentence_losses(emb, valid, extras)
             token, t_parts = self._token_losses(local, tensors, langs, norms)
             (sentence + token).backward()
@@ -349,7 +256,7 @@ class Trainer:
             with torch.no_grad():
                 for s, e in bounds:
                     states.append(RandContext(self.device))
-                    cached.append(_forward_views(self.ctx, self.model, local.rows(s, e))[0])
+                    cached.append(forward_views(self.ctx, self.model, local.rows(s, e))[0])
             emb_local = torch.cat(cached).detach().requires_grad_(True)
             sentence, s_parts = self._sentence_losses(emb_local, valid, extras)
             if sentence.requires_grad:
@@ -360,7 +267,7 @@ class Trainer:
             for (s, e), state in zip(bounds, states):
                 part = local.rows(s, e)
                 with state:  # the chunk's first pass's dropout masks; the RNG is put back after
-                    emb, tensors, langs = _forward_views(self.ctx, self.model, part)
+                    emb, tensors, langs = forward_views(self.ctx, self.model, part)
                     t_total, t_chunk = self._token_losses(part, tensors, langs, norms)
                     ((emb * grad[s:e]).sum() + t_total).backward()
                 token = token + t_total.detach()
@@ -499,7 +406,7 @@ class Trainer:
         final_losses = {c["metric"]: c["value"] for c in state["curves"] if c["step"] == steps and c["metric"].startswith("loss")}
         return {
             "steps": steps,
-            "objectives": {k: w for k, (w, _) in self.objectives.items()},
+            "objectives": {k: obj.weight for k, obj in self.objectives.items()},
             "train_rows": self.data.n_groups,
             "train_texts": len(self.data.texts),
             "aligned_pairs": len(self.data.alignments),

@@ -41,14 +41,22 @@ Inputs: rows with word alignments between view 1 and the pivot view 0.
 
 from __future__ import annotations
 
+import logging
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from tasks.train.config import AlignedWordPredictionConfig
 from tasks.train.data import IGNORE, StepBatch, TrainingData, masked_word_prediction
-from tasks.train.objectives.base import Chunk, TokenObjective, TrainContext, zero_like_graph
+from tasks.train.model import VocabularyHead
+from tasks.train.objectives.base import Chunk, TokenObjective, TrainContext, register_objective, zero_like_graph
+
+
+log = logging.getLogger(__name__)
 
 
 def sampled_vocabulary(labels: torch.Tensor, vocab_size: int, negatives: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -66,7 +74,17 @@ def sampled_vocabulary(labels: torch.Tensor, vocab_size: int, negatives: int) ->
     return torch.cat([targets, drawn]), log_weight, torch.searchsorted(targets, labels)
 
 
+@register_objective("aligned_word_prediction", AlignedWordPredictionConfig)
 class AlignedWordPredictionLoss(TokenObjective):
+    @classmethod
+    def build(cls, config: AlignedWordPredictionConfig, model: Any, data: TrainingData, base_dir: Path) -> AlignedWordPredictionLoss:
+        if data.mask_id is None:
+            raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
+        head = VocabularyHead(model, eps=getattr(model.transformer.config, "layer_norm_eps", 1e-12))
+        if not head.load_pretrained(base_dir):
+            log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
+        return cls(head, config.reduction, config.negatives if config.vocabulary == "sampled" else None)
+
     def __init__(self, head: nn.Module, reduction: str = "per_row", negatives: int | None = None) -> None:
         super().__init__()
         if reduction not in ("per_row", "per_word"):

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import torch
 
-from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_like_graph
+from tasks.train.config import BaseRegularizationConfig
+from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.views import encode_views
 
 
+@register_objective("base_regularization", BaseRegularizationConfig)
 class BaseRegularizationLoss(SentenceObjective):
-    needs_frozen_model = True
-
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
-        from tasks.train.trainer import encode_views
-
         if ctx.frozen is None:
             raise ValueError("base_regularization needs the frozen starting model, and the trainer built none")
         with torch.no_grad():

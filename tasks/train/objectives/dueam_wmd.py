@@ -25,11 +25,16 @@ Inputs: pairs (view 1, view 0), parallel or not.
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_like_graph
+from tasks.train.config import DuEAMConfig
+from tasks.train.data import TrainingData
+from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.views import anchor_tokens
 
 
 def sinkhorn_distance(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor, *, epsilon: float, iterations: int) -> torch.Tensor:
@@ -84,7 +89,12 @@ def neighbour_rows(n: int) -> np.ndarray:
     return partner
 
 
+@register_objective("dueam", DuEAMConfig)
 class DuEAMLoss(SentenceObjective):
+    @classmethod
+    def build(cls, config: DuEAMConfig, model: Any, data: TrainingData, base_dir: Path) -> DuEAMLoss:
+        return cls(config.cosine_weight, config.pairs, config.sinkhorn_epsilon, config.sinkhorn_iterations)
+
     def __init__(self, cosine_weight: float = 0.003, pairs: str = "parallel_and_random", epsilon: float = 0.01, iterations: int = 100) -> None:
         super().__init__()
         if pairs not in ("parallel", "parallel_and_random", "random"):
@@ -94,8 +104,6 @@ class DuEAMLoss(SentenceObjective):
         self.epsilon, self.iterations = epsilon, iterations
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
-        from tasks.train.trainer import anchor_tokens
-
         with torch.no_grad():
             src, src_mask = anchor_tokens(ctx, batch.text_ids[:, 1], batch.lang_ids[:, 1])
             tgt, tgt_mask = anchor_tokens(ctx, batch.text_ids[:, 0], batch.lang_ids[:, 0])

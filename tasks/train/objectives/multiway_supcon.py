@@ -27,12 +27,23 @@ Inputs: rows of `views` texts (view 0 the pivot), some views possibly missing.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import torch
 
-from tasks.train.objectives.base import SentenceObjective, TrainContext, zero_like_graph
+from tasks.train.config import MultiwaySupConConfig
+from tasks.train.data import TrainingData
+from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.views import encode_views
 
 
+@register_objective("multiway_supcon", MultiwaySupConConfig)
 class MultiwaySupConLoss(SentenceObjective):
+    @classmethod
+    def build(cls, config: MultiwaySupConConfig, model: Any, data: TrainingData, base_dir: Path) -> MultiwaySupConLoss:
+        return cls(config.temperature, config.positive_boost, config.regularization, config.anchors, config.denominator, config.reduction)
+
     def __init__(
         self,
         temperature: float = 0.05,
@@ -55,7 +66,6 @@ class MultiwaySupConLoss(SentenceObjective):
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         if not self.regularization:
             return {}
-        from tasks.train.trainer import encode_views
 
         with torch.no_grad():
             return {"z_orig": encode_views(ctx, ctx.frozen, batch)}

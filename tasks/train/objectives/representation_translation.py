@@ -30,12 +30,17 @@ Inputs: rows whose view 1 translates the pivot view 0.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
 
+from tasks.train.config import RepresentationTranslationConfig
 from tasks.train.data import StepBatch, TrainingData
-from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, zero_like_graph
+from tasks.train.model import RepresentationTranslationHead
+from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, register_objective, zero_like_graph
 
 
 def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:
@@ -48,7 +53,22 @@ def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:
     return (batch.text_ids[:, 0] + batch.step) % 2 == 0
 
 
+@register_objective("representation_translation", RepresentationTranslationConfig)
 class RepresentationTranslationLoss(TokenObjective):
+    @classmethod
+    def build(cls, config: RepresentationTranslationConfig, model: Any, data: TrainingData, base_dir: Path) -> RepresentationTranslationLoss:
+        if data.mask_id is None:
+            raise ValueError("representation_translation needs a tokenizer with a mask token")
+        n_langs = len(data.langs) if config.direction != "to_pivot" else 0
+        head = RepresentationTranslationHead(model, config.layers, data.mask_id, n_langs=n_langs)
+        head.head.load_pretrained(base_dir)
+        vocab = None
+        if config.target_vocab_only:
+            rebuilt = {"to_pivot": data.groups[:, :1], "from_pivot": data.groups[:, 1:], "both": data.groups}[config.direction]
+            texts = np.unique(rebuilt[rebuilt >= 0])
+            vocab = np.unique(data.token_ids[texts][np.arange(data.token_ids.shape[1])[None, :] < data.lengths[texts][:, None]])
+        return cls(head, vocab, model.word_embeddings().weight.shape[0], config.direction)
+
     def __init__(self, head: nn.Module, vocab: np.ndarray | None = None, vocab_size: int | None = None, direction: str = "to_pivot") -> None:
         super().__init__()
         self.head = head

@@ -13,13 +13,23 @@ Inputs: rows whose view 1 (non-pivot) translates view 0 (pivot).
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import torch
 from torch import nn
 
-from tasks.train.objectives.base import SentenceObjective
+from tasks.train.config import TranslationRankingConfig
+from tasks.train.data import TrainingData
+from tasks.train.objectives.base import SentenceObjective, register_objective
 
 
+@register_objective("translation_ranking", TranslationRankingConfig)
 class TranslationRankingLoss(SentenceObjective):
+    @classmethod
+    def build(cls, config: TranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path) -> TranslationRankingLoss:
+        return cls(config.temperature, config.symmetric, config.margin)
+
     def __init__(self, temperature: float = 0.05, symmetric: bool = False, margin: float = 0.0) -> None:
         super().__init__()
         self.temperature, self.symmetric, self.margin = temperature, symmetric, margin

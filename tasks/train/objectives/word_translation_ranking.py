@@ -16,11 +16,15 @@ Inputs: rows with word alignments between view 1 and the pivot view 0.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import torch
 from torch import nn
 
+from tasks.train.config import WordTranslationRankingConfig
 from tasks.train.data import StepBatch, TrainingData
-from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, zero_like_graph
+from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, register_objective, zero_like_graph
 
 
 def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,7 +39,12 @@ def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
     return nn.functional.normalize(vectors, dim=-1), counts[:, :n_words] > 0
 
 
+@register_objective("word_translation_ranking", WordTranslationRankingConfig)
 class WordTranslationRankingLoss(TokenObjective):
+    @classmethod
+    def build(cls, config: WordTranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path) -> WordTranslationRankingLoss:
+        return cls(config.temperature, config.reduction)
+
     def __init__(self, temperature: float = 1.0, reduction: str = "per_row") -> None:
         super().__init__()
         if reduction not in ("per_row", "per_word"):

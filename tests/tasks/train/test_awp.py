@@ -141,13 +141,13 @@ def test_sampled_softmax_drawing_every_token_is_the_full_loss_and_fewer_estimate
 
 
 def test_the_config_chooses_the_softmax_and_keeps_old_keys(toy, tiny_model_dir):
-    from tasks.train.trainer import build_objectives
+    from tasks.train.objectives import build_objectives
 
     data, model, _, _ = toy
 
     def built(**awp):
         config = TrainConfig.model_validate({"objectives": {"aligned_word_prediction": {"weight": 0.1, **awp}}})
-        return build_objectives(config, model, data, tiny_model_dir)["aligned_word_prediction"][1]
+        return build_objectives(config, model, data, tiny_model_dir)["aligned_word_prediction"]
 
     assert built().negatives is None
     assert built(vocabulary="sampled", negatives=300).negatives == 300

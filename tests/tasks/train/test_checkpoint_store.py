@@ -224,7 +224,7 @@ def test_torchrun_workers_upload_from_rank_0(tmp_path, tiny_model_dir, corpus_ta
     names the store and key, and rank 0 uploads each one before it exits."""
     import pyarrow.parquet as pq
 
-    from tasks.train.distributed import launch
+    from tasks.train.launch import launch
 
     cfg = train_config(tmp_path / "ckpt", steps=2, eval_every=0, checkpoint_every=1, distributed={"nproc_per_node": 2, "backend": "gloo"})
     pq.write_table(corpus_table, tmp_path / "corpus.parquet")

@@ -215,7 +215,7 @@ def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, 
     spec = {"config": cfg.model_dump(mode="json"), "corpus": str(spec_dir / "corpus.parquet"), "alignments": str(spec_dir / "align.parquet"),
             "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "ddp" / "out"), "checkpoint_dir": str(tmp_path / "ddp" / "ckpt")}  # fmt: skip
     (spec_dir / "spec.json").write_text(json.dumps(spec))
-    from tasks.train.distributed import launch
+    from tasks.train.launch import launch
 
     launch(spec_dir / "spec.json", nproc=2, timeout_s=300)
     from safetensors.torch import load_file
@@ -231,7 +231,7 @@ def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(tmp_pa
     import pyarrow.parquet as pq
 
     from tasks.stop import STOP
-    from tasks.train.distributed import launch
+    from tasks.train.launch import launch
 
     cfg = config(steps=500, eval_every=0, checkpoint_every=1000, batch_size=8, distributed={"nproc_per_node": 2, "backend": "gloo"})
     pq.write_table(corpus_table, tmp_path / "corpus.parquet")
@@ -304,3 +304,14 @@ def test_tensorboard_event_files_hold_per_objective_losses_and_survive_resume(in
     # steps 1..4 once each: what the stopped run logged after its checkpoint (step 3) is purged
     assert [step for step, _ in scalars["loss/translation_ranking"]] == [1, 2, 3, 4]
     assert [step for step, _ in scalars["dev_accuracy"]][0] == 0
+
+
+def test_objectives_that_need_alignments_are_named_when_there_are_none(inputs, caplog):
+    objectives = {"translation_ranking": {"weight": 1.0}, "word_translation_ranking": {"weight": 0.2}}
+    with caplog.at_level("WARNING", logger="tasks.train.trainer"):
+        Trainer(config(objectives=objectives), TrainInputs(inputs.corpus, None, inputs.base_dir))
+    assert "no word alignments" in caplog.text and "word_translation_ranking contribute nothing" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tasks.train.trainer"):
+        Trainer(config(objectives=objectives), inputs)
+    assert "no word alignments" not in caplog.text
