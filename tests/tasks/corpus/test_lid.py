@@ -15,22 +15,11 @@ from tasks.corpus import lid
 from tasks.corpus.config import CorpusConfig, LidFilter
 from tasks.corpus.stage import CORPUS_STAGE
 from tasks.stage import config_locations, keyed_config, run_stage, source_fingerprints, stage_key
+from tests.tasks.corpus.lid_sentences import ENGLISH as SHARED_ENGLISH
+from tests.tasks.corpus.lid_sentences import KAZAKH, RUSSIAN
 
-KAZAKH = [
-    "Қазақстан Орталық Азиядағы ең үлкен мемлекет болып табылады.",
-    "Бүгін таңертең біз ауылға барып, әжемізге сәлем бердік.",
-    "Оқушылар мектепте математика мен тарих пәндерін оқиды.",
-    "Алматы қаласы таулардың етегінде орналасқан әдемі қала.",
-]
-RUSSIAN = [
-    "Мой брат работает врачом в большой городской больнице уже десять лет.",
-    "Сегодня утром мы поехали в деревню и передали привет бабушке.",
-]
 ENGLISH = [
-    "Kazakhstan is the largest country in Central Asia.",
-    "This morning we went to the village and greeted our grandmother.",
-    "Pupils study mathematics and history at school.",
-    "Almaty is a beautiful city at the foot of the mountains.",
+    *SHARED_ENGLISH,
     "Kazakhstan is the largest country in Central Asia, they say.",
     "This morning we went to the village and greeted grandmother.",
 ]

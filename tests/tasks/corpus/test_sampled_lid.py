@@ -15,23 +15,8 @@ from tasks.corpus.config import CorpusConfig
 from tasks.corpus.sampling import add_hashes, hash_variants
 from tasks.corpus.stage import CORPUS_STAGE
 from tasks.stage import run_stage
+from tests.tasks.corpus.lid_sentences import ENGLISH, KAZAKH, RUSSIAN
 
-KAZAKH = [
-    "Қазақстан Орталық Азиядағы ең үлкен мемлекет болып табылады.",
-    "Бүгін таңертең біз ауылға барып, әжемізге сәлем бердік.",
-    "Оқушылар мектепте математика мен тарих пәндерін оқиды.",
-    "Алматы қаласы таулардың етегінде орналасқан әдемі қала.",
-]
-RUSSIAN = [
-    "Мой брат работает врачом в большой городской больнице уже десять лет.",
-    "Сегодня утром мы поехали в деревню и передали привет бабушке.",
-]
-ENGLISH = [
-    "Kazakhstan is the largest country in Central Asia.",
-    "This morning we went to the village and greeted our grandmother.",
-    "Pupils study mathematics and history at school.",
-    "Almaty is a beautiful city at the foot of the mountains.",
-]
 MIXED = "Это предложение на русском языке. This sentence is in English and it is longer than that."  # CLD2: ~50/50
 
 
