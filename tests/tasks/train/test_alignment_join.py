@@ -1,7 +1,7 @@
 """The vectorised alignment join and per-step pair lookup give what the per-record loop gave.
 
-`reference_add_alignments` and `reference_step_pairs` are the code before issue 17 (a Python
-loop over records, a dict looked up per row), kept here as the reference: the join must give
+The reference is the code before issue 17 (a Python loop over records, a dict looked up per
+row), kept once, in `benchmarks/data_prep.py`, which also times it: the join must give
 the same word ids, word pairs, drop counts and `max_pairs` on inputs with every case the loop
 handled (swapped records, rows outside the training rows, missing texts, words that disagree
 with an earlier record, duplicate sentence pairs, scores under the threshold, truncation).
@@ -18,74 +18,12 @@ import pytest
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.data import BatchPlan, TrainingData, WordPairs, build_training_data, one_to_one_pairs, token_word_ids, tokenize, word_char_spans
+from tasks.train.data import BatchPlan, WordPairs, build_training_data, tokenize
+from benchmarks.data_prep import naive_add_alignments as reference_add_alignments
+from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
 from tests.tasks.encoders.conftest import WORDS
 
 LANGS = {"eng_Latn": "en", "fra_Latn": "fr", "kaz_Cyrl": "kk", "swh_Latn": "sw"}
-
-
-def reference_add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float) -> dict:
-    """`_add_alignments` before issue 17, storing into a dict (returned) instead of `data.alignments`."""
-    alignments: dict[tuple[int, int], np.ndarray] = {}
-    pivot = data.langs[0]
-    lang_col = {lang: c for c, lang in enumerate(data.langs)}
-    group_row = {gid: g for g, gid in enumerate(data.group_ids)}
-    words_of: dict[int, list[str]] = {}
-    found = []
-    columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
-    for rec in table.select(columns).to_pylist():
-        src_lang, tgt_lang = rec["src_lang"], rec["tgt_lang"]
-        src_words, tgt_words = rec["src_words"], rec["tgt_words"]
-        kept_links = [a for a in rec["alignments"] if a["score"] >= min_score]
-        pairs = np.array([(a["src"], a["tgt"]) for a in kept_links], dtype=np.int64).reshape(-1, 2)
-        scores = np.array([a["score"] for a in kept_links], dtype=np.float64)
-        if src_lang == pivot and tgt_lang != pivot:
-            src_lang, tgt_lang, src_words, tgt_words = tgt_lang, src_lang, tgt_words, src_words
-            pairs = pairs[:, ::-1]
-        g = group_row.get(rec["group_id"])
-        if tgt_lang != pivot or src_lang not in lang_col or g is None:
-            data.dropped["alignment_outside_training_rows"] += 1
-            continue
-        src_t, tgt_t = int(data.groups[g, lang_col[src_lang]]), int(data.groups[g, 0])
-        if src_t < 0:
-            data.dropped["alignment_without_text"] += 1
-            continue
-        ok = True
-        for t, words in ((src_t, src_words), (tgt_t, tgt_words)):
-            if t in words_of:
-                ok &= words_of[t] == words
-            else:
-                words_of[t] = words
-                data.word_ids[t, : data.lengths[t]] = token_word_ids(spans[t], word_char_spans(data.texts[t], words))
-        if not ok:
-            data.dropped["alignment_words_mismatch"] += 1
-            continue
-        in_range = (pairs[:, 0] < len(src_words)) & (pairs[:, 1] < len(tgt_words)) & (pairs >= 0).all(axis=1)
-        pairs, scores = pairs[in_range], scores[in_range]
-        has_tokens = np.isin(pairs[:, 0], data.word_ids[src_t]) & np.isin(pairs[:, 1], data.word_ids[tgt_t])
-        data.dropped["word_pair_without_tokens"] += int(len(pairs) - has_tokens.sum())
-        if has_tokens.any():
-            found.append(((src_t, tgt_t), pairs[has_tokens], scores[has_tokens]))
-    if not found:
-        return alignments
-    counts = np.array([len(p) for _, p, _ in found])
-    keep = one_to_one_pairs(np.concatenate([p for _, p, _ in found]), np.concatenate([sc for _, _, sc in found]), np.repeat(np.arange(len(found)), counts))
-    data.dropped["word_pair_not_one_to_one"] += int(len(keep) - keep.sum())
-    for ((src_t, tgt_t), pairs, _), kept in zip(found, np.split(keep, np.cumsum(counts)[:-1])):
-        alignments[(src_t, tgt_t)] = pairs[kept].astype(np.int32)
-        data.max_pairs = max(data.max_pairs, int(kept.sum()))
-    return alignments
-
-
-def reference_step_pairs(alignments: dict, text_ids: np.ndarray) -> np.ndarray:
-    """The per-step pair lookup before issue 17: a dict lookup per batch row."""
-    found = [alignments.get((int(s), int(t))) for s, t in zip(text_ids[:, 1], text_ids[:, 0])]
-    width = max([len(p) for p in found if p is not None], default=0)
-    pairs = np.full((len(text_ids), max(width, 1), 2), -1, dtype=np.int32)
-    for b, p in enumerate(found):
-        if p is not None:
-            pairs[b, : len(p)] = p
-    return pairs
 
 
 def written(words: list[str]) -> str:
