@@ -96,7 +96,9 @@ def _outcome_order(outcome: str) -> int:
 
 def build_report(config: TranslateConfig, key: str, metrics: Mapping[str, Any], dropped: Mapping[str, int], samples: pl.DataFrame) -> TranslateReport:
     """Markdown and a self-contained HTML page: drop counts per filter and per language, then
-    per language the sampled kept and dropped translations with the reason."""
+    per language the sampled kept and dropped translations with the reason. No wall-clock
+    figures (they are in the manifest's metrics): the same inputs give the same bytes, also
+    after a resumed run."""
     model = metrics.get("model", "?")
     title = f"translate {key[:12]}: {config.source_lang} → {len(config.targets)} languages with {model}"
     by_lang: Mapping[str, Mapping[str, int]] = metrics.get("dropped_by_lang", {})
@@ -105,8 +107,7 @@ def build_report(config: TranslateConfig, key: str, metrics: Mapping[str, Any], 
     reasons = [r for r in OUTCOMES[1:] if dropped.get(r) or any(counts.get(r) for counts in by_lang.values())]
     summary = (
         f"{metrics.get('translations_requested', 0):,} translations requested, {metrics.get('translations_kept', 0):,} kept, "
-        f"{metrics.get('groups', 0):,} groups; {metrics.get('device', '?')} ({metrics.get('compute_type', '?')}), "
-        f"{metrics.get('translate_seconds', 0):.1f} s translating."
+        f"{metrics.get('groups', 0):,} groups; {metrics.get('device', '?')} ({metrics.get('compute_type', '?')})."
     )
     filters = Table(
         ["dropped because", "rows"],

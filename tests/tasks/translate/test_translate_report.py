@@ -112,3 +112,15 @@ def test_export_of_a_translate_artifact_names_model_settings_and_machine_rows(se
     assert all(sum(row[lang] is not None for lang in multiway["train"].column_names[3:]) == 2 for row in rows)  # k = 2 per row
     pair = datasets.load_dataset(str(tmp_path / "dataset"), "eng_Latn-fra_Latn", cache_dir=str(tmp_path / "hf"))
     assert sum(pair[s].num_rows for s in pair) == sum(row["fra_Latn"] is not None for row in rows)
+
+
+def test_the_report_is_the_same_bytes_whatever_the_run_took() -> None:
+    """A resumed run must rewrite its artifact's files byte for byte (tests/reliability), so
+    the report carries no wall-clock figure; those stay in the manifest's metrics."""
+    from tasks.translate.report import build_report, merge_samples
+
+    config = translate_config(targets=TARGETS, filters=FILTERS)
+    metrics = {"model": "m", "translations_requested": 4, "translations_kept": 3, "groups": 2, "device": "cpu", "compute_type": "int8"}
+    fast, slow = ({**metrics, "translate_seconds": s, "tokens_per_second": 1000 / s} for s in (1.25, 97.5))
+    reports = [build_report(config, "0" * 64, m, {"wrong_script": 1}, merge_samples([])) for m in (fast, slow)]
+    assert reports[0].html == reports[1].html and reports[0].markdown == reports[1].markdown
