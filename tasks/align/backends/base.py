@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from tasks.align.combine import Links
+from tasks.registry import register_unique
 from tasks.stage import StageConfig
 
 Progress = Callable[[int], None] | None
@@ -92,11 +93,7 @@ def register_backend(cls: B) -> B:
     settings = getattr(cls, "Settings", None)
     if not (isinstance(settings, type) and issubclass(settings, StageConfig)):
         raise TypeError(f"{cls.__qualname__}.Settings must be a tasks.stage.StageConfig subclass, got {settings!r}")
-    known = ALIGN_BACKENDS.get(name)
-    if known is not None and known is not cls:
-        raise ValueError(f"align backend {name!r} is already registered by {known.__module__}.{known.__qualname__}")
-    ALIGN_BACKENDS[name] = cls
-    return cls
+    return register_unique(ALIGN_BACKENDS, name, cls, "align backend")
 
 
 def is_local_dir(path: str) -> bool:

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
 
 from storage.keys import check_name
 from tasks.corpus.readers import GroupBatch, SourceError, check_aligned_line_counts, open_binary
+from tasks.registry import register_unique, validate_kind
 from tasks.stage import ShardSpec, StageConfig, file_fingerprint, folder_fingerprint
 
 __all__ = [
@@ -170,25 +170,10 @@ def register_source(cls: SourceT) -> SourceT:
     """Class decorator: make `cls` the source of its kind; another class under a taken kind is an error."""
     if not (isinstance(cls, type) and issubclass(cls, Source)):
         raise TypeError(f"register_source: {cls!r} is not a subclass of Source")
-    kind = cls.kind_name()
-    known = SOURCES.get(kind)
-    if known is not None and known is not cls:
-        raise ValueError(f"source kind {kind!r} is already registered by {known.__module__}.{known.__qualname__}")
-    SOURCES[kind] = cls
-    return cls
+    return register_unique(SOURCES, cls.kind_name(), cls, "source kind")
 
 
 def validate_source(value: Any, context: dict[str, Any] | None = None) -> Source:
     """One `[[corpus.sources]]` table as the config of the class its `kind` names. Errors name
     the field inside the table (pydantic adds where the table is)."""
-    if isinstance(value, Source):
-        return value
-    if not isinstance(value, dict):
-        raise PydanticCustomError("source_type", "a source must be a table with a kind")
-    known = ", ".join(repr(kind) for kind in SOURCES)
-    if "kind" not in value:
-        raise PydanticCustomError("source_kind_missing", "a source needs kind = one of {known}", {"known": known})
-    cls = SOURCES.get(value["kind"]) if isinstance(value["kind"], str) else None
-    if cls is None:
-        raise PydanticCustomError("source_kind", "unknown source kind {kind}; known: {known}", {"kind": repr(value["kind"]), "known": known})
-    return cls.model_validate(value, context=context)
+    return validate_kind(value, SOURCES, Source, "source", context)

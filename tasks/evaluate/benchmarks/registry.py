@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
-from pydantic_core import PydanticCustomError
 
+from tasks.registry import register_unique, validate_kind
 from tasks.stage import Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
 
 __all__ = [
@@ -151,19 +151,15 @@ def register_benchmark(cls: BenchmarkT) -> BenchmarkT:
     kind = cls.kind_name()
     if not isinstance(getattr(cls, "main_metric", None), str):
         raise TypeError(f"benchmark {cls.__name__} ({kind!r}) must set main_metric: ClassVar[str]")
-    known = BENCHMARKS.get(kind)
-    if known is not None and known is not cls:
-        raise ValueError(f"benchmark kind {kind!r} is already registered by {known.__module__}.{known.__qualname__}")
     for other in BENCHMARKS.values():
-        if other is not cls and other.rows_name() == cls.rows_name():
+        if other.kind_name() != kind and other.rows_name() == cls.rows_name():  # (a taken kind: register_unique says so)
             facts, other_facts = _row_facts(cls), _row_facts(other)
             if facts != other_facts:
                 raise ValueError(
                     f"benchmarks {kind!r} and {other.kind_name()!r} both write {cls.rows_name()!r} rows but disagree: "
                     f"{facts} vs {other_facts}"
                 )
-    BENCHMARKS[kind] = cls
-    return cls
+    return register_unique(BENCHMARKS, kind, cls, "benchmark kind")
 
 
 def _row_facts(cls: type[Benchmark]) -> dict[str, Any]:
@@ -207,16 +203,4 @@ def in_domain(benchmark: str) -> bool:
 def validate_benchmark(value: Any, context: dict[str, Any] | None = None) -> Benchmark:
     """One `[[evaluate.benchmarks]]` table as the config of the class its `kind` names.
     Errors name the field inside the table (pydantic adds where the table is)."""
-    if isinstance(value, Benchmark):
-        return value
-    if not isinstance(value, dict):
-        raise PydanticCustomError("benchmark_type", "a benchmark must be a table with a kind")
-    known = ", ".join(repr(kind) for kind in BENCHMARKS)
-    if "kind" not in value:
-        raise PydanticCustomError("benchmark_kind_missing", "a benchmark needs kind = one of {known}", {"known": known})
-    cls = BENCHMARKS.get(value["kind"]) if isinstance(value["kind"], str) else None
-    if cls is None:
-        raise PydanticCustomError(
-            "benchmark_kind", "unknown benchmark kind {kind}; known: {known}", {"kind": repr(value["kind"]), "known": known}
-        )
-    return cls.model_validate(value, context=context)
+    return validate_kind(value, BENCHMARKS, Benchmark, "benchmark", context)

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
+from tasks.registry import register_unique
 from tasks.train.config import OBJECTIVE_SECTIONS, ObjectiveConfig, ObjectivesConfig
 from tasks.train.data import StepBatch, TrainingData
 
@@ -104,12 +105,9 @@ def register_objective(name: str, config: type[ObjectiveConfig]) -> Callable[[O]
         field = ObjectivesConfig.model_fields.get(name)
         if field is not None and field.annotation is not config:
             raise ValueError(f"objective {name!r}: [train.objectives.{name}] is validated by {field.annotation.__name__}, not {config.__name__}")
-        known = OBJECTIVES.get(name)
-        if known is not None and known.__qualname__ != cls.__qualname__:
-            raise ValueError(f"objective {name!r} is already registered ({known.__module__}.{known.__qualname__})")
+        register_unique(OBJECTIVES, name, cls, "objective")
         cls.name, cls.config_class = name, config
         cls.needs_alignments, cls.needs_pivot, cls.needs_frozen_model = config.needs_alignments, config.needs_pivot, config.needs_frozen_model
-        OBJECTIVES[name] = cls
         OBJECTIVE_SECTIONS[name] = config
         return cls
 
