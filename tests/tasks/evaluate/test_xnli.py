@@ -191,3 +191,11 @@ def test_xnli_runs_as_an_evaluate_benchmark(data: dict, tmp_path: Path) -> None:
     assert manifest.dropped == {"xnli_no_gold_label": 1}
     assert "xnli" in (Path(store.artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
     assert np.isfinite(metrics["value"].to_numpy()).all()
+
+
+def test_a_warmup_keys_the_schedule_that_changed_and_no_warmup_keeps_its_key(data: dict) -> None:
+    """Fine-tuning uses transformers' linear schedule, whose warmup starts at 0 (the hand-written
+    one started at 1/warmup): results with a warmup changed, so their key does; without, not."""
+    plain, warm = bench(data).fingerprint(), bench(data, warmup_ratio=0.1).fingerprint()
+    assert ":schedule" not in plain and warm[":schedule"] == "transformers-linear"
+    assert {k: v for k, v in warm.items() if k != ":schedule"} == plain
