@@ -31,10 +31,54 @@ def validate_kind(value: Any, registry: Mapping[str, type], base: type, what: st
         return value
     if not isinstance(value, dict):
         raise PydanticCustomError(f"{what}_type", f"a {what} must be a table with a kind")
-    known = ", ".join(repr(kind) for kind in registry)
     if "kind" not in value:
+        known = ", ".join(repr(kind) for kind in registry)
         raise PydanticCustomError(f"{what}_kind_missing", f"a {what} needs kind = one of {{known}}", {"known": known})
-    cls = registry.get(value["kind"]) if isinstance(value["kind"], str) else None
+    cls = lookup(registry, value["kind"])
     if cls is None:
+        known = ", ".join(repr(kind) for kind in registry)
         raise PydanticCustomError(f"{what}_kind", f"unknown {what} kind {{kind}}; known: {{known}}", {"kind": repr(value["kind"]), "known": known})
     return cls.model_validate(value, context=context)
+
+
+# Plug-ins outside the package register when their module is imported. A process that did not
+# import them (a Dask or Ray worker, `xlembed` itself) finds them through this entry-point group:
+#     [project.entry-points."xlembed.plugins"]
+#     my_source = "my_package.my_source"
+PLUGIN_GROUP = "xlembed.plugins"
+_plugins_loaded = False
+
+
+class PluginError(ValueError):
+    """A module named in the `xlembed.plugins` entry-point group failed to import (a ValueError, so
+    that config validation reports it at the field that named the plug-in's kind)."""
+
+
+def load_plugins() -> list[str]:
+    """Import every module of the `xlembed.plugins` entry-point group, once per process; the
+    names of the entry points loaded. Called by a registry lookup that misses, so a process
+    that never meets an unknown name imports nothing."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return []
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    loaded = []
+    for point in entry_points(group=PLUGIN_GROUP):
+        try:
+            point.load()
+        except Exception as exc:
+            source = f" (distribution {point.dist.name})" if point.dist is not None else ""
+            raise PluginError(f"xlembed plug-in {point.name!r} = {point.value!r}{source} failed to import: {type(exc).__name__}: {exc}") from exc
+        loaded.append(point.name)
+    return loaded
+
+
+def lookup(registry: Mapping[str, Any], name: Any) -> Any:
+    """`registry[name]`, or None; a miss first loads the entry-point plug-ins (`load_plugins`)."""
+    if not isinstance(name, str):
+        return None
+    if name not in registry:
+        load_plugins()
+    return registry.get(name)

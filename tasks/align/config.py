@@ -23,6 +23,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, ValidationInfo, create
 
 from tasks.align.backends import ALIGN_BACKENDS, AlignBackend
 from tasks.languages import LangCodes
+from tasks.registry import lookup
 from tasks.stage import StageConfig
 
 # The keys of align artifacts built before backends were registered hold a table for each of
@@ -46,7 +47,7 @@ class AlignConfig(StageConfig):
     def __new__(cls, *args: Any, **data: Any) -> AlignConfig:
         # `AlignConfig(backend=..., ...)` gives the backend's config class, as model_validate does
         # (Python then runs that instance's __init__ with the same arguments: validated once more)
-        if cls is AlignConfig and data.get("backend") in ALIGN_BACKENDS:
+        if cls is AlignConfig and lookup(ALIGN_BACKENDS, data.get("backend")) is not None:
             return backend_config_class(ALIGN_BACKENDS[data["backend"]]).model_validate(data)
         return super().__new__(cls)
 
@@ -58,7 +59,7 @@ class AlignConfig(StageConfig):
         if not isinstance(data, dict) or data.get("backend") is None:
             return handler(data)
         backend = data["backend"]
-        if not isinstance(backend, str) or backend not in ALIGN_BACKENDS:
+        if lookup(ALIGN_BACKENDS, backend) is None:
             raise ValueError(f"unknown align backend {backend!r}; registered: {', '.join(sorted(ALIGN_BACKENDS))}")
         tables = set(ALIGN_BACKENDS) | set(PRE_REGISTRY_TABLES)
         others = [name for name in sorted(tables) if name != backend and data.get(name) is not None]

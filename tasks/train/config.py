@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from tasks.languages import LangCodes
+from tasks.registry import lookup
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
 
 DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"
@@ -229,7 +230,7 @@ class ObjectivesConfig(StageConfig):
         for name, section in data.items():
             if name in cls.model_fields:
                 continue
-            config = OBJECTIVE_SECTIONS.get(name)
+            config = lookup(OBJECTIVE_SECTIONS, name)
             if config is None:
                 known = sorted({*cls.model_fields, *OBJECTIVE_SECTIONS})
                 raise ValueError(f"[train.objectives.{name}]: no such objective (known: {', '.join(known)}; a plugin registers with register_objective)")

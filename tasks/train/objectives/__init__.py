@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tasks.registry import lookup
 from tasks.train.config import ObjectivesConfig, TrainConfig
 from tasks.train.data import TrainingData
 from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
@@ -33,7 +34,7 @@ from tasks.train.objectives.word_translation_ranking import WordTranslationRanki
 
 
 def objective_class(name: str) -> type[Objective]:
-    cls = OBJECTIVES.get(name)
+    cls = lookup(OBJECTIVES, name)
     if cls is None:
         raise ValueError(f"[train.objectives.{name}]: no objective is registered under this name (known: {', '.join(sorted(OBJECTIVES))})")
     return cls
