@@ -18,7 +18,7 @@ config saying "cls" cannot tell which meaning it was written for; for every ship
 computes what it did. For a model with a trained pooler the old "cls" was the pooler output:
 `warn_cls_with_pooler` says so where a config asks for "cls" on such a model.
 
-Importing this module does not import torch: its functions take tensors and use their methods.
+Importing this module does not import torch (`embed` imports it when called).
 """
 
 from __future__ import annotations
