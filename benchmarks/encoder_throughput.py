@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.encoders import Encoder, EncoderSpec  # noqa: E402
+from tasks.encoders import POOLING_MODES, Encoder, EncoderSpec  # noqa: E402
+from tasks.encoders.pooling import pool  # noqa: E402
 
 
 def _test_builders():
@@ -55,14 +56,7 @@ def naive_encode(enc: Encoder, texts: list[str], batch_size: int) -> np.ndarray:
         inputs = enc.tokenizer(batch, padding=True, truncation=True, max_length=enc.max_length, return_tensors="pt").to(enc.device)
         with torch.no_grad():
             result = enc.model(**inputs)
-        hidden = result.last_hidden_state
-        if enc.pooling == "mean":
-            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            vectors = (hidden * mask).sum(1) / mask.sum(1)
-        elif enc.pooling == "cls" and getattr(result, "pooler_output", None) is not None:
-            vectors = result.pooler_output
-        else:
-            vectors = hidden[:, 0]
+        vectors = pool(enc.pooling, result.last_hidden_state, inputs["attention_mask"], getattr(result, "pooler_output", None))
         out.append(torch.nn.functional.normalize(vectors, dim=-1).cpu().numpy())
     return np.concatenate(out)
 
@@ -95,7 +89,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--model", help="a real model dir (default: a tiny random BERT built here)")
-    parser.add_argument("--pooling", choices=["cls", "cls_before_pooler", "mean"], default=None)
+    parser.add_argument("--pooling", choices=POOLING_MODES, default=None)
     args = parser.parse_args()
 
     builders = _test_builders()

@@ -10,14 +10,16 @@
 Transformer module, a Pooling module and optionally Dense/Normalize/Dropout modules).
 sentence-transformers itself is not needed: its directory layout is read here.
 
-Pooling (`EncoderSpec.pooling`):
-  "cls"                pooler_output when the model has a pooler, else the first token's state
-  "cls_before_pooler"  the first token's last hidden state (what sentence-transformers calls "cls")
+Pooling (`EncoderSpec.pooling`), named as in sentence-transformers (tasks/encoders/pooling.py):
   "mean"               attention-masked mean over all tokens, special tokens included
+  "cls"                the first token's last hidden state
+  "pooler"             the model's pooler output; loading a model without trained pooler
+                       weights with it is an EncoderLoadError
   None (default)       "from the model": the sentence-transformers Pooling config when the
-                       directory has one (its "cls" is mapped to "cls_before_pooler"), else "mean"
+                       directory has one, else "mean"
 An explicit pooling always wins over the model's own config. A sentence-transformers Dense
 head is applied after pooling whatever the pooling. Every vector is L2-normalised at the end.
+The old name "cls_before_pooler" is refused with its new name ("cls").
 
 Inputs are tokenised with the model's fast tokenizer (required), truncated to `max_length`
 tokens (capped at the tokenizer's `model_max_length`), sorted by tokenised length, padded
@@ -38,20 +40,27 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from tasks.encoders.pooling import (
+    ST_POOLING_MODES,
+    Pooling,
+    PoolingError,
+    check_pooling,
+    embed,
+    require_pooler,
+    warn_cls_with_pooler,
+)
 
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
 
-Pooling = Literal["cls", "cls_before_pooler", "mean"]
-POOLING_MODES: tuple[str, ...] = get_args(Pooling)
-
-# sentence-transformers pooling modes this module reproduces exactly.
-_ST_POOLING = {"cls": "cls_before_pooler", "mean": "mean"}
+# sentence-transformers pooling modes this module reproduces exactly, and their names here.
+_ST_POOLING = {st: ours for ours, st in ST_POOLING_MODES.items()}
 # Files of which a local directory must hold at least one to have a tokenizer at all:
 # transformers otherwise builds an empty-vocabulary tokenizer from config.json alone.
 _TOKENIZER_FILES = (
@@ -96,8 +105,8 @@ class EncoderSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError(f"EncoderSpec.model must be a non-empty string, got {self.model!r}")
-        if self.pooling is not None and self.pooling not in POOLING_MODES:
-            raise ValueError(f"EncoderSpec.pooling must be one of {POOLING_MODES} or None, got {self.pooling!r}")
+        if self.pooling is not None:
+            check_pooling(self.pooling, "EncoderSpec.pooling")
         if not isinstance(self.prefix, str):
             raise ValueError(f"EncoderSpec.prefix must be a string, got {self.prefix!r}")
         for name in ("max_length", "batch_size"):
@@ -187,6 +196,12 @@ class Encoder:
 
         tokenizer = _load_tokenizer(source, transformer_path, model_dir, load_kwargs, where)
         model = _load_model(model_dir, load_kwargs, where)
+        try:
+            require_pooler(pooling, model, where)
+        except PoolingError as err:
+            raise EncoderLoadError(str(err)) from None
+        if spec.pooling is not None:  # asked for by a config, not read from a sentence-transformers folder
+            warn_cls_with_pooler(pooling, model, where)
 
         device = torch.device(spec.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         model.to(device)
@@ -311,16 +326,7 @@ class Encoder:
         import torch
 
         with torch.inference_mode():
-            if self.pooling == "mean":
-                weights = mask.unsqueeze(-1).to(hidden.dtype)
-                vectors = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
-            elif self.pooling == "cls" and pooled is not None:
-                vectors = pooled
-            else:  # cls_before_pooler, or cls on a model without a pooler; batches are right-padded
-                vectors = hidden[:, 0]
-            for step in self._head:
-                vectors = step(vectors)
-            vectors = torch.nn.functional.normalize(vectors.float(), p=2, dim=-1)
+            vectors = embed(self.pooling, hidden, mask, pooled, self._head)
         return vectors.cpu().numpy()
 
 
@@ -522,7 +528,7 @@ def _load_model(model_dir: str, kwargs: dict[str, Any], where: str) -> Any:
     from tasks.encoders.loading import load_auto_model
 
     # A checkpoint without pooler weights (E5, the offline base model) gets a randomly
-    # initialised pooler from AutoModel: it is dropped, so "cls" means the first token, not noise.
+    # initialised pooler from AutoModel: it is dropped, so "pooler" pooling is refused, not noise.
     try:
         return load_auto_model(model_dir, dtype=torch.float32, **kwargs)
     except (OSError, ValueError, KeyError) as err:

@@ -2,8 +2,9 @@
 
 transformers 5 prints a multi-line "LOAD REPORT ... MISSING" table and a "Loading weights"
 bar for every model whose checkpoint lacks some weights. E5 checkpoints (the offline base
-model) have no pooler weights, which is expected here: the pooler is dropped, so "cls" means
-the first token, not noise. The report is replaced by one line: a debug line when only the
+model) have no pooler weights, which is expected here: the pooler is dropped, so "pooler"
+pooling is refused for them rather than computed by random weights ("cls" is the first token
+either way; tasks/encoders/pooling.py). The report is replaced by one line: a debug line when only the
 pooler was missing, a warning naming the other missing or unexpected weights otherwise.
 """
 
@@ -45,7 +46,7 @@ def load_auto_model(model_dir: str, **kwargs: Any) -> Any:
     missing = list(info.get("missing_keys", ()))
     if getattr(model, "pooler", None) is not None and any(k.startswith("pooler.") for k in missing):
         model.pooler = None
-        log.debug("%s has no pooler weights: pooler removed ('cls' pooling takes the first token)", model_dir)
+        log.debug("%s has no pooler weights: pooler removed ('pooler' pooling unavailable)", model_dir)
     other = [k for k in missing if not k.startswith("pooler.")]
     unexpected = list(info.get("unexpected_keys", ()))
     if other or unexpected:

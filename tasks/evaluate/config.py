@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
+from tasks.encoders.pooling import Pooling, check_pooling, keyed_pooling
 from tasks.evaluate.benchmarks.registry import Benchmark, validate_benchmark
 from tasks.stage import NOT_KEYED, StageConfig
 
@@ -14,13 +15,23 @@ from tasks.stage import NOT_KEYED, StageConfig
 class EncoderSettings(StageConfig):
     """How sentences become vectors. The model itself is the `base_model` artifact."""
 
-    pooling: Literal["cls", "cls_before_pooler", "mean"] | None = Field(
-        default=None, description="default: the model's own (sentence-transformers) pooling, else mean"
+    pooling: Pooling | None = Field(
+        default=None,
+        description="'mean', 'cls' (the first token) or 'pooler' (tasks/encoders/pooling.py); default: the model's own "
+        "(sentence-transformers) pooling, else mean",
     )
     prefix: str = Field(default="", description='prepended to every text, e.g. "query: " for E5 models')
     max_length: int = Field(default=128, ge=8, le=8192)
     batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
+
+    @field_validator("pooling", mode="before")
+    @classmethod
+    def _pooling(cls, value: Any) -> Any:
+        return value if value is None else check_pooling(value)  # the old name "cls_before_pooler" is refused with its new one
+
+    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "pooling": keyed_pooling(self.pooling)}  # "cls" keeps the key it had as "cls_before_pooler"
 
 
 def _benchmark(value: Any, info: ValidationInfo) -> Benchmark:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
 from tasks.registry import lookup
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
@@ -310,7 +311,9 @@ class TrainConfig(StageConfig):
         default=True,
         description="False: every view of a row is drawn from all languages, the pivot included (multi-way en-ablate); SupCon/TR only",
     )
-    pooling: Literal["mean", "cls", "cls_before_pooler"] = "mean"
+    pooling: Literal["mean", "cls"] = Field(
+        default="mean", description="the sentence vector: 'mean' of the tokens or 'cls', the first token's state (tasks/encoders/pooling.py)"
+    )
     prefix: str = Field(default="", description="prepended to every text (e.g. 'query: ' for E5)")
     language_embedding: bool = Field(default=False, description="learned language-ID vector added to token embeddings")
     freeze_word_embeddings: bool = Field(default=False, description="keep the input embedding matrix fixed (fast on CPU)")
@@ -369,7 +372,19 @@ class TrainConfig(StageConfig):
         default=None, ge=1, json_schema_extra=NOT_KEYED, description="testing: stop after this step as if killed"
     )
 
+    @field_validator("pooling", mode="before")
+    @classmethod
+    def _pooling(cls, value: Any) -> Any:
+        check_pooling(value)  # the old name "cls_before_pooler" is refused with its new one
+        if value == "pooler":
+            raise ValueError(
+                "'pooler' (the model's pooler output) cannot be trained: the train artifact's model/ is a "
+                "sentence-transformers folder, whose Pooling module cannot express it; use 'cls' (the first token) or 'mean'"
+            )
+        return value
+
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        data = {**data, "pooling": keyed_pooling(self.pooling)}  # "cls" keeps the key it had as "cls_before_pooler"
         # with dropout on, every forward pass draws its own masks: how the batch is split over
         # processes and GradCache chunks changes the gradients, so it joins the key (as the fields
         # themselves, where they split the batch; one process in one pass stays out, as before)

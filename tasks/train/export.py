@@ -21,6 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.encoders.pooling import sentence_transformers_mode
+
 CURVES_SCHEMA = pa.schema(
     [
         pa.field("step", pa.int64(), nullable=False),
@@ -45,8 +47,7 @@ def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, m
     """Write `encoder` (a DualEncoder) as a transformers + sentence-transformers directory."""
     from safetensors.torch import save_file
 
-    if pooling == "cls" and getattr(encoder.transformer, "pooler", None) is not None:
-        raise ValueError("pooling 'cls' through a trained pooler cannot be expressed in sentence-transformers; use cls_before_pooler")
+    mode = sentence_transformers_mode(pooling)
     out_dir.mkdir(parents=True, exist_ok=True)
     from tasks.encoders.loading import quiet_transformers
 
@@ -62,8 +63,8 @@ def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, m
         out_dir / "1_Pooling" / "config.json",
         {
             "word_embedding_dimension": dim,
-            "pooling_mode_cls_token": pooling != "mean",
-            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_cls_token": mode == "cls",
+            "pooling_mode_mean_tokens": mode == "mean",
             "pooling_mode_max_tokens": False,
             "pooling_mode_mean_sqrt_len_tokens": False,
             "pooling_mode_weightedmean_tokens": False,
@@ -80,9 +81,6 @@ def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, m
     return out_dir
 
 
-# The project's pooling modes as sentence-transformers Pooling modes. "cls" (the pooler output)
-# is the first token's state only when the model has no trained pooler (see `st_pooling_mode`).
-ST_POOLING_MODES = {"mean": "mean", "cls_before_pooler": "cls", "cls": "cls"}
 # Names under which the training prefix is stored as a prompt: `encode` (default prompt),
 # `encode_query` ("query") and `encode_document` ("document") all apply it, as training did.
 PROMPT_NAMES = ("query", "document")
@@ -99,18 +97,6 @@ def has_pooler_weights(model_dir: Path) -> bool:
     return False
 
 
-def st_pooling_mode(pooling: str, model_dir: Path) -> str:
-    """The sentence-transformers Pooling mode that computes the project's `pooling` for the model in `model_dir`."""
-    if pooling not in ST_POOLING_MODES:
-        raise ValueError(f"pooling {pooling!r} is not one of {sorted(ST_POOLING_MODES)}")
-    if pooling == "cls" and has_pooler_weights(model_dir):
-        raise ValueError(
-            f"pooling 'cls' of {model_dir} is the output of a trained pooler, which sentence-transformers cannot express; "
-            "train with pooling = 'cls_before_pooler'"
-        )
-    return ST_POOLING_MODES[pooling]
-
-
 def save_sentence_transformer(model_dir: Path, out_dir: Path, *, pooling: str, max_seq_length: int, prefix: str) -> Path:
     """Write the transformers model in `model_dir` as a sentence-transformers folder `out_dir`
     (Transformer -> Pooling -> Normalize), saved by sentence-transformers itself.
@@ -125,7 +111,7 @@ def save_sentence_transformer(model_dir: Path, out_dir: Path, *, pooling: str, m
 
     from tasks.encoders.loading import quiet_transformers
 
-    mode = st_pooling_mode(pooling, model_dir)
+    mode = sentence_transformers_mode(pooling)  # "pooler" is refused: a Pooling module cannot express it
     pooler = has_pooler_weights(model_dir)
     with quiet_transformers():
         transformer = Transformer(str(model_dir), max_seq_length=max_seq_length)

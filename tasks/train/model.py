@@ -2,10 +2,10 @@
 vocabulary heads the token-level objectives need.
 
 Both sides of a pair go through the same transformer (a "dual encoder" with shared weights).
-The sentence vector is the configured pooling of the last hidden states, L2-normalised:
-"mean" (attention-masked mean over every token, specials included: what E5 does),
-"cls_before_pooler" (the first token's state) or "cls" (the pooler output where the model has
-trained pooler weights, else the first token's state).
+The sentence vector is the configured pooling of the last hidden states, L2-normalised, as
+tasks/encoders/pooling.py defines it for every stage: "mean" (attention-masked mean over every
+token, specials included: what E5 does), "cls" (the first token's state) or "pooler" (the
+model's pooler output; an error for a model without trained pooler weights).
 
 `language_embedding=True` adds a learned vector per language to every token embedding (WACSE
 section 6.1). The paper initialises that layer "randomly at the start of training"; it is drawn
@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from tasks.encoders.pooling import check_pooling, embed, require_pooler, warn_cls_with_pooler
+
 log = logging.getLogger(__name__)
 
 # Pretrained MLM head weights, by checkpoint family: our name -> the checkpoint's name.
@@ -38,7 +40,7 @@ _MLM_KEYS = {
 
 def load_transformer(model_dir: Path, *, dropout: float | None = None) -> Any:
     """AutoModel from a local directory, float32; a randomly initialised pooler (no weights in the
-    checkpoint, as for E5) is removed so that "cls" means the first token, not noise."""
+    checkpoint, as for E5) is removed, so that "pooler" pooling is refused rather than noise."""
     from tasks.encoders.loading import load_auto_model
 
     kwargs: dict[str, Any] = {}
@@ -51,7 +53,10 @@ class DualEncoder(nn.Module):
     def __init__(self, transformer: Any, *, pooling: str = "mean", n_langs: int = 0) -> None:
         super().__init__()
         self.transformer = transformer
-        self.pooling = pooling
+        self.pooling = check_pooling(pooling)
+        where = f"model {getattr(transformer, 'name_or_path', '') or type(transformer).__name__!r}"
+        require_pooler(self.pooling, transformer, where)
+        warn_cls_with_pooler(self.pooling, transformer, where)
         hidden = transformer.config.hidden_size
         self.lang_embedding = nn.Embedding(n_langs, hidden) if n_langs else None
         if self.lang_embedding is not None:
@@ -74,14 +79,8 @@ class DualEncoder(nn.Module):
         return out.last_hidden_state, getattr(out, "pooler_output", None)
 
     def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
-        if self.pooling == "mean":
-            w = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            vec = (hidden * w).sum(1) / w.sum(1).clamp(min=1e-9)
-        elif self.pooling == "cls" and pooled is not None:
-            vec = pooled
-        else:
-            vec = hidden[:, 0]
-        return nn.functional.normalize(vec.float(), p=2, dim=-1)
+        """L2-normalised sentence vectors [n, H]: the shared pooling (tasks/encoders/pooling.py)."""
+        return embed(self.pooling, hidden, attention_mask, pooled)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(L2-normalised sentence vectors [n, H], last hidden states [n, T, H])."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tasks.encoders.pooling import recorded_pooling
 from tasks.languages import is_group_code
 
 CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
@@ -278,6 +279,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     languages = facts.languages
     pivot = cfg.get("pivot", "eng_Latn")
     prefix = str(cfg.get("prefix", ""))
+    pooling = recorded_pooling(str(cfg.get("pooling", "mean")))
     name = repo_id or "path/to/exported-model"
     base_cfg = facts.base.get("config", {})
     base_text = facts.base_model_id or (
@@ -288,7 +290,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     md += [
         f"A sentence encoder fine-tuned from {base_text} by the xlembed pipeline so that a sentence "
         f"and its translations get nearby vectors, for {len(languages)} languages (pivot {pivot}). Vectors are "
-        f"{cfg.get('pooling', 'mean')}-pooled and L2-normalised; compare them with cosine similarity.",
+        f"{pooling}-pooled and L2-normalised; compare them with cosine similarity.",
         "",
         "## Usage",
         "",
@@ -319,7 +321,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
         "with torch.no_grad():",
         "    hidden = model(**batch).last_hidden_state",
     ]
-    if cfg.get("pooling", "mean") == "mean":
+    if pooling == "mean":
         md += ["mask = batch['attention_mask'].unsqueeze(-1).float()", "vectors = (hidden * mask).sum(1) / mask.sum(1)"]
     else:
         md += ["vectors = hidden[:, 0]"]
@@ -369,7 +371,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     optimizer, schedule = cfg.get("optimizer", {}), cfg.get("schedule", {})
     settings = {
         "steps": cfg.get("steps"), "batch size (rows)": cfg.get("batch_size"), "texts per row": cfg.get("views"),
-        "max length (tokens)": cfg.get("max_length"), "pooling": cfg.get("pooling"), "prefix": repr(prefix),
+        "max length (tokens)": cfg.get("max_length"), "pooling": pooling, "prefix": repr(prefix),
         "learning rate": optimizer.get("lr"), "weight decay": optimizer.get("weight_decay"), "schedule": schedule.get("kind"),
         "warmup steps": schedule.get("warmup_steps"), "precision": cfg.get("precision"), "seed": cfg.get("seed"),
         "language embedding": cfg.get("language_embedding"), "WiSE-FT interpolation": cfg.get("interpolation"),
@@ -389,7 +391,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
         md += [
             (f"From evaluate artifact `{results.key}`" if results.key else "From the evaluate artifact that stores this card")
             + f", encoding with prefix {enc.get('prefix', '')!r}, "
-            f"max length {enc.get('max_length')}, pooling {enc.get('pooling') or 'as saved'}. "
+            f"max length {enc.get('max_length')}, pooling {recorded_pooling(enc['pooling']) if enc.get('pooling') else 'as saved'}. "
             "Main metric per benchmark: retrieval accuracy (mean of both directions), BUCC F1, STS Spearman.",
             "",
         ]

@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from storage import ArtifactStore
+from tasks.encoders.pooling import recorded_pooling
 from tasks.train.model_card import CARD_FILE, CardFacts, EvaluationResults, render_model_card
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,8 @@ def export_trained_model(
     staging = out_dir.with_name(f".{out_dir.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        save_sentence_transformer(model_dir, staging, pooling=str(config.get("pooling", "mean")), max_seq_length=max_seq_length,
+        pooling = recorded_pooling(str(config.get("pooling", "mean")))  # the manifest spells "cls" as "cls_before_pooler"
+        save_sentence_transformer(model_dir, staging, pooling=pooling, max_seq_length=max_seq_length,
                                   prefix=str(config.get("prefix", "")))  # fmt: skip
         (staging / "README.md").write_text(card, encoding="utf-8")
         if out_dir.exists():
@@ -272,7 +274,7 @@ def _language_encoder(model_dir: Path, langs: list[str], config: Mapping[str, An
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = DualEncoder(load_transformer(model_dir), pooling=str(config.get("pooling", "mean")), n_langs=len(langs))
+    model = DualEncoder(load_transformer(model_dir), pooling=recorded_pooling(str(config.get("pooling", "mean"))), n_langs=len(langs))
     model.lang_embedding.load_state_dict(load_file(str(model_dir / LANGUAGE_EMBEDDING_FILE)))
     model.eval()
     prefix, max_length = str(config.get("prefix", "")), int(config.get("max_length", 32))

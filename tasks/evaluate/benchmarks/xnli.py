@@ -12,8 +12,8 @@ languages, `"english_dev"` English only (strict zero-shot).
 
 Two classifiers (`mode`):
   cross_encoder  premise and hypothesis concatenated as one input ([CLS] p [SEP] h [SEP]),
-                 pooled as the evaluate stage pools (cls: the pooler output when the model
-                 has one, else the first token; mean: masked mean): what the papers do.
+                 pooled as the evaluate stage pools (tasks/encoders/pooling.py: mean, cls =
+                 the first token, pooler = the pooler output): what the papers do.
   bi_encoder     each sentence pooled alone, the head on [u, v, |u - v|, u * v]
                  (InferSent / Sentence-BERT), the encoder fine-tuned too.
 Only the transformer is fine-tuned: sentence-transformers Dense/Normalize modules are not used.
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
+from tasks.encoders import pooling
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
 from tasks.evaluate.groups import metric_row
@@ -238,13 +239,8 @@ def _classifier(encoder: Any, mode: str, dropout: float) -> torch.nn.Module:
 
         def pool(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
             output = self.encoder(**inputs)
-            if encoder.pooling == "mean":
-                mask = inputs["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
-                return (output.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1)
             pooled = getattr(output, "pooler_output", None)
-            if encoder.pooling == "cls" and pooled is not None:
-                return pooled
-            return output.last_hidden_state[:, 0]
+            return pooling.pool(encoder.pooling, output.last_hidden_state, inputs["attention_mask"], pooled)
 
         def forward(self, first: dict[str, torch.Tensor], second: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
             if second is None:

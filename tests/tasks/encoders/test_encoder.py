@@ -40,7 +40,7 @@ def manual(reference_model, text: str, pooling: str) -> np.ndarray:
     with torch.no_grad():
         out = model(**inputs)
     hidden = out.last_hidden_state[0]
-    vector = {"mean": hidden.mean(0), "cls_before_pooler": hidden[0], "cls": out.pooler_output[0]}[pooling]
+    vector = {"mean": hidden.mean(0), "cls": hidden[0], "pooler": out.pooler_output[0]}[pooling]
     vector = vector / vector.norm()
     return vector.numpy()
 
@@ -65,6 +65,11 @@ def test_spec_rejects_bad_values(kwargs):
         EncoderSpec("m", **kwargs)
     with pytest.raises(ValueError, match="unknown"):
         EncoderSpec.from_dict({"model": "m", "pool": "cls"})
+
+
+def test_spec_refuses_the_old_name_with_the_new_one():
+    with pytest.raises(ValueError, match="EncoderSpec.pooling = 'cls_before_pooler' was renamed: write EncoderSpec.pooling = 'cls'"):
+        EncoderSpec("m", pooling="cls_before_pooler")
 
 
 def test_spec_inside_a_stage_config():
@@ -101,7 +106,7 @@ def test_pooling_matches_manual_on_unpadded_text(encoders, reference_model, pool
 
 
 def test_pooling_modes_differ(encoders):
-    a, b, c = (encoders[p].encode(TEXTS[:2]) for p in ("mean", "cls", "cls_before_pooler"))
+    a, b, c = (encoders[p].encode(TEXTS[:2]) for p in ("mean", "cls", "pooler"))
     assert not np.allclose(a, b) and not np.allclose(b, c) and not np.allclose(a, c)
 
 
@@ -187,7 +192,7 @@ def test_truncation_to_max_length(tiny_model_dir):
 # ---------------------------------------------------------------------- sentence-transformers dirs
 
 
-@pytest.mark.parametrize("fixture, pooling, dim", [("st_cls_dir", "cls_before_pooler", 32), ("st_mean_dense_dir", "mean", 16)])
+@pytest.mark.parametrize("fixture, pooling, dim", [("st_cls_dir", "cls", 32), ("st_mean_dense_dir", "mean", 16)])
 def test_sentence_transformers_dir_matches_sentence_transformers(request, fixture, pooling, dim):
     from sentence_transformers import SentenceTransformer
 
@@ -275,8 +280,9 @@ def test_import_does_not_pull_in_torch():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[3])
 
 
-def test_missing_pooler_weights_are_not_used_as_cls(tmp_path) -> None:
-    """A checkpoint saved without a pooler must not pool through a random one."""
+def test_missing_pooler_weights_are_not_used_for_pooler_pooling(tmp_path) -> None:
+    """A checkpoint saved without a pooler must not pool through a random one: "cls" is the
+    first token, "pooler" is refused naming the folder."""
     import numpy as np
     import torch
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
@@ -292,6 +298,12 @@ def test_missing_pooler_weights_are_not_used_as_cls(tmp_path) -> None:
     tokenizer.save_pretrained(tmp_path)
     from tasks.encoders import Encoder, EncoderSpec
 
-    cls = Encoder.load(EncoderSpec(model=str(tmp_path), pooling="cls")).encode(["a b c"])
-    first = Encoder.load(EncoderSpec(model=str(tmp_path), pooling="cls_before_pooler")).encode(["a b c"])
-    np.testing.assert_allclose(cls, first, atol=1e-6)
+    model.eval()
+    encoder = Encoder.load(EncoderSpec(model=str(tmp_path), pooling="cls"))
+    assert encoder.model.pooler is None
+    inputs = tokenizer(["a b c"], return_tensors="pt")
+    with torch.no_grad():
+        first = model(**inputs).last_hidden_state[:, 0]
+    np.testing.assert_allclose(encoder.encode(["a b c"]), torch.nn.functional.normalize(first, dim=-1).numpy(), atol=1e-6)
+    with pytest.raises(EncoderLoadError, match=f"{tmp_path.name}.*no trained pooler weights.*'cls'"):
+        Encoder.load(EncoderSpec(model=str(tmp_path), pooling="pooler"))

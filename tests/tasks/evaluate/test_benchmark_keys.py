@@ -92,3 +92,19 @@ def test_every_benchmark_kind_keeps_its_key_and_fingerprints(tmp_path: Path) -> 
     )
     fingerprints = source_fingerprints(EVALUATE_STAGE, config)
     assert stage_key(EVALUATE_STAGE, config, INPUT_KEYS, fingerprints) == ALL_KINDS_KEY
+
+
+def test_pooling_cls_keeps_the_key_of_cls_before_pooler_and_the_old_name_is_refused() -> None:
+    """dap.toml and wacse.toml said "cls_before_pooler" and now say "cls" (the same first token):
+    their keys above are unchanged. The old name is refused, naming the field and the new name."""
+    from pydantic import ValidationError
+
+    from tasks.evaluate.config import EncoderSettings
+    from tasks.stage import keyed_config
+
+    assert keyed_config(EncoderSettings(pooling="cls"))["pooling"] == "cls_before_pooler"
+    assert {p: keyed_config(EncoderSettings(pooling=p))["pooling"] for p in ("mean", "pooler", None)} == {"mean": "mean", "pooler": "pooler", None: None}
+    with pytest.raises(ValidationError, match="pooling\n.*'cls_before_pooler' was renamed: write pooling = 'cls'"):
+        EncoderSettings.model_validate({"pooling": "cls_before_pooler"})
+    with pytest.raises(ValidationError, match="pooling\n.*got 'max'"):
+        EncoderSettings.model_validate({"pooling": "max"})

@@ -46,7 +46,7 @@ def build_store(tmp: Path, model_dir: Path, *, language_embedding: bool = False,
     corpus, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
     base, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(model_dir)), {})
     config = TrainConfig.model_validate({
-        "steps": 2, "batch_size": 8, "max_length": 24, "torch_threads": 1, "prefix": PREFIX, "pooling": "cls_before_pooler",
+        "steps": 2, "batch_size": 8, "max_length": 24, "torch_threads": 1, "prefix": PREFIX, "pooling": "cls",
         "language_embedding": language_embedding, "checkpoint_dir": str(tmp / "checkpoints"),
         "objectives": {"translation_ranking": {"weight": 1.0}, "multiway_supcon": {"weight": 0.5}}, **train,
     })  # fmt: skip

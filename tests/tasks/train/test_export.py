@@ -35,7 +35,7 @@ def _without_pooler(model_dir: Path, out: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("pooling", ["mean", "cls_before_pooler", "cls"])
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_the_folder_encodes_like_the_project_encoder_with_the_training_prefix(tmp_path, tiny_model_dir, pooling):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers import __version__ as st_version
@@ -66,9 +66,19 @@ def _keys(path: Path) -> list[str]:
         return list(f.keys())
 
 
-def test_cls_through_a_trained_pooler_is_refused(tmp_path, tiny_model_dir):
-    with pytest.raises(ValueError, match="trained pooler"):
-        save_sentence_transformer(tiny_model_dir, tmp_path / "out", pooling="cls", max_seq_length=64, prefix="")
+def test_cls_of_a_model_with_a_trained_pooler_is_its_first_token_in_sentence_transformers_too(tmp_path, tiny_model_dir):
+    """"cls" is sentence-transformers' cls (the first token), so a model with a trained pooler exports it
+    exactly; only "pooler", which a Pooling module cannot express, is refused."""
+    from sentence_transformers import SentenceTransformer
+
+    out = save_sentence_transformer(tiny_model_dir, tmp_path / "out", pooling="cls", max_seq_length=64, prefix=PREFIX)
+    ours = Encoder.load(EncoderSpec(model=str(tiny_model_dir), pooling="cls", prefix=PREFIX, device="cpu")).encode(TEXTS)
+    np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(TEXTS), ours, atol=1e-5)
+    pooler = Encoder.load(EncoderSpec(model=str(tiny_model_dir), pooling="pooler", prefix=PREFIX, device="cpu")).encode(TEXTS)
+    assert not np.allclose(pooler, ours, atol=1e-3)
+    with pytest.raises(ValueError, match="'pooler'.*cannot be expressed by a sentence-transformers Pooling module.*'cls'"):
+        save_sentence_transformer(tiny_model_dir, tmp_path / "refused", pooling="pooler", max_seq_length=64, prefix="")
+    assert not (tmp_path / "refused").exists()
 
 
 def test_hub_language_codes():
@@ -86,6 +96,11 @@ def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, pub
     # the train stage's own card (in the artifact's model/): the same facts, no results yet
     train_card = (stored / "README.md").read_text()
     assert front_matter(train_card)["language"] == ["en", "fr", "kk", "sw"] and "No evaluation of this model" in train_card
+    # trained with pooling "cls": the manifest keys it as "cls_before_pooler" (the same first token, the key it had);
+    # export and card read it back as "cls"
+    assert published.store.manifest("train", published.train).config["pooling"] == "cls_before_pooler"
+    assert "Vectors are cls-pooled" in train_card and "| pooling | cls |" in train_card
+    assert json.loads((result.folder / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "cls"
 
 
 def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tasks.train.model import DualEncoder, load_transformer
@@ -34,3 +35,42 @@ def test_the_language_embedding_changes_the_vectors_from_step_zero(tiny_model_di
         lang0, _ = encoder(ids, att, torch.tensor([0]))
         lang1, _ = encoder(ids, att, torch.tensor([1]))
     assert not torch.allclose(base, lang0) and not torch.allclose(lang0, lang1)
+
+
+def test_the_old_pooling_name_is_refused_naming_the_field_and_its_new_name():
+    from pydantic import ValidationError
+
+    from tasks.train.config import TrainConfig
+
+    with pytest.raises(ValidationError, match="pooling\n.*'cls_before_pooler' was renamed: write pooling = 'cls' \\(the first token"):
+        TrainConfig.model_validate({"pooling": "cls_before_pooler"})
+    # the pooler output cannot be saved as the sentence-transformers folder the train artifact is: refused before training
+    with pytest.raises(ValidationError, match="pooling\n.*'pooler'.*cannot be trained.*sentence-transformers"):
+        TrainConfig.model_validate({"pooling": "pooler"})
+
+
+def test_cls_keeps_the_key_cls_before_pooler_had_and_mean_its_own():
+    """"cls" computes what "cls_before_pooler" did (the first token): same cache key, so WACSE/DAP
+    artifacts stay valid; an artifact of the old "cls" (the pooler output) is never reused for it."""
+    from tasks.stage import keyed_config
+    from tasks.train.config import TrainConfig
+
+    assert keyed_config(TrainConfig(pooling="cls"))["pooling"] == "cls_before_pooler"
+    assert keyed_config(TrainConfig(pooling="mean"))["pooling"] == "mean"
+    assert TrainConfig.model_validate(TrainConfig(pooling="cls").model_dump(mode="json")).pooling == "cls"  # dumps its real name
+
+
+def test_the_dual_encoder_refuses_pooler_without_trained_pooler_weights(tiny_model_dir, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tasks.encoders.pooling import PoolingError
+
+    source = shutil.copytree(tiny_model_dir, tmp_path / "no-pooler")
+    weights = {k: v for k, v in load_file(str(source / "model.safetensors")).items() if not k.startswith("pooler.")}
+    save_file(weights, str(source / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(PoolingError, match="no trained pooler weights"):
+        DualEncoder(load_transformer(source), pooling="pooler")
+    with pytest.raises(PoolingError, match="was renamed"):
+        DualEncoder(load_transformer(source), pooling="cls_before_pooler")
