@@ -32,6 +32,7 @@ is nearly all its time (its pairs/s grows with the pairs it is given).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -143,13 +144,14 @@ def compare_forwards(batched: list, reference: list, aligner) -> dict:  # noqa: 
             continue
         diffs.append(max(np.abs(rows[ids][0] - start).max(), np.abs(rows[ids][1] - end).max()))
     margins = np.array(margins)
+    spreads = [np.ptp(start[context_region(np.array(ids), aligner.template, None)]) for ids, start, _ in reference]
     return {
         "questions": len(reference),
         "missing": missing,
         "margin_min": float(margins.min()) if len(margins) else 1.0,
         "margin_median": float(np.median(margins)) if len(margins) else 1.0,
         "logit_diff": float(max(diffs, default=0.0)),
-        "logit_spread": float(np.median([np.ptp(start[context_region(np.array(ids), aligner.template, None)]) for ids, start, _ in reference])) if reference else 0.0,
+        "logit_spread": float(np.median(spreads)) if spreads else 0.0,
     }
 
 
@@ -185,7 +187,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--eflomal-pairs", type=int, default=400)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--source", default=None, choices=["flores", "synthetic"], help="WSPAlign's pairs (default: flores; real shape: synthetic)")
-    parser.add_argument("--wspalign-model", type=str, default=None, help="real shape: a model build_xlmr_shape wrote before (skips building it)")
+    parser.add_argument("--wspalign-model", type=str, default=None, help="real shape: a model build_xlmr_shape wrote (skips building)")
     parser.add_argument("--shape", default="tiny", choices=["tiny", "real"], help="real: XLM-R base's shape (ignores --hidden/--layers)")
     args = parser.parse_args(argv)
     given = set(argv if argv is not None else sys.argv[1:])
@@ -216,6 +218,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     sentences, pairs, langs = load_pairs(args.pairs * 2, synthetic=args.source == "synthetic")
     fits = aligner.sequence_lengths(aligner.tokenize(sentences), pairs) <= settings.max_seq_length
     pairs = pairs[fits][: args.pairs]  # both sides see the same pairs, all within max_seq_length
+    if not len(pairs):
+        raise SystemExit(f"none of the first {2 * args.pairs} {args.source} pairs fits max_seq_length {settings.max_seq_length}: ask for more --pairs")
     words = sum(len(sentences[a]) + len(sentences[b]) for a, b in pairs)
     print(f"device cpu, torch threads {torch.get_num_threads()}, WSPAlign random XLM-R {described}")
     print(f"{len(pairs)} English-X pairs ({', '.join(LANGS)}; {args.source}), {words} words = {words} questions per run")
@@ -270,7 +274,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         del aligner, batched_forwards, reference_forwards
         encoder_dir = args.encoder or str(xlmr_layer_encoder(model_dir, tmp / "encoder", SIMALIGN_XLMR_LAYER))
         sim_sentences, sim_pairs, sim_langs = sentences, pairs, langs
-        sim_what = f"the {len(pairs)} WSPAlign pairs, random XLM-R base at layer {SIMALIGN_XLMR_LAYER}" if args.encoder is None else f"the {len(pairs)} WSPAlign pairs, encoder {encoder_dir}"
+        sim_what = f"the {len(pairs)} WSPAlign pairs, " + (f"random XLM-R base at layer {SIMALIGN_XLMR_LAYER}" if args.encoder is None else f"encoder {encoder_dir}")
     else:
         encoder_dir = args.encoder
         if encoder_dir is None:
@@ -303,6 +307,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         notes.append(f"eflomal {len(ef_pairs) / t_ef:.2f} pairs/s, training included")
     if args.shape == "real":
         rows[0]["note"] = "; ".join(notes) + ", same pairs"
+    shutil.rmtree(tmp, ignore_errors=True)  # the real shape leaves ~2 GB of models there
     if not identical:
         raise SystemExit(f"batched and reference alignments differ ({identical_text}; smallest tie margin {forwards['margin_min']:.1e})")
     return rows
