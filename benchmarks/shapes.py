@@ -164,12 +164,16 @@ def build_nllb_shape(out_dir: Path, shape: NllbShape = NLLB_600M, *, seed: int =
 def build_xlmr_shape(out_dir: Path, shape: XlmrShape = XLMR_BASE, *, head: str = "qa", seed: int = 0) -> Path:
     """An XLM-R checkpoint of `shape` with random weights and the tiny WSPAlign (Unigram, "▁") tokenizer.
 
-    head "qa": XLMRobertaForQuestionAnswering, as WSPAlign, with weights of std 0.5 * sqrt(32 / hidden):
-    the QA logits then have the spread of the tiny WSPAlign model's (hidden 32, std 0.5): peaked,
-    so that spans and null answers both occur, but not saturated. (std 0.5 at hidden 768 gives
-    logits ~14 apart, span scores P(start)·P(end) down in float32's denormal range, and batched
-    and one-question decoding then disagree on underflowed near-zero scores.) "encoder":
-    XLMRobertaModel, a base for the train stage (std 0.02, XLM-R's initialiser)."""
+    head "qa": XLMRobertaForQuestionAnswering, as WSPAlign; "encoder": XLMRobertaModel, a base
+    for the train stage. Both with XLM-R's initialiser (normal, std 0.02, as transformers'
+    `initializer_range`), so the random model behaves like a trained one where it matters here:
+    token states stay distinct through the 12 layers and the QA logits differ between context
+    positions (spread ~2 at the real shape), so the best answer of every question is not a tie.
+    The std this builder used before, 0.5 * sqrt(32 / hidden) (0.10 at hidden 768, chosen to
+    match the tiny model's logit spread), saturates the attention and collapses every position
+    to the same state: QA logits equal to within 4e-6 over the context, every span tied, and
+    batched and one-question decoding pick different tied spans through float rounding alone
+    (docs/benchmarks.md, "align at XLM-R base's shape")."""
     import shutil
     import tempfile
 
@@ -185,7 +189,7 @@ def build_xlmr_shape(out_dir: Path, shape: XlmrShape = XLMR_BASE, *, head: str =
     scratch = Path(tempfile.mkdtemp(prefix="xlembed-shape-tok-"))
     build_tiny_wspalign(scratch, seed=seed, hidden_size=8, layers=1)  # its tokenizer; the model is replaced
     tokenizer = AutoTokenizer.from_pretrained(str(scratch))
-    std = 0.5 * (32 / shape.hidden) ** 0.5 if head == "qa" else 0.02
+    std = 0.02
     config = xlmr_config(shape, initializer_range=std, pad=tokenizer.pad_token_id, bos=tokenizer.bos_token_id, eos=tokenizer.eos_token_id)
     model_class = XLMRobertaForQuestionAnswering if head == "qa" else XLMRobertaModel
     model = model_class(config).eval()
