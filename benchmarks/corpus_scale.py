@@ -211,7 +211,7 @@ def fit(sizes: Sequence[int], values: Sequence[float], target: int) -> tuple[flo
 def extrapolate(sizes: Sequence[int], results: Sequence[dict], target: int) -> dict:
     seconds = [r["seconds"] for r in results]
     peaks = [r["peak_mib"] for r in results]
-    per_line_s, t, err_t = fit(sizes, seconds, target)
+    _, t, err_t = fit(sizes, seconds, target)
     per_line_mib, m, err_m = fit(sizes, peaks, target)
     return {
         "lines": target,
