@@ -8,7 +8,9 @@ so a group's split does not change when the sample size does (no dev/train leaka
 between runs with different sizes).
 
 Without a sample size, exact dedupe keeps one 8-byte hash per distinct group in sorted
-numpy arrays merged like an LSM tree (membership tests are vectorised binary searches).
+numpy arrays merged like an LSM tree (membership tests are vectorised binary searches); a
+merge allocates one more array of the merged size, so the peak is 16 bytes per distinct group
+(near-duplicate removal adds the same per language).
 
 With near-duplicate removal (`NearDedupe`), a row whose language's near-duplicate key
 (tasks/corpus/dedup.py) occurs in an earlier group is dropped, "earlier" meaning source order
@@ -108,7 +110,10 @@ class SeenHashes:
         if not len(level):  # an empty level would break `contains` (no last element to compare)
             return
         while self.levels and len(self.levels[-1]) <= 2 * len(level):
-            level = np.union1d(self.levels.pop(), level)
+            # levels are disjoint, so a merge is a concatenation sorted in place: one new array
+            # of 8 bytes a hash (np.union1d made three copies: ~32 bytes a hash at the peak)
+            level = np.concatenate((self.levels.pop(), level))
+            level.sort()
         self.levels.append(level)
 
 
