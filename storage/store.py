@@ -36,6 +36,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.checkpoint_files import CHECKPOINTS_DIR, CheckpointFiles
+from storage.errors import (  # the store's errors live there, re-exported here
+    ArtifactNotFound,
+    CorruptArtifact,
+    RootNotFound,
+    SchemaMismatch,
+    StoreAccessError,
+    StoreError,
+    StoreWriteError,
+    explain,
+    filesystem_for,
+)
 from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
 from pydantic import BaseModel, ValidationError
 
@@ -53,31 +64,6 @@ _HASH_CHUNK = 1 << 20
 _GLOB_CHARS = "*?["
 
 
-class StoreError(RuntimeError):
-    """A problem with the store itself (bad root, missing or corrupt artifact)."""
-
-
-class ArtifactNotFound(StoreError):
-    pass
-
-
-class SchemaMismatch(StoreError):
-    pass
-
-
-class CorruptArtifact(StoreError):
-    """A committed file that no longer matches its manifest: readers refuse it rather than use it."""
-
-
-class RootNotFound(StoreError):
-    """The artifact root (a local folder, or an object-store bucket) does not exist."""
-
-
-class StoreAccessError(StoreError):
-    """The root cannot be reached or read (credentials, network, a missing filesystem package);
-    the message names the root, the cause and the fix."""
-
-
 @dataclass(frozen=True)
 class DamagedArtifact:
     """An artifact whose manifest exists but cannot be parsed (truncated, edited by hand)."""
@@ -85,11 +71,6 @@ class DamagedArtifact:
     stage: str
     key: str
     problem: str
-
-
-class StoreWriteError(OSError, StoreError):
-    """A write that failed (disk full, file too large, ...), naming the file. An OSError, so that
-    callers that retry storage hiccups still do; a StoreError, so that the CLI prints one line."""
 
 
 def _write_error(exc: OSError, what: str) -> StoreWriteError:
@@ -204,8 +185,6 @@ class ArtifactStore:
     and `check_root`, so that a mistyped root is an error, not an empty store)."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
-        from storage.errors import filesystem_for
-
         self.root_uri = normalize_root(root)
         self.fs, self._root = filesystem_for(self.root_uri)
         self.is_local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
@@ -217,8 +196,6 @@ class ArtifactStore:
         credentials, an unreachable endpoint) into one-line StoreErrors naming the root and the
         fix. A bucket must always exist; with `must_exist` the root itself must too (a local
         folder; a prefix with objects under it). Returns whether the root exists."""
-        from storage.errors import explain
-
         if self.is_local:
             exists = Path(self._root).is_dir()
             if must_exist and not exists:
