@@ -197,11 +197,12 @@ class ShardCounter:
         line = f"{self.stage}: {self.done}/{self.total} shards ({self.done / self.total:.0%}), {rate * 60:.1f} shards/min"
         if self.done < self.total and rate > 0:
             line += f", ETA {datetime.timedelta(seconds=round((self.total - self.done) / rate))}"
-        _run_logger().info("%s", line)
+        run_logger().info("%s", line)
         return line
 
 
-def _run_logger() -> Any:
+def run_logger() -> Any:
+    """The flow run's logger (Prefect's), or this module's logger outside a flow run."""
     from prefect.exceptions import MissingContextError
 
     try:
