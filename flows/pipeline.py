@@ -26,7 +26,7 @@ from flows.plan import StepPlan, make_plan
 from flows.progress import progress_bar
 from flows.stages import stage_registry
 from storage import ArtifactStore, Manifest
-from tasks.stage import ShardSpec, Stage, StageConfig, commit_stage, run_shard
+from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, run_shard
 from tasks.stop import STOP, Interrupted, raise_if_stopping
 
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)
@@ -128,7 +128,19 @@ def _json(value: Any) -> str:
 
 
 @task(name="commit-artifact", task_run_name="{stage_name}:commit", **RETRY)
-def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], fingerprints: dict[str, Any], shard_ids: list[str], wall_time_s: float, allow_empty: bool = False) -> str:
+def commit_task(
+    root: str,
+    stage_name: str,
+    key: str,
+    config: dict[str, Any],
+    input_keys: dict[str, str],
+    fingerprints: dict[str, Any],
+    shard_ids: list[str],
+    wall_time_s: float,
+    allow_empty: bool = False,
+    keyed: KeyedConfig | None = None,
+) -> str:
+    """Commit the stage's manifest; `keyed`: the keyed config its plan computed (StepPlan.keyed)."""
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
     records = []
@@ -137,7 +149,7 @@ def commit_task(root: str, stage_name: str, key: str, config: dict[str, Any], in
         if record is None:
             raise RuntimeError(f"shard {shard_id} of {stage_name}/{key[:12]} vanished before commit")
         records.append(record)
-    manifest = commit_stage(store, stage, key, validated_config(stage, config), input_keys, fingerprints, records, wall_time_s, allow_empty=allow_empty)
+    manifest = commit_stage(store, stage, key, validated_config(stage, config), input_keys, fingerprints, records, wall_time_s, allow_empty=allow_empty, keyed=keyed)
     uri = store.uri(stage_name, key)
     create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
     for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
@@ -156,7 +168,7 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     """Rewrite `{root}/index.html` and link it from this flow run's artifacts (`artifact_key`).
     The page is a view of the store, not part of a run's result: failing to write it is one
     warning line, never a failed run."""
-    from flows.sweep import SWEEPS_DIR
+    from flows.sweep.report import SWEEPS_DIR
     from storage.index import index_url, write_index
 
     url = index_url(store)
@@ -185,11 +197,12 @@ class ShardCounter:
         line = f"{self.stage}: {self.done}/{self.total} shards ({self.done / self.total:.0%}), {rate * 60:.1f} shards/min"
         if self.done < self.total and rate > 0:
             line += f", ETA {datetime.timedelta(seconds=round((self.total - self.done) / rate))}"
-        _run_logger().info("%s", line)
+        run_logger().info("%s", line)
         return line
 
 
-def _run_logger() -> Any:
+def run_logger() -> Any:
+    """The flow run's logger (Prefect's), or this module's logger outside a flow run."""
     from prefect.exceptions import MissingContextError
 
     try:
@@ -256,7 +269,7 @@ def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> No
     )
     done = shard_results(futures, step.stage, store, step.key, shards)
     allow_empty = step.stage in config.settings.allow_empty
-    commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started, allow_empty)
+    commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started, allow_empty, step.keyed)
 
 
 @flow(name="xlembed-pipeline", log_prints=True)

@@ -15,7 +15,7 @@ from storage import ArtifactNotFound, ArtifactStore
 from storage.content_hash import HashStats, hash_stats
 from storage.keys import KEY_SCHEME, KEY_SCHEMES
 from storage.lineage import flatten
-from tasks.stage import Stage, keyed_config, source_fingerprints, stage_key
+from tasks.stage import KeyedConfig, Stage, keyed_parts, source_fingerprints, stage_key
 
 Action = Literal["cached", "compute", "skip"]
 
@@ -31,6 +31,9 @@ class StepPlan:
     forced: bool = False
     # the pipeline's last artifact of this stage was keyed under an older KEY_SCHEME
     rekeyed: bool = False
+    # the stage's config as its key sees it, computed once here; the commit writes it into the
+    # manifest (None: a step made by hand; the commit computes it)
+    keyed: KeyedConfig | None = None
 
 
 class Plan(list[StepPlan]):
@@ -96,7 +99,7 @@ def fingerprint_changes(old: Any, new: Any, prefix: str, paths: Mapping[str, str
 
 
 def _why_stale(
-    store: ArtifactStore, pipeline: str, stage: Stage[Any], config: Any, input_keys: Mapping[str, str], prints: Mapping[str, Any], paths: Mapping[str, str]
+    store: ArtifactStore, pipeline: str, stage: Stage[Any], keyed: KeyedConfig, input_keys: Mapping[str, str], prints: Mapping[str, Any], paths: Mapping[str, str]
 ) -> tuple[list[str], bool]:
     """Why the stage must compute, and whether its last artifact predates the key scheme."""
     ref = store.read_ref(pipeline, stage.name)
@@ -108,7 +111,7 @@ def _why_stale(
         return [f"the artifact {ref.key[:12]} that refs/{pipeline}/{stage.name} points to is gone"], False
     if previous.key_scheme != KEY_SCHEME:  # every key changed once: the diff would list paths and old fingerprints
         return [f"key scheme v{previous.key_scheme} -> v{KEY_SCHEME} ({KEY_SCHEMES.get(KEY_SCHEME, '')})"], True
-    reasons = config_changes(previous.config, keyed_config(config), stage.name)
+    reasons = config_changes(previous.config, keyed.values, stage.name)
     if previous.code_version != stage.code_version:
         reasons.append(f"code version {previous.code_version} -> {stage.code_version}")
     for name, key in input_keys.items():
@@ -191,7 +194,8 @@ def _plan_step(
     stage_config = config.stage_configs[name]
     input_keys = {i: keys[i] for i in stage.input_names(keys)}
     prints = source_fingerprints(stage, stage_config)
-    key = keys[name] = stage_key(stage, stage_config, input_keys, prints)
+    keyed = keyed_parts(stage_config)
+    key = keys[name] = stage_key(stage, stage_config, input_keys, prints, keyed=keyed)
     rekeyed = False
     if forced:
         action, reasons = "compute", ["forced (--force)"]
@@ -204,10 +208,10 @@ def _plan_step(
         action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
     else:
         action = "compute"
-        reasons, rekeyed = _why_stale(store, config.name, stage, stage_config, input_keys, prints, hashing.paths)
+        reasons, rekeyed = _why_stale(store, config.name, stage, keyed, input_keys, prints, hashing.paths)
         if name not in targets:
             reasons = ["needed as input, not built: " + "; ".join(reasons)]
-    return StepPlan(name, key, action, reasons, input_keys, prints, forced=forced, rekeyed=rekeyed)
+    return StepPlan(name, key, action, reasons, input_keys, prints, forced=forced, rekeyed=rekeyed, keyed=keyed)
 
 
 def check_plan_data(config: PipelineConfig, plan: Iterable[StepPlan], stages: Mapping[str, Stage[Any]]) -> list[str]:

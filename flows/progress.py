@@ -36,6 +36,11 @@ PROGRESS_ENV = "XLEMBED_PROGRESS"
 EVERY_ENV = "XLEMBED_PROGRESS_EVERY"
 
 
+def live_display() -> Any:
+    """The rich `Progress` that draws the bars of the shards running now (None: no bar shown)."""
+    return _display
+
+
 def mode() -> str:
     """"bar", "lines" or "off"."""
     setting = os.environ.get(PROGRESS_ENV, "1").lower()

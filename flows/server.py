@@ -42,7 +42,7 @@ class TemporaryServer:
     def start_early(cls) -> TemporaryServer:
         """Start the server now, unless Prefect is configured to use another (or none)."""
         server = cls()
-        if os.environ.get("XLEMBED_EARLY_SERVER", "1") != "0" and _plain_prefect_setup():
+        if os.environ.get("XLEMBED_EARLY_SERVER", "1") != "0" and plain_prefect_setup():
             try:
                 server._start()
                 atexit.register(server.stop)
@@ -119,7 +119,7 @@ class TemporaryServer:
         return self._log.read()[-4000:].decode("utf-8", "replace")
 
 
-def _plain_prefect_setup() -> bool:
+def plain_prefect_setup() -> bool:
     """True when Prefect would start a temporary server of its own: no API URL in the
     environment or the active profile, ephemeral mode allowed, and no prefect.toml, .env or
     [tool.prefect] here that could say otherwise (read without importing Prefect)."""

@@ -32,7 +32,7 @@ class CheckpointFiles:
     def __init__(self, store: ArtifactStore, stage: str, key: str) -> None:
         self.store = store
         self.stage, self.key = check_name(stage, "stage"), check_key(key)
-        self.base = f"{store._root}/{CHECKPOINTS_DIR}/{stage}/{key}"
+        self.base = f"{store.root_path}/{CHECKPOINTS_DIR}/{stage}/{key}"
 
     @property
     def uri(self) -> str:
@@ -54,7 +54,7 @@ class CheckpointFiles:
         return self.store._read_bytes(path)
 
     def write(self, name: str, data: bytes) -> None:
-        self.store._write_bytes(self._path(name), data)
+        self.store.write_object(self._path(name), data)
 
     def put(self, local: Path, name: str) -> None:
         """Upload a local file as `name`, whole."""

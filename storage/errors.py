@@ -1,4 +1,8 @@
-"""Object-storage failures as one line a user can act on: the root, the cause, the fix.
+"""The store's errors, and object-storage failures as one line a user can act on: the root,
+the cause, the fix.
+
+The error classes live here (storage/store.py re-exports them), so that this module and the
+store import in one direction only.
 
 boto, s3fs and fsspec report a wrong key, a missing bucket or an unreachable endpoint as
 exceptions from deep inside their stacks (a 70-170-line traceback). `explain` recognises
@@ -20,12 +24,40 @@ UNREACHABLE_CLASSES = {"EndpointConnectionError", "ConnectTimeoutError", "Client
 PROTOCOL_PACKAGES = {"gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs", "hf": "huggingface_hub", "sftp": "paramiko", "ssh": "paramiko"}
 
 
+class StoreError(RuntimeError):
+    """A problem with the store itself (bad root, missing or corrupt artifact)."""
+
+
+class ArtifactNotFound(StoreError):
+    pass
+
+
+class SchemaMismatch(StoreError):
+    pass
+
+
+class CorruptArtifact(StoreError):
+    """A committed file that no longer matches its manifest: readers refuse it rather than use it."""
+
+
+class RootNotFound(StoreError):
+    """The artifact root (a local folder, or an object-store bucket) does not exist."""
+
+
+class StoreAccessError(StoreError):
+    """The root cannot be reached or read (credentials, network, a missing filesystem package);
+    the message names the root, the cause and the fix."""
+
+
+class StoreWriteError(OSError, StoreError):
+    """A write that failed (disk full, file too large, ...), naming the file. An OSError, so that
+    callers that retry storage hiccups still do; a StoreError, so that the CLI prints one line."""
+
+
 def filesystem_for(root_uri: str) -> tuple[Any, str]:
     """fsspec's filesystem and path for a root; an unknown protocol or a missing package is a
     StoreError naming the package to install."""
     import fsspec
-
-    from storage.store import StoreAccessError
 
     scheme = urlsplit(root_uri).scheme
     try:

@@ -185,7 +185,7 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
 
 
 def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:
-    base = f"{store._root.rstrip('/')}/{reports_dir}"
+    base = f"{store.root_path.rstrip('/')}/{reports_dir}"
     store.fs.invalidate_cache(base)
     try:
         found = sorted(p for p in store.fs.find(base) if p.endswith(REPORT_SUFFIXES))

@@ -36,6 +36,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.checkpoint_files import CHECKPOINTS_DIR, CheckpointFiles
+from storage.errors import (  # the store's errors live there, re-exported here
+    ArtifactNotFound,
+    CorruptArtifact,
+    RootNotFound,
+    SchemaMismatch,
+    StoreAccessError,
+    StoreError,
+    StoreWriteError,
+    explain,
+    filesystem_for,
+)
 from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
 from pydantic import BaseModel, ValidationError
 
@@ -53,31 +64,6 @@ _HASH_CHUNK = 1 << 20
 _GLOB_CHARS = "*?["
 
 
-class StoreError(RuntimeError):
-    """A problem with the store itself (bad root, missing or corrupt artifact)."""
-
-
-class ArtifactNotFound(StoreError):
-    pass
-
-
-class SchemaMismatch(StoreError):
-    pass
-
-
-class CorruptArtifact(StoreError):
-    """A committed file that no longer matches its manifest: readers refuse it rather than use it."""
-
-
-class RootNotFound(StoreError):
-    """The artifact root (a local folder, or an object-store bucket) does not exist."""
-
-
-class StoreAccessError(StoreError):
-    """The root cannot be reached or read (credentials, network, a missing filesystem package);
-    the message names the root, the cause and the fix."""
-
-
 @dataclass(frozen=True)
 class DamagedArtifact:
     """An artifact whose manifest exists but cannot be parsed (truncated, edited by hand)."""
@@ -85,11 +71,6 @@ class DamagedArtifact:
     stage: str
     key: str
     problem: str
-
-
-class StoreWriteError(OSError, StoreError):
-    """A write that failed (disk full, file too large, ...), naming the file. An OSError, so that
-    callers that retry storage hiccups still do; a StoreError, so that the CLI prints one line."""
 
 
 def _write_error(exc: OSError, what: str) -> StoreWriteError:
@@ -204,34 +185,31 @@ class ArtifactStore:
     and `check_root`, so that a mistyped root is an error, not an empty store)."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
-        from storage.errors import filesystem_for
-
         self.root_uri = normalize_root(root)
-        self.fs, self._root = filesystem_for(self.root_uri)
+        # `root_path`: the root as fsspec's `fs` names it (no protocol), the base of every object path
+        self.fs, self.root_path = filesystem_for(self.root_uri)
         self.is_local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
         if self.is_local and create:
-            Path(self._root).mkdir(parents=True, exist_ok=True)
+            Path(self.root_path).mkdir(parents=True, exist_ok=True)
 
     def check_root(self, *, must_exist: bool) -> bool:
         """Reach the root once, turning the usual failures (no such bucket, bad or missing
         credentials, an unreachable endpoint) into one-line StoreErrors naming the root and the
         fix. A bucket must always exist; with `must_exist` the root itself must too (a local
         folder; a prefix with objects under it). Returns whether the root exists."""
-        from storage.errors import explain
-
         if self.is_local:
-            exists = Path(self._root).is_dir()
+            exists = Path(self.root_path).is_dir()
             if must_exist and not exists:
                 raise RootNotFound(f"artifact root {self.root_uri} does not exist (set by --root, {_ROOT_SOURCES})")
             return exists
-        bucket = self._root.split("/", 1)[0]
+        bucket = self.root_path.split("/", 1)[0]
         try:
             self.fs.invalidate_cache(bucket)
             self.fs.ls(bucket)  # the bucket itself: empty or not, it answers
-            if self._root == bucket:
+            if self.root_path == bucket:
                 return True
-            self.fs.invalidate_cache(self._root)
-            exists = bool(self.fs.ls(self._root))
+            self.fs.invalidate_cache(self.root_path)
+            exists = bool(self.fs.ls(self.root_path))
         except FileNotFoundError as exc:
             message = explain(exc, self.root_uri)
             if message is not None and "bucket" in message:
@@ -258,7 +236,7 @@ class ArtifactStore:
         return stage
 
     def artifact_dir(self, stage: str, key: str) -> str:
-        return f"{self._root}/{self._check_stage(stage)}/{check_key(key)}"
+        return f"{self.root_path}/{self._check_stage(stage)}/{check_key(key)}"
 
     def uri(self, stage: str, key: str) -> str:
         return f"{self.root_uri}/{stage}/{key}"
@@ -274,7 +252,7 @@ class ArtifactStore:
         return f"{self.artifact_dir(stage, key)}/shards/{shard_id}.json"
 
     def _ref_path(self, pipeline: str, stage: str) -> str:
-        return f"{self._root}/{REFS_DIR}/{check_name(pipeline, 'pipeline')}/{check_name(stage, 'stage')}.json"
+        return f"{self.root_path}/{REFS_DIR}/{check_name(pipeline, 'pipeline')}/{check_name(stage, 'stage')}.json"
 
     # ------------------------------------------------------------- low level
     def _ls_fresh(self, path: str, detail: bool = False) -> list[Any]:
@@ -308,8 +286,9 @@ class ArtifactStore:
         except FileNotFoundError:
             return None
 
-    def _write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
-        """Write a whole object at once. With `exclusive`, return False if it already exists."""
+    def write_object(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write a whole object at `path` (under `root_path`) at once: a reader sees the old bytes or
+        the new, never a part. With `exclusive`, return False if it already exists."""
         if self.is_local:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
@@ -351,8 +330,8 @@ class ArtifactStore:
     def write_root_file(self, name: str, data: bytes) -> str:
         """Write `{root}/{name}` whole (a page such as index.html beside the stage folders)."""
         check_name(name.replace(".", "-"), "file name")
-        path = f"{self._root}/{name}"
-        self._write_bytes(path, data)
+        path = f"{self.root_path}/{name}"
+        self.write_object(path, data)
         return f"{self.root_uri}/{name}"
 
     def put_local_file(self, local: str, dest: str) -> None:
@@ -402,7 +381,7 @@ class ArtifactStore:
             if not self.fs.exists(path):
                 raise StoreError(f"refusing to commit {manifest.stage}/{manifest.key}: {entry.path} is missing")
         data = manifest.model_dump_json(indent=2).encode("utf-8")
-        first = self._write_bytes(self._manifest_path(manifest.stage, manifest.key), data, exclusive=True)
+        first = self.write_object(self._manifest_path(manifest.stage, manifest.key), data, exclusive=True)
         self._remove_checkpoints(manifest.stage, manifest.key)
         if first:
             return manifest
@@ -432,13 +411,13 @@ class ArtifactStore:
         paths: dict[str, tuple[str, str]] = {}
         for name in stages:
             try:
-                entries = self._ls_fresh(f"{self._root}/{name}")
+                entries = self._ls_fresh(f"{self.root_path}/{name}")
             except FileNotFoundError:
                 continue
             for entry in entries:
                 key = entry.rstrip("/").rsplit("/", 1)[-1]
                 if KEY_PATTERN.match(key):
-                    paths[f"{self._root}/{name}/{key}/{MANIFEST}"] = (name, key)
+                    paths[f"{self.root_path}/{name}/{key}/{MANIFEST}"] = (name, key)
         if not paths:
             return []
         blobs = self._cat_existing(list(paths))
@@ -462,7 +441,7 @@ class ArtifactStore:
 
     def stages(self) -> list[str]:
         try:
-            entries = self._ls_fresh(self._root, detail=True)
+            entries = self._ls_fresh(self.root_path, detail=True)
         except FileNotFoundError:
             return []
         names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
@@ -584,7 +563,7 @@ class ArtifactStore:
         return target
 
     def commit_shard(self, stage: str, key: str, record: ShardRecord) -> ShardRecord:
-        self._write_bytes(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
+        self.write_object(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
         return record
 
     # ------------------------------------------------------------------ reads
@@ -737,18 +716,18 @@ class ArtifactStore:
         # history lists what the ref pointed to, newest first, the current value included
         history = [RefEntry(key=key, at=utc_now(), note=note)] + (current.history if current else [])
         ref = Ref(pipeline=pipeline, stage=stage, key=key, history=history[:REF_HISTORY_LIMIT])
-        self._write_bytes(self._ref_path(pipeline, stage), ref.model_dump_json(indent=2).encode("utf-8"))
+        self.write_object(self._ref_path(pipeline, stage), ref.model_dump_json(indent=2).encode("utf-8"))
         return ref
 
     def write_ref(self, ref: Ref) -> Ref:
         """Store a ref as given (history included): for copying refs between stores."""
         if not self.is_committed(ref.stage, ref.key):
             raise ArtifactNotFound(f"cannot write ref {ref.pipeline}/{ref.stage}: {ref.stage}/{ref.key} is not committed here")
-        self._write_bytes(self._ref_path(ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
+        self.write_object(self._ref_path(ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
         return ref
 
     def list_refs(self) -> list[Ref]:
-        base = f"{self._root}/{REFS_DIR}"
+        base = f"{self.root_path}/{REFS_DIR}"
         self.fs.invalidate_cache(base)
         try:
             paths = [p for p in self.fs.find(base) if p.endswith(".json")]
@@ -772,7 +751,7 @@ class ArtifactStore:
         committed = {(m.stage, m.key) for m in self.list_manifests()}
         for stage in self.stages():
             try:
-                entries = self._ls_fresh(f"{self._root}/{stage}")
+                entries = self._ls_fresh(f"{self.root_path}/{stage}")
             except FileNotFoundError:  # removed meanwhile
                 continue
             for entry in entries:

@@ -144,18 +144,31 @@ class StageConfig(BaseModel):
         return {name for name, info in type(self).model_fields.items() if _marker(info) == "by_content"}
 
 
+@dataclass(frozen=True)
+class KeyedConfig:
+    """A config as its artifact's key sees it, computed once per stage per run (by the plan, or
+    by `run_stage`) and passed on to `stage_key` and `commit_stage`."""
+
+    values: dict[str, Any]  # the config as JSON without NOT_KEYED fields and content-keyed locations
+    locations: dict[str, Any]  # those locations (`sources[0].files` -> its value), for the manifest
+
+
+def keyed_parts(config: BaseModel) -> KeyedConfig:
+    """The keyed config and its content-keyed locations, in one pass over the config."""
+    locations: dict[str, Any] = {}
+    values = _drop_unkeyed(config, config.model_dump(mode="json"), "", locations)
+    return KeyedConfig(values, locations)
+
+
 def keyed_config(config: BaseModel) -> dict[str, Any]:
     """The config as JSON, without fields marked NOT_KEYED or located by content (recursively)."""
-    data = config.model_dump(mode="json")
-    return _drop_unkeyed(config, data, "", {})
+    return keyed_parts(config).values
 
 
 def config_locations(config: BaseModel) -> dict[str, Any]:
     """The content-keyed locations of a config (`sources[0].files` -> its value): not in the key,
     kept in the manifest so that an artifact says where its inputs were read from."""
-    found: dict[str, Any] = {}
-    _drop_unkeyed(config, config.model_dump(mode="json"), "", found)
-    return found
+    return keyed_parts(config).locations
 
 
 def _marker(info: Any) -> Any:
@@ -362,8 +375,12 @@ def source_fingerprints(stage: Stage[Any], config: StageConfig) -> dict[str, Any
     return stage.fingerprint_sources(config) if stage.fingerprint_sources else {}
 
 
-def stage_key(stage: Stage[Any], config: StageConfig, input_keys: Mapping[str, str], fingerprints: Mapping[str, Any]) -> str:
-    return artifact_key(stage.name, stage.code_version, keyed_config(config), input_keys, fingerprints)
+def stage_key(
+    stage: Stage[Any], config: StageConfig, input_keys: Mapping[str, str], fingerprints: Mapping[str, Any], *, keyed: KeyedConfig | None = None
+) -> str:
+    """The artifact key; `keyed`: `keyed_parts(config)` when the caller has it already."""
+    values = keyed.values if keyed is not None else keyed_config(config)
+    return artifact_key(stage.name, stage.code_version, values, input_keys, fingerprints)
 
 
 def resolve_inputs(store: ArtifactStore, stage: Stage[Any], input_keys: Mapping[str, str]) -> dict[str, InputArtifact]:
@@ -444,9 +461,11 @@ def commit_stage(
     wall_time_s: float,
     *,
     allow_empty: bool = False,
+    keyed: KeyedConfig | None = None,
 ) -> Manifest:
     """Write the stage's manifest from its shard records. A table stage that kept no rows is an
-    EmptyOutputError (nothing is committed, the ref stays) unless `allow_empty`."""
+    EmptyOutputError (nothing is committed, the ref stays) unless `allow_empty`. `keyed`:
+    `keyed_parts(config)` as the key was computed from (computed here when not given)."""
     dropped: Counter[str] = Counter()
     for record in records:
         dropped.update(record.dropped)
@@ -457,12 +476,14 @@ def commit_stage(
     if stage.summarize is not None:
         with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-report-") as workdir:
             files += store.write_attached_files(stage.name, key, stage.summarize(config, store, key, records, Path(workdir)))
+    if keyed is None:
+        keyed = keyed_parts(config)
     manifest = Manifest(
         stage=stage.name,
         key=key,
         code_version=stage.code_version,
-        config=keyed_config(config),
-        locations=config_locations(config),
+        config=keyed.values,
+        locations=keyed.locations,
         input_keys=dict(input_keys),
         source_fingerprints=dict(fingerprints),
         key_scheme=KEY_SCHEME,
@@ -503,7 +524,8 @@ def run_stage(
 ) -> tuple[ArtifactRef, Manifest]:
     """Run a whole stage in this process (the Prefect flow fans shards out instead)."""
     fingerprints = source_fingerprints(stage, config)
-    key = stage_key(stage, config, input_keys, fingerprints)
+    keyed = keyed_parts(config)
+    key = stage_key(stage, config, input_keys, fingerprints, keyed=keyed)
     if force:
         store.delete(stage.name, key)
     elif store.is_committed(stage.name, key):
@@ -512,5 +534,5 @@ def run_stage(
     inputs = resolve_inputs(store, stage, input_keys)
     shards = stage.plan_shards(config, inputs)
     records = [run_shard(store, stage, key, config, input_keys, shard, progress) for shard in shards]
-    manifest = commit_stage(store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started, allow_empty=allow_empty)
+    manifest = commit_stage(store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started, allow_empty=allow_empty, keyed=keyed)
     return store.ref(stage.name, key), manifest

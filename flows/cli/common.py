@@ -157,3 +157,21 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
         raise fail(str(exc), 2) from None
 
 
+def print_plan_notes(plan: Any) -> None:
+    """The key-scheme change (once, when old artifacts will be rebuilt) and what hashing cost."""
+    for line in plan.notes():
+        out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
+
+
+def refresh_index(store: Any, cfg: PipelineConfig) -> None:
+    """For a run or sweep that starts no flow (everything cached) but may have moved refs: what
+    the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
+    if not cfg.settings.write_index:
+        return
+    from flows.sweep.report import SWEEPS_DIR
+    from storage.index import INDEX_FILE, write_index
+
+    try:
+        write_index(store, reports_dir=SWEEPS_DIR)
+    except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
+        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)

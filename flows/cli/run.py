@@ -24,6 +24,8 @@ from flows.cli.common import (
     err,
     fail,
     out,
+    print_plan_notes,
+    refresh_index,
     stopped,
 )
 from flows.config import PipelineConfig
@@ -68,12 +70,6 @@ def _plan_table(plan: list[Any]) -> Table:
     return table
 
 
-def _print_plan_notes(plan: Any) -> None:
-    """The key-scheme change (once, when old artifacts will be rebuilt) and what hashing cost."""
-    for line in plan.notes():
-        out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
-
-
 GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
 
 
@@ -83,28 +79,14 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
     if grid is not None:
         if only is not None or from_stage is not None or force:
             raise fail("--grid plans whole variants: it cannot be combined with --only, --from or --force", 2)
-        from flows.cli.sweep import _sweep  # the sweep module builds on this one
+        from flows.cli.sweep import _sweep
 
         _sweep(config, grid, None, root, dry_run=True)
         return
     cfg = _load(config, root)
     _, steps = _plan(cfg, only, from_stage, force, create=False)
     out.print(_plan_table(steps))
-    _print_plan_notes(steps)
-
-
-def _refresh_index(store: Any, cfg: PipelineConfig) -> None:
-    """For a run or sweep that starts no flow (everything cached) but may have moved refs: what
-    the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
-    if not cfg.settings.write_index:
-        return
-    from flows.sweep import SWEEPS_DIR
-    from storage.index import INDEX_FILE, write_index
-
-    try:
-        write_index(store, reports_dir=SWEEPS_DIR)
-    except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
-        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
+    print_plan_notes(steps)
 
 
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
@@ -114,12 +96,12 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
     server = TemporaryServer.start_early()  # starts while the run plans (flows/server.py)
     store, steps = _plan(cfg, only, from_stage, force)
     out.print(_plan_table(steps))
-    _print_plan_notes(steps)
+    print_plan_notes(steps)
     if not any(step.action == "compute" for step in steps):
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
                 store.set_ref(cfg.name, step.stage, step.key, note="up to date")
-        _refresh_index(store, cfg)
+        refresh_index(store, cfg)
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
         server.stop()
         return store, {step.stage: step.key for step in steps if step.action == "cached"}

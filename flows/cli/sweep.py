@@ -10,8 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli.common import ConfigArg, RootOpt, _load, _one_line, _one_line_data_errors, app, fail, out, stopped
-from flows.cli.run import _print_plan_notes, _refresh_index
+from flows.cli.common import ConfigArg, RootOpt, _load, _one_line, _one_line_data_errors, app, fail, out, print_plan_notes, refresh_index, stopped
 from flows.config import ConfigError
 
 
@@ -57,12 +56,12 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
             f"({counts['compute_without_sharing']} without sharing)",
             highlight=False,
         )
-        _print_plan_notes(sweep_plan)
+        print_plan_notes(sweep_plan)
         if dry_run:
             return
         if counts["distinct_compute"] == 0:  # nothing to build: refs and report only, no flow run
             report = write_report(sweep_plan, store, run_variants(sweep_plan, store, None), baseline=baseline)
-            _refresh_index(store, cfg)
+            refresh_index(store, cfg)
             out.print("[green]Every variant is up to date; nothing to compute.[/green]")
             _print_sweep_report(report)
             server.stop()

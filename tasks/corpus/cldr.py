@@ -213,7 +213,7 @@ assert tuple(_EXTRACTORS) == CLDR_CATEGORIES
 
 
 @functools.lru_cache(maxsize=512)
-def _category_values(locale_id: str, category: str) -> tuple[tuple[str, str], ...]:
+def category_values(locale_id: str, category: str) -> tuple[tuple[str, str], ...]:
     """One locale's (key, value) pairs for one category; cached, immutable."""
     locale = Locale.parse(locale_id)
     values = _EXTRACTORS[category](locale, Locale("root"))
@@ -249,7 +249,7 @@ def cldr_multiway_table(
     for locale_id in locale_ids:
         values: dict[str, str] = {}
         for category in dict.fromkeys(categories):
-            values.update(_category_values(locale_id, category))
+            values.update(category_values(locale_id, category))
         per_lang.append(values)
 
     counts: dict[str, int] = {}

@@ -361,8 +361,8 @@ def test_deployed_flow_runs_shards_on_the_configs_task_runner(toy_pipeline: dict
     @flow(task_runner=ConfiguredTaskRunner())
     def probe(config_path: str, root: str | None = None) -> list:
         runner = FlowRunContext.get().task_runner
-        runner.configured()
-        return [type(runner._inner).__name__, runner._inner._max_workers]
+        inner = runner.configured()
+        return [type(inner).__name__, inner._max_workers]  # Prefect's runner keeps its size private
 
     assert probe(str(config)) == [ThreadPoolTaskRunner.__name__, 3]
     keys = deployment_flow(config_path=str(config))  # the real flow, through that runner

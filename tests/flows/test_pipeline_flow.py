@@ -227,3 +227,29 @@ def test_a_run_validates_each_stage_config_once(toy_pipeline: dict, prefect_serv
     keys = pipeline_flow(config_path=str(toy_pipeline["config"]))
     shards = len(ArtifactStore(toy_pipeline["root"]).manifest("lengths", keys["lengths"]).shards)
     assert shards == 2 and len(calls) == 1, calls
+
+
+def test_a_run_computes_each_new_stage_keyed_config_once(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan computes a stage's keyed config (and its content-keyed locations) once; the key,
+    the why-stale diff and the manifest's commit reuse it (they used to compute it again each:
+    key, diff, manifest config, manifest locations). Counted where every computation of it passes:
+    the config model's `keyed_view`."""
+    from flows.pipeline import pipeline_flow
+    from flows.stages import stage_registry
+
+    calls: dict[str, int] = {}
+    for name in ("lengths", "histogram"):
+        config_model = stage_registry()[name].config_model
+
+        def counting(self: object, data: dict, name: str = name, view=config_model.keyed_view) -> dict:
+            calls[name] = calls.get(name, 0) + 1
+            return view(self, data)
+
+        monkeypatch.setattr(config_model, "keyed_view", counting)
+    keys = pipeline_flow(config_path=str(toy_pipeline["config"]))
+    store = ArtifactStore(toy_pipeline["root"])
+    assert calls == {"lengths": 1, "histogram": 1}
+    assert store.manifest("lengths", keys["lengths"]).config == {"shards": 2, "unit": "chars"}  # what the key was made of
+    calls.clear()
+    assert pipeline_flow(config_path=str(toy_pipeline["config"])) == keys  # cached: the plan's key only
+    assert calls == {"lengths": 1, "histogram": 1}

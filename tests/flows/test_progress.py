@@ -49,11 +49,11 @@ def test_the_bar_counts_the_stage_unit_toward_a_total_and_shows_the_reported_lin
         for _ in range(3):
             context.progress(1)
         context.report("train: step 33/100 (33%) · loss 0.91")
-        display = progress_module._display
+        display = progress_module.live_display()
         task = display.tasks[0]
         assert (task.total, task.completed) == (100, 33)  # not "572 rows" in a full bar
         assert task.fields["unit"] == "steps" and task.fields["rate"].endswith("steps/s")
-    assert progress_module._display is None
+    assert progress_module.live_display() is None
     assert "train: step 33/100 (33%) · loss 0.91" in capsys.readouterr().err  # printed above the bar
 
 
@@ -78,7 +78,7 @@ def test_a_stage_with_several_shards_logs_shards_done_rate_and_eta(monkeypatch: 
         def info(self, fmt: str, *args: object) -> None:
             logged.append(fmt % args)
 
-    monkeypatch.setattr(pipeline, "_run_logger", Log)  # the flow run's logger, as Prefect would give it
+    monkeypatch.setattr(pipeline, "run_logger", Log)  # the flow run's logger, as Prefect would give it
     counter = ShardCounter("align", 4)
     lines = [counter.one_done() for _ in range(4)]
     assert lines[0].startswith("align: 1/4 shards (25%), ") and "shards/min, ETA " in lines[0]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import cli, subprocess_env, write_config, write_corpus_text
 
-from flows.server import _plain_prefect_setup
+from flows.server import plain_prefect_setup
 
 RUN_AND_REPORT = """
 import sys
@@ -40,17 +40,17 @@ def test_no_early_server_when_prefect_is_told_to_use_another(tmp_path: Path, mon
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     for name in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH", "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE"):
         monkeypatch.delenv(name, raising=False)
-    assert _plain_prefect_setup()  # nothing configured: Prefect would start a temporary server
+    assert plain_prefect_setup()  # nothing configured: Prefect would start a temporary server
     monkeypatch.setenv("PREFECT_API_URL", "http://prefect.example:4200/api")
-    assert not _plain_prefect_setup()
+    assert not plain_prefect_setup()
     monkeypatch.delenv("PREFECT_API_URL")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "profiles.toml").write_text('active = "work"\n[profiles.work]\nPREFECT_API_URL = "http://prefect.example:4200/api"\n')
-    assert not _plain_prefect_setup()  # the active profile names a server
+    assert not plain_prefect_setup()  # the active profile names a server
     (tmp_path / "home" / "profiles.toml").write_text('active = "local"\n[profiles.local]\n')
-    assert _plain_prefect_setup()
+    assert plain_prefect_setup()
     (tmp_path / "prefect.toml").write_text("[api]\nurl = 'http://prefect.example:4200/api'\n")
-    assert not _plain_prefect_setup()  # settings files here may say otherwise: leave it to Prefect
+    assert not plain_prefect_setup()  # settings files here may say otherwise: leave it to Prefect
 
 
 def test_the_server_does_not_outlive_a_killed_run(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def install_hooks(stages: list[str] | tuple[str, ...] = ()) -> None:
 
         setattr(owner, name, wrapped)
 
-    around(store, "_write_bytes", "write-record")
+    around(store, "write_object", "write-record")
     around(store, "put_local_file", "put-file")
     around(store, "_put_local_file", "place-part")
     around(part, "write", "part-write")

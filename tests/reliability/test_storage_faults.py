@@ -128,7 +128,7 @@ def test_write_errors_remove_their_temporary_files(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr("builtins.open", failing_open)
     with pytest.raises(StoreWriteError, match="cannot write .*manifest.json: No space left on device"):
-        store._write_bytes(f"{store.artifact_dir('embed', key)}/manifest.json", b"{}", exclusive=True)
+        store.write_object(f"{store.artifact_dir('embed', key)}/manifest.json", b"{}", exclusive=True)
     monkeypatch.undo()
     source = tmp_path / "weights.bin"
     source.write_bytes(b"x" * 1000)

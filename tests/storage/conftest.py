@@ -233,7 +233,7 @@ def kit() -> Kit:
 def all_files(store: ArtifactStore) -> dict[str, bytes]:
     """Every object under the store root, by path relative to the root."""
     store.fs.invalidate_cache()
-    base = store._root.rstrip("/")
+    base = store.root_path.rstrip("/")
     try:
         paths = store.fs.find(base)
     except FileNotFoundError:

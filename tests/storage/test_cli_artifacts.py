@@ -296,11 +296,11 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
     manifest = kit.manifest("train", key, config, records)
     store.commit(manifest.model_copy(update={"files": [*manifest.files, *attached]}))
     store.set_ref("demo", "train", key)
-    store.fs.makedirs(f"{store._root}/sweeps/grid-1", exist_ok=True)
-    store.fs.pipe_file(f"{store._root}/sweeps/grid-1/report.html", b"<p>sweep</p>")
+    store.fs.makedirs(f"{store.root_path}/sweeps/grid-1", exist_ok=True)
+    store.fs.pipe_file(f"{store.root_path}/sweeps/grid-1/report.html", b"<p>sweep</p>")
 
     assert "index.html: 5 artifacts" in cli("index").stdout
-    html = store.fs.cat_file(f"{store._root}/index.html").decode("utf-8")
+    html = store.fs.cat_file(f"{store.root_path}/index.html").decode("utf-8")
 
     class Links(HTMLParser):
         def __init__(self) -> None:
@@ -317,7 +317,7 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
     assert f"train/{key}/files/report/report.html" in files and f"train/{key}/files/curves.png" in files
     assert "sweeps/grid-1/report.html" in files
     for href in files:
-        assert store.fs.exists(f"{store._root}/{unquote(href)}"), href
+        assert store.fs.exists(f"{store.root_path}/{unquote(href)}"), href
     for m in [*populated.values()]:
         assert m.key[:12] in html
     assert "<b>trained</b>" not in html and "<script" not in html
@@ -358,7 +358,7 @@ def test_a_truncated_manifest_is_reported_and_the_rest_listed(cli: Cli, populate
     stray = populated["stray"]
     path = f"{store.artifact_dir(STAGE, stray.key)}/manifest.json"
     blob = store.fs.cat_file(path)
-    store._write_bytes(path, blob[: len(blob) // 2])
+    store.write_object(path, blob[: len(blob) // 2])
     listing = cli("ls")
     assert "damaged" in line_with(listing.stdout, stray.key[:12])
     assert populated["current"].key[:12] in listing.stdout and populated["corpus"].key[:12] in listing.stdout

@@ -342,7 +342,7 @@ def test_concurrent_commits_agree_on_one_manifest(store: ArtifactStore, kit: Any
 def test_manifest_at_the_wrong_place_is_rejected(store: ArtifactStore, kit: Any) -> None:
     manifest = kit.build(store, rows=2)
     other = "c" * 64
-    store._write_bytes(f"{art_path(store, STAGE, other)}/manifest.json", manifest.model_dump_json().encode())
+    store.write_object(f"{art_path(store, STAGE, other)}/manifest.json", manifest.model_dump_json().encode())
     with pytest.raises(StoreError, match="claims to be"):
         store.manifest(STAGE, other)
     # listing agrees with manifest(): the copy is not a second artifact
@@ -703,7 +703,7 @@ def test_manifest_parsing_is_strict(kit: Any) -> None:
 def test_hostile_manifest_in_the_store_is_not_followed(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     key = "a" * 64
     data = _manifest_json(kit, path="../../../../outside.parquet")
-    store._write_bytes(f"{art_path(store, STAGE, key)}/manifest.json", json.dumps(data).encode())
+    store.write_object(f"{art_path(store, STAGE, key)}/manifest.json", json.dumps(data).encode())
     before = read_all(store)
     for read in (store.manifest, store.read_table, store.verify):
         with pytest.raises(StoreError, match=r"malformed manifest .*files\.0\.path"):

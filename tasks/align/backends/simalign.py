@@ -139,7 +139,7 @@ class SimAligner(AlignBackend):
         sim = np.where(valid, (sim + 1.0) / 2.0, 0.0)
         if self.settings.method == "match":
             return [_match(sim[k, : m_len[k], : n_len[k]]) for k in range(n)]
-        links = _argmax(sim, valid) if self.settings.method == "argmax" else _itermax(sim, valid, m_len, n_len, self.settings.max_count, self.settings.alpha)
+        links = argmax_links(sim, valid) if self.settings.method == "argmax" else itermax_links(sim, valid, m_len, n_len, self.settings.max_count, self.settings.alpha)
         pair, i, j = np.nonzero(links)
         return split_by_pair(n, pair, i, j, sim[pair, i, j])
 
@@ -152,13 +152,15 @@ def _one_hot_argmax(values: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
-def _argmax(sim: np.ndarray, valid: np.ndarray) -> np.ndarray:
+def argmax_links(sim: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """SimAlign's argmax for a batch of padded [pairs, m, n] similarity matrices: the links that
+    are the best of both their row and their column, within `valid`."""
     return _one_hot_argmax(sim, 2) & _one_hot_argmax(sim, 1) & valid
 
 
-def _itermax(sim: np.ndarray, valid: np.ndarray, m_len: np.ndarray, n_len: np.ndarray, max_count: int, alpha: float) -> np.ndarray:
+def itermax_links(sim: np.ndarray, valid: np.ndarray, m_len: np.ndarray, n_len: np.ndarray, max_count: int, alpha: float) -> np.ndarray:
     """SimAlign's iter_max for a batch of padded [pairs, m, n] similarity matrices."""
-    inter = _argmax(sim, valid).astype(np.float64)
+    inter = argmax_links(sim, valid).astype(np.float64)
     active = np.minimum(m_len, n_len) > 2  # SimAlign stops here for pairs with <= 2 words on a side
     for _ in range(max_count - 1):
         row_free = 1.0 - np.clip(inter.sum(axis=2, keepdims=True), 0.0, 1.0)  # [pairs, m, 1]

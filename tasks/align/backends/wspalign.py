@@ -320,7 +320,7 @@ class WspAligner(AlignBackend):
             start = stop
         return batches
 
-    def _assemble(self, tok: TokenizedSentences, q_sent: np.ndarray, c_sent: np.ndarray, first: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
+    def assemble_questions(self, tok: TokenizedSentences, q_sent: np.ndarray, c_sent: np.ndarray, first: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
         """Padded input ids (and token types) of questions at token level, plus the context region."""
         t = self.template
         m, n_prefix, n_middle = len(self.marker), len(t.prefix), len(t.middle)
@@ -364,7 +364,7 @@ class WspAligner(AlignBackend):
         """(span found, start token, end token within the context, score) per row."""
         import torch
 
-        batch = self._assemble(tok, q_sent, c_sent, first, end)
+        batch = self.assemble_questions(tok, q_sent, c_sent, first, end)
         names = ("input_ids", "attention_mask", "token_type_ids")
         inputs = {k: torch.from_numpy(batch[k]).to(self.device) for k in names if k in batch}
         autocast = (

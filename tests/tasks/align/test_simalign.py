@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tasks.align.backends.simalign import SimAligner, SimalignSettings, _argmax, _itermax
+from tasks.align.backends.simalign import SimAligner, SimalignSettings, argmax_links, itermax_links
 from tasks.align.words import split_words
 from tests.tasks.align.conftest import flores_rows
 
@@ -59,8 +59,8 @@ matrix = st.tuples(st.integers(1, 7), st.integers(1, 7)).flatmap(
 @given(st.lists(matrix, min_size=1, max_size=5), st.integers(1, 4))
 def test_batched_itermax_and_argmax_equal_simalign_per_pair(matrices: list[np.ndarray], max_count: int) -> None:
     sim, valid, m_len, n_len = padded(matrices)
-    batched = _itermax(sim, valid, m_len, n_len, max_count, 0.9)
-    arg = _argmax(sim, valid)
+    batched = itermax_links(sim, valid, m_len, n_len, max_count, 0.9)
+    arg = argmax_links(sim, valid)
     for k, x in enumerate(matrices):
         expected = simalign_iter_max(x, max_count) > 0
         np.testing.assert_array_equal(batched[k, : x.shape[0], : x.shape[1]], expected)

@@ -38,7 +38,7 @@ def test_questions_are_assembled_at_token_level_exactly_as_the_tokenizer_encodes
     b = split_words("La rivière sous la lumière.", "fra_Latn")
     tok = wsp_aligner.tokenize([a, b])
     rows = np.arange(len(a))
-    batch = wsp_aligner._assemble(tok, np.zeros(len(a), dtype=np.int64), np.ones(len(a), dtype=np.int64), tok.first[rows], tok.end[rows])
+    batch = wsp_aligner.assemble_questions(tok, np.zeros(len(a), dtype=np.int64), np.ones(len(a), dtype=np.int64), tok.first[rows], tok.end[rows])
     for i, word in enumerate(a):
         question = " ".join([*a[:i], MARKER, word, MARKER, *a[i + 1 :]])
         expected = wsp_aligner.tokenizer(question, " ".join(b))["input_ids"]
