@@ -348,7 +348,8 @@ def _join_slice(
         "text": np.concatenate([src_t[named], tgt_t[named]]),
         "words": pl.concat([words["other_words"], words["pivot_words"]]),
     }).sort("record", "side")  # fmt: skip
-    earlier = np.unique(events["text"].to_numpy()[defined_by[events["text"].to_numpy()] >= 0])
+    event_texts = events["text"].to_numpy()
+    earlier = _distinct(event_texts[defined_by[event_texts] >= 0])
     events = (
         events.join(_defining_words(table, pivot, earlier, defined_by[earlier]), on="text", how="left", maintain_order="left")
         .with_columns(fixed=pl.col("fixed_words").is_not_null())
@@ -380,11 +381,11 @@ def _join_slice(
     n_other, n_pivot = n_other_record[link_record], n_pivot_record[link_record]
     checked = ~outside & ~without_text & ~mismatch
     in_range = (scores >= min_score) & checked[link_record] & (a >= 0) & (b >= 0) & (a < n_other) & (b < n_pivot)
-    used = np.unique(np.concatenate([src_t[checked], tgt_t[checked]]))  # their words are fixed: word ids set
+    used = _distinct(np.concatenate([src_t[checked], tgt_t[checked]]))  # their words are fixed: word ids set
     used_ids = data.word_ids[used]
     has_word = used_ids >= 0
     stride = int(max(n_other_record.max(initial=0), n_pivot_record.max(initial=0), used_ids.max(initial=-1) + 1)) + 1
-    with_tokens = np.unique(np.repeat(used, has_word.sum(axis=1)) * stride + used_ids[has_word])  # (text, word) with a token
+    with_tokens = np.sort(np.repeat(used, has_word.sum(axis=1)) * stride + used_ids[has_word])  # (text, word) with a token
     la, lb = src_t[link_record], tgt_t[link_record]
     has_tokens = in_range & _members(la * stride + a, with_tokens) & _members(lb * stride + b, with_tokens)
     if checked.any():
@@ -479,6 +480,12 @@ def _word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarra
 def _flat_lengths(lists: pl.Series) -> np.ndarray:
     """The values of a list column, flattened (empty lists give nothing), as int64."""
     return pc.list_flatten(lists.to_arrow()).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (numpy's hashing `unique` is several times slower on these)."""
+    values = np.sort(values)
+    return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values
 
 
 def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
