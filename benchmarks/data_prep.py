@@ -1,9 +1,11 @@
 """Data preparation of the train, translate and evaluate stages at size, against the code before issue 17.
 
 For each stage's data preparation, at growing row counts (synthetic data), each case in a
-fresh process: wall time and peak memory above the inputs (VmHWM after resetting it through
-/proc/self/clear_refs, minus the RSS before the call), for the stage's code and for the
-"naive" code it replaced, kept here (measured in the same run up to `--naive-max` rows).
+fresh process capped at `--cap-gib` (8) GiB of address space (RLIMIT_AS; a case that needs
+more is reported as not fitting): wall time and peak memory above the inputs (VmHWM after
+resetting it through /proc/self/clear_refs, minus the RSS before the call), for the stage's
+code and for the "naive" code it replaced, kept here (measured in the same run up to
+`--naive-max` rows).
 
   train.join       alignment records joined to training rows (`_add_alignments`)
                    naive: a Python loop over `to_pylist()` records
@@ -16,7 +18,7 @@ fresh process: wall time and peak memory above the inputs (VmHWM after resetting
                    every benchmark file): BUCC-like + Tatoeba-like files of N lines
                    naive: every read parses again
 
-    python benchmarks/data_prep.py [--sizes 100000 1000000 10000000] [--naive-max 1000000] [--only train.join ...]
+    python benchmarks/data_prep.py [--sizes 100000 1000000 10000000] [--naive-max 1000000] [--only train.join ...] [--cap-gib 8]
 
 `make benchmarks QUICK=1` runs 100k rows only; the default of `run_all.py` (no --quick) 100k
 and 1M; 10M rows only by hand (`--sizes ... 10000000`).
@@ -392,9 +394,9 @@ def child(case: str, rows: int, naive: bool, folder: str | None) -> dict:
 
 
 def _out_of_memory(result: subprocess.CompletedProcess) -> bool:
-    """The child died for want of memory under the cap (a MemoryError, an allocator abort, a kill)."""
+    """The child died for want of memory under the cap: a MemoryError, or an allocator's abort (SIGABRT)."""
     signs = ("MemoryError", "memory allocation", "Cannot allocate memory", "std::bad_alloc", "out of memory", "ArrowMemoryError")
-    return result.returncode < 0 or any(sign in result.stderr for sign in signs)
+    return result.returncode == -6 or any(sign in result.stderr for sign in signs)
 
 
 def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: float, cap_gib: float = CAP_GIB) -> dict | None:
