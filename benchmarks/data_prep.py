@@ -1,9 +1,11 @@
 """Data preparation of the train, translate and evaluate stages at size, against the code before issue 17.
 
 For each stage's data preparation, at growing row counts (synthetic data), each case in a
-fresh process: wall time and peak memory above the inputs (VmHWM after resetting it through
-/proc/self/clear_refs, minus the RSS before the call), for the stage's code and for the
-"naive" code it replaced, kept here (measured in the same run up to `--naive-max` rows).
+fresh process capped at `--cap-gib` (8) GiB of address space (RLIMIT_AS; a case that needs
+more is reported as not fitting): wall time and peak memory above the inputs (VmHWM after
+resetting it through /proc/self/clear_refs, minus the RSS before the call), for the stage's
+code and for the "naive" code it replaced, kept here (measured in the same run up to
+`--naive-max` rows).
 
   train.join       alignment records joined to training rows (`_add_alignments`)
                    naive: a Python loop over `to_pylist()` records
@@ -16,7 +18,7 @@ fresh process: wall time and peak memory above the inputs (VmHWM after resetting
                    every benchmark file): BUCC-like + Tatoeba-like files of N lines
                    naive: every read parses again
 
-    python benchmarks/data_prep.py [--sizes 100000 1000000 10000000] [--naive-max 1000000] [--only train.join ...]
+    python benchmarks/data_prep.py [--sizes 100000 1000000 10000000] [--naive-max 1000000] [--only train.join ...] [--cap-gib 8]
 
 `make benchmarks QUICK=1` runs 100k rows only; the default of `run_all.py` (no --quick) 100k
 and 1M; 10M rows only by hand (`--sizes ... 10000000`).
@@ -28,6 +30,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 CASES = ("train.join", "train.step", "translate.plan", "translate.shard", "evaluate.read")
 SHARD_ROWS = 10_000
+CAP_GIB = 8.0  # address-space cap (RLIMIT_AS) of each case's process: a case that needs more reports it
 
 
 # ----------------------------------------------------------------------------- memory
@@ -69,9 +73,30 @@ def measured(run) -> dict[str, float]:
 # ----------------------------------------------------------------------------- train
 
 
-def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, list[np.ndarray]]:
-    """TrainingData of `rows` eng/fra groups (one token per word), its alignment records, token spans."""
+class TokenSpans:
+    """Token character spans per text ([n, 2] each, -1 for special tokens), as `tokenize` gives
+    them, held as one flat int32 array (a list of 20M small arrays would not fit the cap at 10M
+    rows). Text t's spans are those of `base[t % n_base]` (the fra texts are the eng texts in
+    capitals: the same spans)."""
+
+    def __init__(self, offsets: np.ndarray, flat: np.ndarray, n_texts: int) -> None:
+        self.offsets, self.flat, self.n_texts, self.n_base = offsets, flat, n_texts, len(offsets) - 1
+
+    def __len__(self) -> int:
+        return self.n_texts
+
+    def __getitem__(self, t: int) -> np.ndarray:
+        b = t % self.n_base
+        return self.flat[self.offsets[b] : self.offsets[b + 1]]
+
+
+def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, TokenSpans]:
+    """TrainingData of `rows` eng/fra groups (one token per word), its alignment records, token spans.
+
+    Built with arrays, not Python loops over rows (the inputs of 10M rows must fit the cap).
+    """
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.train.data import TrainingData
@@ -79,31 +104,34 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, list[np.ndarray
     rng = np.random.default_rng(seed)
     n_words = rng.integers(4, 13, size=rows)
     max_length = 16
-    texts, words_en, words_fr, spans = [], [], [], []
-    vocab = [f"w{i}" for i in range(1000)]
+    vocab = np.array([f"w{i}" for i in range(1000)])
     picks = rng.integers(0, 1000, size=int(n_words.sum()))
-    at = 0
-    for n in n_words.tolist():  # input generation, not measured
-        en = [vocab[i] for i in picks[at : at + n]]
-        fr = [w.upper() for w in en]
-        at += n
-        words_en.append(en)
-        words_fr.append(fr)
-    for words in (words_en, words_fr):
-        for w in words:
-            text = " ".join(w)
-            texts.append(text)
-            starts = np.cumsum([0] + [len(x) + 1 for x in w[:-1]])
-            kept = min(len(w), max_length - 2)
-            span = np.full((kept + 2, 2), -1, dtype=np.int64)
-            span[1:-1, 0] = starts[:kept]
-            span[1:-1, 1] = starts[:kept] + np.array([len(x) for x in w[:kept]])
-            spans.append(span)
-    lengths = np.array([len(s) for s in spans], dtype=np.int64)
+    word_offsets = pa.array(np.concatenate([[0], np.cumsum(n_words)]).astype(np.int32))
+    en_words = pa.ListArray.from_arrays(word_offsets, pa.array(vocab).take(pa.array(picks)))
+    fr_words = pa.ListArray.from_arrays(word_offsets, pa.array(np.char.upper(vocab)).take(pa.array(picks)))
+    texts = pc.binary_join(en_words, " ").to_pylist() + pc.binary_join(fr_words, " ").to_pylist()
+    # token spans: a special token, one token per word (the first max_length - 2), a special token
+    kept = np.minimum(n_words, max_length - 2)
+    word_len = np.char.str_len(vocab)[picks].astype(np.int64)
+    word_text = np.repeat(np.arange(rows), n_words)
+    first_word = np.cumsum(n_words) - n_words
+    within = np.arange(len(picks)) - first_word[word_text]
+    word_start = np.cumsum(word_len + 1) - (word_len + 1)
+    word_start -= word_start[first_word][word_text]
+    lengths_one = kept + 2
+    span_offsets = np.concatenate([[0], np.cumsum(lengths_one)]).astype(np.int64)
+    flat = np.full((int(lengths_one.sum()), 2), -1, dtype=np.int32)
+    token_kept = within < kept[word_text]
+    at = span_offsets[word_text[token_kept]] + 1 + within[token_kept]
+    flat[at, 0] = word_start[token_kept]
+    flat[at, 1] = word_start[token_kept] + word_len[token_kept]
+    spans = TokenSpans(span_offsets, flat, 2 * rows)
+    lengths = np.concatenate([lengths_one, lengths_one]).astype(np.int64)
     groups = np.stack([np.arange(rows), rows + np.arange(rows)], axis=1).astype(np.int32)
+    group_ids = pc.binary_join_element_wise("g", pc.utf8_lpad(pa.array(np.arange(rows)).cast(pa.string()), 9, "0"), "")
     data = TrainingData(
-        texts=texts, langs=["eng_Latn", "fra_Latn"], groups=groups, group_ids=[f"g{g:09d}" for g in range(rows)],
-        token_ids=np.zeros((2 * rows, max_length), dtype=np.int64), lengths=lengths,
+        texts=texts, langs=["eng_Latn", "fra_Latn"], groups=groups, group_ids=group_ids.to_pylist(),
+        token_ids=np.broadcast_to(np.zeros(1, dtype=np.int64), (2 * rows, max_length)), lengths=lengths,
         word_ids=np.full((2 * rows, max_length), -1, dtype=np.int32),
     )  # fmt: skip
     # alignment records: fra -> eng, every 3rd written eng -> fra; links i-i plus ~20% extra, random scores
@@ -117,16 +145,14 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, list[np.ndarray
     tgt = np.where(within < nw, within, rng.integers(0, nw)).astype(np.int32)
     src, tgt = np.where(swap[link_record], tgt, src), np.where(swap[link_record], src, tgt)
     scores = rng.random(len(link_record)).astype(np.float32)
+    del link_record, first, within, nw
     offsets = pa.array(np.concatenate([[0], np.cumsum(link_counts)]).astype(np.int32))
     links = pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([pa.array(src), pa.array(tgt), pa.array(scores)], fields=list(WORD_ALIGNMENT_SCHEMA.field("alignments").type.value_type)))
-    fr_words, en_words = pa.array(words_fr, pa.list_(pa.string())), pa.array(words_en, pa.list_(pa.string()))
     swap_arr = pa.array(swap)
-    import pyarrow.compute as pc
-
     table = pa.table(
         {
-            "id": pa.array([f"r{i}" for i in range(rows)]),
-            "group_id": pa.array(data.group_ids),
+            "id": pc.binary_join_element_wise("r", group_ids, ""),
+            "group_id": group_ids,
             "src_lang": pc.if_else(swap_arr, "eng_Latn", "fra_Latn"),
             "tgt_lang": pc.if_else(swap_arr, "fra_Latn", "eng_Latn"),
             "src_words": pc.if_else(swap_arr, en_words, fr_words),
@@ -367,18 +393,29 @@ def child(case: str, rows: int, naive: bool, folder: str | None) -> dict:
     return case_evaluate(rows, naive, Path(folder))
 
 
-def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: float) -> dict | None:
-    command = [sys.executable, __file__, "--child", case, "--rows", str(rows)] + (["--naive"] if naive else []) + (["--folder", str(folder)] if folder else [])
+def _out_of_memory(result: subprocess.CompletedProcess) -> bool:
+    """The child died for want of memory under the cap: a MemoryError, or an allocator's abort (SIGABRT)."""
+    signs = ("MemoryError", "memory allocation", "Cannot allocate memory", "std::bad_alloc", "out of memory", "ArrowMemoryError")
+    return result.returncode == -6 or any(sign in result.stderr for sign in signs)
+
+
+def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: float, cap_gib: float = CAP_GIB) -> dict | None:
+    """One case in a fresh process capped at `cap_gib` of address space: its figures, None when it
+    timed out, {"did_not_fit": cap} when it ran out of memory under the cap."""
+    command = [sys.executable, __file__, "--child", case, "--rows", str(rows), "--cap-gib", str(cap_gib)]
+    command += (["--naive"] if naive else []) + (["--folder", str(folder)] if folder else [])
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
     except subprocess.TimeoutExpired:
         return None
     if result.returncode != 0:
+        if _out_of_memory(result):
+            return {"did_not_fit": cap_gib}
         raise RuntimeError(f"{case} {rows} naive={naive}: {result.stderr.strip().splitlines()[-1:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run_cases(sizes: list[int], naive_max: int, only: list[str] | None, timeout: float, report=print) -> list[dict]:
+def run_cases(sizes: list[int], naive_max: int, only: list[str] | None, timeout: float, report=print, cap_gib: float = CAP_GIB) -> list[dict]:
     results = []
     for rows in sizes:
         with tempfile.TemporaryDirectory(prefix="xlembed-data-prep-") as tmp:
@@ -389,8 +426,8 @@ def run_cases(sizes: list[int], naive_max: int, only: list[str] | None, timeout:
                 if kind in ("translate", "evaluate") and kind not in prepared:
                     (write_corpus if kind == "translate" else write_benchmarks)(folder, rows)
                     prepared.add(kind)
-                stage = measure(case, rows, False, folder, timeout)
-                naive = measure(case, rows, True, folder, timeout) if rows <= naive_max else None
+                stage = measure(case, rows, False, folder, timeout, cap_gib)
+                naive = measure(case, rows, True, folder, timeout, cap_gib) if rows <= naive_max else None
                 row = {"case": case, "rows": rows, "stage": stage, "naive": naive}
                 results.append(row)
                 report(row)
@@ -401,7 +438,14 @@ def table_line(row: dict) -> str:
     s, n = row["stage"], row["naive"]
     if s is None:
         return f"| {row['case']} | {row['rows']:,} | timed out | | | | | |"
-    naive = f"{n['seconds']:.2f} | {n['peak_mib']:.0f} | {n['seconds'] / s['seconds']:.1f}x | {n['peak_mib'] / max(s['peak_mib'], 1):.1f}x" if n else "not run | | |"
+    if "did_not_fit" in s:
+        return f"| {row['case']} | {row['rows']:,} | did not fit under the {s['did_not_fit']:g} GiB cap | | | | | |"
+    if n and "did_not_fit" in n:
+        naive = f"did not fit under the {n['did_not_fit']:g} GiB cap | | |"
+    elif n:
+        naive = f"{n['seconds']:.2f} | {n['peak_mib']:.0f} | {n['seconds'] / s['seconds']:.1f}x | {n['peak_mib'] / max(s['peak_mib'], 1):.1f}x"
+    else:
+        naive = "not run | | |"
     return f"| {row['case']} | {row['rows']:,} | {s['seconds']:.2f} | {s['peak_mib']:.0f} | {naive} |"
 
 
@@ -410,7 +454,7 @@ def run_benchmark(quick: bool) -> list[dict]:
     sizes = [100_000] if quick else [100_000, 1_000_000]
     rows = []
     for r in run_cases(sizes, naive_max=sizes[-1], only=None, timeout=900, report=lambda row: None):
-        if r["stage"] is None or r["naive"] is None:
+        if r["stage"] is None or r["naive"] is None or "did_not_fit" in r["stage"] or "did_not_fit" in r["naive"]:
             continue
         case = f"{r['case']}, {r['rows']:,} rows"
         rows.append({"case": case, "measure": "seconds", "stage": r["stage"]["seconds"], "reference": r["naive"]["seconds"], "reference_name": "naive", "higher_is_better": False})
@@ -428,13 +472,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int)
     parser.add_argument("--naive", action="store_true")
     parser.add_argument("--folder")
+    parser.add_argument("--cap-gib", type=float, default=CAP_GIB, help="address-space cap (RLIMIT_AS) of each case's process")
     args = parser.parse_args()
+    cap = int(args.cap_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))  # the driver's input writing too
     if args.child:
         print(json.dumps(child(args.child, args.rows, args.naive, args.folder)))
         return
     print("| case | rows | stage s | stage peak MiB | naive s | naive peak MiB | time ratio | memory ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=lambda row: print(table_line(row), flush=True))
+    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=lambda row: print(table_line(row), flush=True), cap_gib=args.cap_gib)
 
 
 if __name__ == "__main__":

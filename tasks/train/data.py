@@ -23,6 +23,7 @@ step number alone: that is what makes resume exact.
 from __future__ import annotations
 
 import logging
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -262,8 +263,11 @@ class WordPairs(Mapping):
         return len(self.keys)
 
 
-def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float) -> None:
-    """Join the align artifact's rows to the training rows, all records at once (polars/numpy).
+JOIN_SLICE_RECORDS = 200_000  # align records joined at a time: the join's working memory is flat in the records
+
+
+def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float, slice_records: int = JOIN_SLICE_RECORDS) -> None:
+    """Join the align artifact's rows to the training rows (polars/numpy), `slice_records` records at a time.
 
     Per record, in table order: a record is stored other -> pivot (a pivot -> other one is
     swapped); one outside the training rows or whose text is missing is dropped and counted.
@@ -271,18 +275,45 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
     later record giving the text other words is dropped as a mismatch. Links under
     `min_score`, outside the words or on a word without tokens are dropped; the rest are cut
     to a 1-1 matching per record by score. Where two records give the same (text, pivot
-    text), the later one's pairs are kept. Only the search for each distinct text's words in
-    the text (`word_char_spans`) runs per text.
+    text), the later one's pairs are kept. The records are taken in slices, so the working
+    memory does not grow with their number; what carries over between slices is one number
+    per text (the record that fixed its words) and the kept pairs (the output).
     """
+    columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
+    table = table.select(columns)
+    rows = pl.DataFrame({"group_id": data.group_ids, "row": np.arange(data.n_groups, dtype=np.int64)})
+    defined_by = np.full(len(data.texts), -1, dtype=np.int64)  # 2 * record + side of the record that fixed a text's words
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for start in range(0, table.num_rows, max(1, slice_records)):
+        part = _join_slice(data, table, start, min(table.num_rows, start + max(1, slice_records)), rows, spans, min_score, defined_by)
+        if part is not None:
+            parts.append(part)
+    if not parts:
+        return
+    record, key, count, pairs = (np.concatenate(column) for column in zip(*parts))
+    data.max_pairs = max(data.max_pairs, int(count.max()))
+    # the later record of a (text, pivot text) wins: records are in table order
+    keys, last = np.unique(key[::-1], return_index=True)
+    chosen = len(key) - 1 - last  # in key order
+    first_pair = np.cumsum(count) - count
+    n = count[chosen]
+    at = np.repeat(first_pair[chosen], n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+    data.alignments = WordPairs(keys, offsets, pairs[at], len(data.texts))
+
+
+def _join_slice(
+    data: TrainingData, table: pa.Table, begin: int, stop: int, rows: pl.DataFrame, spans: list[np.ndarray], min_score: float, defined_by: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Records [begin, stop) of the join: sets the word ids of the texts they name first and
+    returns (record, key, number of pairs, pairs [k, 2] int32) of those left with pairs."""
     pivot = data.langs[0]
     n_texts = len(data.texts)
     lang_col = {lang: c for c, lang in enumerate(data.langs)}
-    columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
-    table = table.select(columns)
-    swap_expr = (pl.col("src_lang") == pivot) & (pl.col("tgt_lang") != pivot)  # store every pair as other -> pivot
+    part = table.slice(begin, stop - begin)
     records = (
-        pl.from_arrow(table.select(columns[:5]))
-        .with_columns(swap=swap_expr)
+        pl.from_arrow(part.select(["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words"]))
+        .with_columns(swap=_swapped(pivot))
         .with_columns(
             other_lang=pl.when("swap").then("tgt_lang").otherwise("src_lang"),
             pivot_lang=pl.when("swap").then("src_lang").otherwise("tgt_lang"),
@@ -292,7 +323,7 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
         .with_columns(
             col=pl.col("other_lang").replace_strict(list(lang_col), list(lang_col.values()), default=-1, return_dtype=pl.Int64)
         )
-        .join(pl.DataFrame({"group_id": data.group_ids, "row": np.arange(data.n_groups, dtype=np.int64)}), on="group_id", how="left", maintain_order="left")
+        .join(rows, on="group_id", how="left", maintain_order="left")
         .select("swap", "pivot_lang", "other_words", "pivot_words", "col", pl.col("row").fill_null(-1))
     )
     n = records.height
@@ -307,7 +338,8 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
     if without_text.any():
         data.dropped["alignment_without_text"] += int(without_text.sum())
 
-    # the first record (other side, then pivot side) that names a text fixes its words
+    # the first record (other side, then pivot side) that names a text fixes its words;
+    # a text fixed in an earlier slice is compared with the words of the record that fixed it
     named = np.flatnonzero(~outside & ~without_text)
     words = records.select("other_words", "pivot_words")[named]
     events = pl.DataFrame({
@@ -315,75 +347,145 @@ def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray]
         "side": np.repeat(np.array([0, 1], dtype=np.int8), len(named)),
         "text": np.concatenate([src_t[named], tgt_t[named]]),
         "words": pl.concat([words["other_words"], words["pivot_words"]]),
-    }).sort("record", "side").with_columns(
-        first=pl.int_range(pl.len()).over("text") == 0,
-        same=pl.col("words") == pl.col("words").first().over("text"),
-    )  # fmt: skip
+    }).sort("record", "side")  # fmt: skip
+    event_texts = events["text"].to_numpy()
+    earlier = _distinct(event_texts[defined_by[event_texts] >= 0])
+    events = (
+        events.join(_defining_words(table, pivot, earlier, defined_by[earlier]), on="text", how="left", maintain_order="left")
+        .with_columns(fixed=pl.col("fixed_words").is_not_null())
+        .with_columns(
+            first=(pl.int_range(pl.len()).over("text") == 0) & ~pl.col("fixed"),
+            same=pl.col("words") == pl.coalesce("fixed_words", pl.col("words").first().over("text")),
+        )
+    )
     mismatch = np.zeros(n, dtype=bool)
     mismatch[events.filter(~pl.col("same"))["record"].to_numpy()] = True
     if mismatch.any():
         data.dropped["alignment_words_mismatch"] += int(mismatch.sum())
     defining = events.filter("first")
-    token_text, token_word = _set_word_ids(data, defining["text"].to_numpy(), defining["words"].to_list(), spans)
+    defining_texts = defining["text"].to_numpy()
+    defined_by[defining_texts] = 2 * (begin + defining["record"].to_numpy().astype(np.int64)) + defining["side"].to_numpy()
+    _set_word_ids(data, defining_texts, defining["words"], spans)
 
     # links: kept by score, swapped to (other word, pivot word), inside the words, with tokens
-    links = table.column("alignments").combine_chunks()
-    link_record = np.repeat(np.arange(n), pc.list_value_length(links).to_numpy(zero_copy_only=False))
+    links = part.column("alignments").combine_chunks()
+    link_record = np.repeat(np.arange(n), pc.list_value_length(links).fill_null(0).to_numpy(zero_copy_only=False))
     flat = pc.list_flatten(links)
     src = flat.field("src").to_numpy(zero_copy_only=False).astype(np.int64)
     tgt = flat.field("tgt").to_numpy(zero_copy_only=False).astype(np.int64)
     scores = flat.field("score").to_numpy(zero_copy_only=False).astype(np.float64)
     link_swap = swap[link_record]
     a, b = np.where(link_swap, tgt, src), np.where(link_swap, src, tgt)
-    n_other = records["other_words"].list.len().to_numpy().astype(np.int64)[link_record]
-    n_pivot = records["pivot_words"].list.len().to_numpy().astype(np.int64)[link_record]
+    n_other_record = records["other_words"].list.len().to_numpy().astype(np.int64)
+    n_pivot_record = records["pivot_words"].list.len().to_numpy().astype(np.int64)
+    n_other, n_pivot = n_other_record[link_record], n_pivot_record[link_record]
     checked = ~outside & ~without_text & ~mismatch
     in_range = (scores >= min_score) & checked[link_record] & (a >= 0) & (b >= 0) & (a < n_other) & (b < n_pivot)
-    stride = int(max(n_other.max(initial=0), n_pivot.max(initial=0))) + 1
-    with_tokens = np.sort(token_text[token_word >= 0] * stride + token_word[token_word >= 0])  # (text, word) with a token
+    used = _distinct(np.concatenate([src_t[checked], tgt_t[checked]]))  # their words are fixed: word ids set
+    used_ids = data.word_ids[used]
+    has_word = used_ids >= 0
+    stride = int(max(n_other_record.max(initial=0), n_pivot_record.max(initial=0), used_ids.max(initial=-1) + 1)) + 1
+    with_tokens = np.sort(np.repeat(used, has_word.sum(axis=1)) * stride + used_ids[has_word])  # (text, word) with a token
     la, lb = src_t[link_record], tgt_t[link_record]
     has_tokens = in_range & _members(la * stride + a, with_tokens) & _members(lb * stride + b, with_tokens)
     if checked.any():
         data.dropped["word_pair_without_tokens"] += int(in_range.sum() - has_tokens.sum())
     found = np.flatnonzero(has_tokens)
     if not len(found):
-        return
+        return None
     # one word, one partner: the greedy 1-1 matching by score, over all sentence pairs at once
     keep = one_to_one_pairs(np.stack([a[found], b[found]], axis=1), scores[found], link_record[found])
     data.dropped["word_pair_not_one_to_one"] += int(len(keep) - keep.sum())
-    kept = found[keep]
+    kept = found[keep]  # in link order: by record, each record's links in its order
     per_record = np.bincount(link_record[kept], minlength=n)
-    data.max_pairs = max(data.max_pairs, int(per_record.max()))
-    record_key = src_t * n_texts + tgt_t
-    with_pairs = np.flatnonzero(per_record)[::-1]  # the later record of a (text, pivot text) wins
-    keys, last = np.unique(record_key[with_pairs], return_index=True)
-    chosen = np.zeros(n, dtype=bool)
-    chosen[with_pairs[last]] = True
-    kept = kept[chosen[link_record[kept]]]
-    kept = kept[np.argsort(record_key[link_record[kept]], kind="stable")]
-    offsets = np.concatenate([[0], np.cumsum(per_record[with_pairs[last]])]).astype(np.int64)
-    data.alignments = WordPairs(keys, offsets, np.stack([a[kept], b[kept]], axis=1).astype(np.int32), n_texts)
+    with_pairs = np.flatnonzero(per_record)
+    key = src_t[with_pairs] * n_texts + tgt_t[with_pairs]
+    return begin + with_pairs, key, per_record[with_pairs], np.stack([a[kept], b[kept]], axis=1).astype(np.int32)
 
 
-def _word_char_spans_flat(texts: list[str], words: list[list[str]]) -> np.ndarray:
-    """`word_char_spans` of many texts, stacked: [total words, 2]. The search itself is
-    `str.find` from a cursor, word after word (each word is looked for after the previous
-    one), which has no vectorised form; the arrays are built once for all texts."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for text, text_words in zip(texts, words):
-        cursor = 0
-        for word in text_words:
-            word = word.strip()
-            at = text.find(word, cursor) if word else -1
-            if at < 0:
-                starts.append(-1)
-                ends.append(-1)
-            else:
-                cursor = at + len(word)
-                starts.append(at)
-                ends.append(cursor)
-    return np.stack([np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)], axis=1)
+def _swapped(pivot: str) -> pl.Expr:
+    """A record written pivot -> other, stored swapped (every pair is kept as other -> pivot)."""
+    return (pl.col("src_lang") == pivot) & (pl.col("tgt_lang") != pivot)
+
+
+def _defining_words(table: pa.Table, pivot: str, texts: np.ndarray, defined_by: np.ndarray) -> pl.DataFrame:
+    """(text, fixed_words): the words that the record `defined_by // 2` gave each of `texts` on
+    its side `defined_by % 2` (0: the other language, 1: the pivot), read back from `table`."""
+    fixing = pl.from_arrow(table.select(["src_lang", "tgt_lang", "src_words", "tgt_words"]).take(pa.array(defined_by // 2)))
+    other_side = pl.Series(defined_by % 2 == 0)
+    return fixing.select(
+        text=pl.Series(texts, dtype=pl.Int64),
+        fixed_words=pl.when(other_side != _swapped(pivot)).then("src_words").otherwise("tgt_words"),
+    )
+
+
+# characters that separate the align stage's words (tasks/align/words.py: whitespace, invisible
+# format and control characters) and what `str.strip()` strips, for the vectorised word search
+_SEPARATOR = r"\s\p{Cc}\p{Cf}\p{Z}"
+_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+
+
+def _word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarray, int]:
+    """`word_char_spans` of many texts, stacked: ([total words, 2], texts searched one by one).
+
+    `word_char_spans` looks for each (stripped) word from the end of the previous one. Where a
+    text is its words with separators around them (as the align stage splits it: the text
+    without separator characters is its words joined, no word holds a separator, and each word
+    lies within one run of non-separators), that search lands on exactly those positions: what
+    lies between two words is separators only, and a word cannot start on one. Such texts get
+    their spans from run and word lengths and cumulative sums, all texts at once; any other
+    text (a word missing or out of order, words that are not the text's own) is searched as
+    `word_char_spans` does, and counted.
+    """
+    n_words = words.list.len().fill_null(0).to_numpy().astype(np.int64)
+    out = np.full((int(n_words.sum()), 2), -1, dtype=np.int64)
+    word_offset = np.cumsum(n_words) - n_words
+    frame = pl.DataFrame({"text": pl.Series(texts, dtype=pl.String), "words": words.list.eval(pl.element().str.strip_chars(_WHITESPACE))})
+    tiled = frame.select(
+        (pl.col("text").str.replace_all(f"[{_SEPARATOR}]+", "") == pl.col("words").list.join(""))
+        & ~pl.col("words").list.eval(pl.element().str.contains(f"[{_SEPARATOR}]")).list.any()
+    ).to_series().fill_null(False).to_numpy()
+    fast = np.flatnonzero(tiled)
+    sub = frame[fast].select(
+        run=pl.col("text").str.extract_all(f"[^{_SEPARATOR}]+").list.eval(pl.element().str.len_chars()),
+        piece=pl.col("text").str.extract_all(f"[{_SEPARATOR}]*[^{_SEPARATOR}]+").list.eval(pl.element().str.len_chars()),
+        word=pl.col("words").list.eval(pl.element().str.len_chars()),
+    )
+    run_len, piece_len, word_len = (_flat_lengths(sub[name]) for name in ("run", "piece", "word"))
+    runs_per_text = sub["run"].list.len().to_numpy().astype(np.int64)
+    # a run's start in its text: the pieces (separators + run) before it in the text, then its own separators
+    piece_end = np.cumsum(piece_len)
+    text_chars = sub["piece"].list.sum().fill_null(0).to_numpy().astype(np.int64)  # up to its last run
+    run_start = piece_end - run_len - np.repeat(np.cumsum(text_chars) - text_chars, runs_per_text)
+    # words and runs cover the same characters once the separators are out: compact positions
+    run_compact = np.cumsum(run_len) - run_len
+    word_compact = np.cumsum(word_len) - word_len
+    fast_words = n_words[fast]
+    word_text = np.repeat(np.arange(len(fast)), fast_words)
+    word_index = np.repeat(word_offset[fast], fast_words) + np.arange(len(word_len)) - np.repeat(np.cumsum(fast_words) - fast_words, fast_words)
+    real = np.flatnonzero(word_len > 0)  # a word that strips to nothing is not looked for
+    j = np.searchsorted(run_compact, word_compact[real], side="right") - 1
+    inside = (j >= 0) & (word_compact[real] + word_len[real] <= run_compact[np.maximum(j, 0)] + run_len[np.maximum(j, 0)])
+    begin = run_start[np.maximum(j, 0)] + word_compact[real] - run_compact[np.maximum(j, 0)]
+    out[word_index[real], 0] = begin
+    out[word_index[real], 1] = begin + word_len[real]
+    slow = np.union1d(np.flatnonzero(~tiled), fast[np.unique(word_text[real[~inside]])])
+    if len(slow):
+        listed = words[slow.tolist()].to_list()
+        for t, text_words in zip(slow.tolist(), listed):
+            out[word_offset[t] : word_offset[t] + n_words[t]] = word_char_spans(texts[t], text_words)
+    return out, len(slow)
+
+
+def _flat_lengths(lists: pl.Series) -> np.ndarray:
+    """The values of a list column, flattened (empty lists give nothing), as int64."""
+    return pc.list_flatten(lists.to_arrow()).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (numpy's hashing `unique` is several times slower on these)."""
+    values = np.sort(values)
+    return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values
 
 
 def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
@@ -394,13 +496,14 @@ def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[at] == values
 
 
-def _set_word_ids(data: TrainingData, texts: np.ndarray, words: list[list[str]], spans: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Set `data.word_ids` of `texts` (distinct) from their words, `token_word_ids` for all texts
-    at once; returns (text id, word id) of each of their tokens."""
+def _set_word_ids(data: TrainingData, texts: np.ndarray, words: pl.Series, spans: list[np.ndarray]) -> None:
+    """Set `data.word_ids` of `texts` (distinct) from their words, `token_word_ids` for all texts at once."""
     if not len(texts):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    word_span = _word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
-    n_words = np.fromiter(map(len, words), dtype=np.int64, count=len(texts))
+        return
+    word_span, searched = _word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
+    if searched:
+        log.debug("word search: %d of %d texts are not their words with separators between, searched word by word", searched, len(texts))
+    n_words = words.list.len().fill_null(0).to_numpy().astype(np.int64)
     n_tokens = data.lengths[texts]
     token_spans = np.concatenate([spans[t] for t in texts.tolist()]).reshape(-1, 2)
     token_text = np.repeat(np.arange(len(texts)), n_tokens)
@@ -421,7 +524,6 @@ def _set_word_ids(data: TrainingData, texts: np.ndarray, words: list[list[str]],
     rows = np.repeat(texts, n_tokens)
     cols = np.arange(len(token_spans)) - np.repeat(np.cumsum(n_tokens) - n_tokens, n_tokens)
     data.word_ids[rows, cols] = ids
-    return rows.astype(np.int64), ids.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- batches

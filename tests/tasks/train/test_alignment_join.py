@@ -13,15 +13,17 @@ import copy
 import random
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pytest
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
+from tasks.align.words import split_words
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.data import BatchPlan, WordPairs, build_training_data, tokenize
+from tasks.train.data import BatchPlan, WordPairs, _add_alignments, _word_char_spans_flat, build_training_data, tokenize, word_char_spans
 from benchmarks.data_prep import naive_add_alignments as reference_add_alignments
 from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
-from tests.tasks.encoders.conftest import WORDS
+from tests.tasks.encoders.conftest import WORDS, synthetic_sentences
 
 LANGS = {"eng_Latn": "en", "fra_Latn": "fr", "kaz_Cyrl": "kk", "swh_Latn": "sw"}
 
@@ -132,3 +134,68 @@ def test_word_pairs_lookup_is_vectorised_over_rows():
     assert start.tolist() == [0, 2, 3, 0, 0, 0] and count.tolist() == [2, 1, 3, 0, 0, 0]
     assert dict(pairs.items()).keys() == {(0, 1), (2, 0), (4, 4)}
     assert WordPairs.empty().lookup(np.array([1]), np.array([2]))[1].tolist() == [0]
+
+
+@pytest.mark.parametrize("slice_records", [1, 7, 50])
+def test_join_in_slices_gives_what_the_record_loop_gave(tokenizer, slice_records):
+    """Records joined a few at a time: texts fixed by a record of an earlier slice (the shared
+    texts of group 0, the pivot text of every language of a group) are checked against it,
+    and the later record of a sentence pair wins across slices."""
+    corpus, align = awkward_tables(120, 3)
+    plain = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=24)
+    _, _, spans = tokenize(tokenizer, plain.texts, max_length=24)
+    sliced, reference = copy.deepcopy(plain), copy.deepcopy(plain)
+    _add_alignments(sliced, align, spans, 0.3, slice_records=slice_records)
+    expected = reference_add_alignments(reference, align, spans, 0.3)
+    assert {k: v.tolist() for k, v in sliced.alignments.items()} == {k: v.tolist() for k, v in expected.items()}
+    assert list(sliced.alignments) == sorted(expected)
+    assert (sliced.word_ids == reference.word_ids).all()
+    assert dict(sliced.dropped) == dict(reference.dropped)
+    assert sliced.max_pairs == reference.max_pairs
+    assert reference.dropped["alignment_words_mismatch"] > 0
+
+
+TRICKY = [
+    ("the river city, bright", ["the", "river", "city", ",", "bright", "absent"]),  # a word not found
+    ("a a a", ["a", "a"]),  # repeated words, fewer than the text has
+    ("a a a", ["a", "a", "a"]),
+    ("  x  y ", [" x", "y ", "  "]),  # words stripped; one strips to nothing
+    ("ab", ["a", "b"]),  # two words in one run of letters
+    ("a b", ["ab"]),  # one word across a space: not in the text
+    ("b a", ["a", "b"]),  # out of order: the second is not found after the first
+    ("", []),
+    ("河城市明亮。", ["河", "城", "市", "明", "亮", "。"]),  # CJK, no spaces
+    ("Cafe\u0301 na\u0308ive", ["Cafe\u0301", "na\u0308ive"]),  # combining marks
+    ("x\u200by\u00a0z\tw\n", ["x", "y", "z", "w"]),  # zero-width space, no-break space, tab, newline
+    ('he said "no". no!', ["he", "said", '"', "no", '"', ".", "no", "!"]),  # a word repeated after punctuation
+    ("Straße 3.5 km", ["Straße", "3.5", "km"]),
+    ("one two", ["one", "two", "three"]),  # more words than the text has
+    ("x\u200dy", ["x\u200dy"]),  # a word holding a format character (a joiner)
+    ("\x1cx\x1c y", ["\x1cx\x1c", "y"]),  # characters str.strip() strips but that are no spaces
+]
+
+
+def _spans_one_by_one(texts, words):
+    return np.concatenate([word_char_spans(t, w).reshape(-1, 2) for t, w in zip(texts, words)]).reshape(-1, 2)
+
+
+def test_vectorised_word_search_gives_the_cursor_search_spans_on_tricky_text():
+    texts, words = [t for t, _ in TRICKY], [w for _, w in TRICKY]
+    spans, searched = _word_char_spans_flat(texts, pl.Series(words, dtype=pl.List(pl.String)))
+    assert spans.tolist() == _spans_one_by_one(texts, words).tolist()
+    # searched word by word: a word missing, too few words, too many, out of order, a word across a space, a joiner
+    assert searched == 6
+
+
+def test_vectorised_word_search_needs_no_search_on_the_align_stages_words():
+    """The align stage's own words (every script it splits differently) never fall back."""
+    sentences = synthetic_sentences(300, seed=5)
+    langs = ["eng_Latn"] * len(sentences)
+    sentences += ["我们在河边的城市里。", "東京は大きい都市です、2024年。", "แม่น้ำในเมือง สวยงาม", "l'eau d'aujourd'hui — well-known, 1,000.5 km!",
+                  "  leading and\u200b zero width ", "Ελληνικά κείμενα; ναι.", "नदी शहर उज्ज्वल।"]  # fmt: skip
+    langs += ["zho_Hans", "jpn_Jpan", "tha_Thai", "fra_Latn", "eng_Latn", "ell_Grek", "hin_Deva"]
+    words = [split_words(t, lang) for t, lang in zip(sentences, langs)]
+    spans, searched = _word_char_spans_flat(sentences, pl.Series(words, dtype=pl.List(pl.String)))
+    assert spans.tolist() == _spans_one_by_one(sentences, words).tolist()
+    assert searched == 0
+    assert (spans[:, 0] >= 0).all()
