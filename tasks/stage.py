@@ -212,8 +212,9 @@ class ShardContext:
     metrics, and files to attach to the artifact (model weights, reports), written into
     `workdir` (a scratch folder that lives as long as the shard)."""
 
-    def __init__(self, shard_id: str, progress: Callable[[int], None] | None = None, workdir: Path | None = None) -> None:
+    def __init__(self, shard_id: str, progress: Callable[[int], None] | None = None, workdir: Path | None = None, artifact_key: str | None = None) -> None:
         self.shard_id = shard_id
+        self.artifact_key = artifact_key  # the key of the artifact being built (None outside run_shard)
         self.rows_in = 0
         self.dropped: Counter[str] = Counter()
         self.metrics: dict[str, Any] = {}
@@ -415,7 +416,7 @@ def run_shard(
         started = time.perf_counter()
         inputs = resolve_inputs(store, stage, input_keys)
         with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:
-            context = ShardContext(shard.shard_id, progress, Path(workdir))
+            context = ShardContext(shard.shard_id, progress, Path(workdir), artifact_key=key)
             tables = stage.build_shard(config, inputs, shard, context)
             if stage.schema is None:
                 if any(table.num_rows for table in tables):

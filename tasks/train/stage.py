@@ -33,7 +33,6 @@ the train artifact, so a machine lost while the model is being uploaded still le
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import shutil
@@ -45,8 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from storage.keys import canonical_json
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, keyed_config, stage_key
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, stage_key
 from tasks.train.config import TrainConfig
 
 try:
@@ -65,25 +63,25 @@ def plan_train_shards(config: TrainConfig, inputs: Inputs) -> list[ShardSpec]:
     return [ShardSpec("model", {}, f"train {config.steps} steps on {', '.join(config.objectives.active())}")]
 
 
-def run_id(config: TrainConfig, inputs: Inputs) -> str:
-    """Names the durable checkpoint folder: same config and inputs, same folder (so a rerun resumes)."""
-    payload = {"stage": "train", "code_version": CODE_VERSION, "config": keyed_config(config),
-               "inputs": {name: art.key for name, art in sorted(inputs.items())}}  # fmt: skip
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:24]
+def artifact_key(config: TrainConfig, inputs: Inputs, context: ShardContext | None = None) -> str:
+    """The train artifact's key: the one `run_shard` hands the shard, computed only without it."""
+    if context is not None and context.artifact_key is not None:
+        return context.artifact_key
+    return stage_key(TRAIN_STAGE, config, {name: art.key for name, art in inputs.items()}, {})
 
 
-def checkpoint_dir_for(config: TrainConfig, inputs: Inputs) -> Path:
-    return Path(config.checkpoint_dir).expanduser() / run_id(config, inputs)
+def checkpoint_dir_for(config: TrainConfig, key: str) -> Path:
+    """The durable checkpoint folder, named by the artifact's key: same config and inputs, same
+    folder (so a rerun resumes)."""
+    return Path(config.checkpoint_dir).expanduser() / key[:24]
 
 
-def store_checkpoints_for(config: TrainConfig, inputs: Inputs, local: Path) -> StoreCheckpoints | None:
+def store_checkpoints_for(config: TrainConfig, key: str, store: Any, local: Path) -> StoreCheckpoints | None:
     """The store mirror of the local checkpoint folder, under the train artifact's key (None: local only)."""
     from tasks.train.checkpoint import StoreCheckpoints
 
     if config.checkpoint_location != "store":
         return None
-    store = inputs["corpus"].store
-    key = stage_key(TRAIN_STAGE, config, {name: art.key for name, art in inputs.items()}, {})
     return StoreCheckpoints(store.checkpoint_files(TRAIN_STAGE.name, key), local)
 
 
@@ -114,7 +112,7 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
     context.read(corpus.num_rows)
     out_dir = context.workdir / "out"
     checkpoints.mkdir(parents=True, exist_ok=True)
-    mirror = store_checkpoints_for(config, inputs, checkpoints)
+    mirror = store_checkpoints_for(config, artifact_key(config, inputs, context), inputs["corpus"].store, checkpoints)
     if mirror is not None:
         mirror.restore()
     if config.distributed.nproc_per_node > 1:
@@ -183,7 +181,7 @@ def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
 
 
 def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
-    with exclusive_checkpoints(checkpoint_dir_for(config, inputs)) as checkpoints:
+    with exclusive_checkpoints(checkpoint_dir_for(config, artifact_key(config, inputs, context))) as checkpoints:
         result = build_train_shard(config, inputs, shard, context, checkpoints)
         # The attached files are copied by the store after this returns; the checkpoints are no
         # longer needed for resume once the model is exported (a failed upload reruns training).

@@ -19,7 +19,7 @@ from tasks.train.stage import checkpoint_dir_for
 from tests.tasks.train.conftest import LANGS, multiway_rows
 
 
-def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir):
+def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir, monkeypatch):
     store = ArtifactStore(tmp_path / "artifacts")
     corpus_rows, _ = multiway_rows(80)
     texts = tmp_path / "texts"
@@ -37,7 +37,11 @@ def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir
         "checkpoint_dir": str(tmp_path / "checkpoints"), "objectives": {"translation_ranking": {"weight": 1.0}},
     })  # fmt: skip
     inputs = {"corpus": corpus_ref.key, "base_model": model_ref.key}
+    keyed_views = []  # the keyed config is computed once per run (issue 16), also inside the shard
+    original = TrainConfig.keyed_view
+    monkeypatch.setattr(TrainConfig, "keyed_view", lambda self, data: keyed_views.append(1) or original(self, data))
     ref, manifest = run_stage(store, TRAIN_STAGE, config, inputs)
+    assert len(keyed_views) == 1
     files = {f.path for f in manifest.files}
     assert {"files/model/config.json", "files/model/model.safetensors", "files/model/modules.json",
             "files/model/1_Pooling/config.json", "files/curves.parquet", "files/curves.png", "files/metrics.json"} <= files  # fmt: skip
@@ -50,10 +54,8 @@ def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir
     vectors = SentenceTransformer(str(local / "model"), device="cpu").encode(["the river city 1."])
     assert vectors.shape == (1, 32)
     # the durable checkpoint folder is removed once the artifact is written
-    from tasks.stage import InputArtifact
-
-    resolved = {name: InputArtifact(store, name, key) for name, key in inputs.items()}
-    assert not checkpoint_dir_for(config, resolved).exists()
+    assert checkpoint_dir_for(config, ref.key) == tmp_path / "checkpoints" / ref.key[:24]
+    assert not checkpoint_dir_for(config, ref.key).exists()
 
 
 def test_config_rejects_no_objective_and_unknown_keys():
