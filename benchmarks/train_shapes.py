@@ -149,15 +149,17 @@ def classify_failure(returncode: int, stderr: str, cap_gib: float) -> str:
 
 
 def run_case(case: dict, cap_gib: float, timeout: float | None = None) -> dict:
-    """`measure_case` in a child process (niced, RLIMIT_AS = cap_gib): its result, or {"error": why}."""
+    """`measure_case` in a child process (niced, RLIMIT_AS = cap_gib): its result, or {"error": why, "detail": its last error line}."""
     env = {**os.environ, "OMP_NUM_THREADS": str(case["threads"]), "MKL_NUM_THREADS": str(case["threads"])}
     command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(case)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=_cap_and_nice(int(cap_gib * GIB)))
     except subprocess.TimeoutExpired:
-        return {"error": f"did not finish in {timeout:g} s"}
+        return {"error": f"did not finish in {timeout:g} s", "detail": "timeout"}
     if done.returncode != 0:
-        return {"error": classify_failure(done.returncode, done.stderr, cap_gib)}
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        detail = lines[-1] if lines else f"exit {done.returncode}"
+        return {"error": classify_failure(done.returncode, done.stderr, cap_gib), "detail": detail[:300]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for name in [c for c in args.combinations.split(",") if c]:
             result = run_case(case(name, args.batch, "time"), args.cap_gib, args.timeout)
             if "error" in result:
-                print(f"| {name} | {result['error']} | | | {os.getloadavg()[0]:.2f} |", flush=True)
+                print(f"| {name} | {result['error']} | | | {os.getloadavg()[0]:.2f} |\n  ({result['detail']})", flush=True)
                 continue
             tr = tr or result["seconds"]
             print(f"| {name} | {result['seconds']:.2f} | {result['seconds'] / tr:.2f} | {result['tokens']} | {os.getloadavg()[0]:.2f} |", flush=True)
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             extra = {"grad_cache_chunk": args.chunk} if setting == "gradcache" else {}
             result = run_case(case("TR", n, "memory", **extra), args.cap_gib, args.timeout)
             if "error" in result:
-                print(f"| {n} | {setting} | {result['error']} | | | | |", flush=True)
+                print(f"| {n} | {setting} | {result['error']} | | | | |\n  ({result['detail']})", flush=True)
                 continue
             print(f"| {n} | {setting} | {result['seconds']:.1f} | {result['before_gib']:.2f} | {result['step_gib']:.2f} | {result['tokens']} | "
                   f"{result['padded_tokens']} |", flush=True)  # fmt: skip

@@ -64,4 +64,6 @@ def test_a_case_runs_in_a_child_process_under_the_cap_and_reports_instead_of_rai
     assert result["padded_tokens"] >= result["tokens"] > 0
     assert result["before_gib"] > 0 and result["params"] > 0
     # the same case under a cap too small to load torch: reported, not raised here
-    assert run_case(case, cap_gib=0.25) == {"error": "did not fit under 0.25 GiB"}
+    starved = run_case(case, cap_gib=0.25)
+    assert starved["error"] == "did not fit under 0.25 GiB"
+    assert "failed to map segment" in starved["detail"]
