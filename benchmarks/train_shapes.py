@@ -140,9 +140,13 @@ def _cap_and_nice(cap_bytes: int):  # noqa: ANN202
 
 
 def classify_failure(returncode: int, stderr: str, cap_gib: float) -> str:
-    """What a failed child's exit says: "did not fit under N GiB" for an allocation failure or a
-    kill (the kernel's OOM killer), else the last line of its error."""
-    if returncode < 0 or any(marker in stderr for marker in OUT_OF_MEMORY_MARKERS):
+    """What a failed child's exit says: "did not fit under N GiB" for an allocation failure under
+    the cap; "killed by signal N" for a kill from outside (SIGKILL: most often the kernel's OOM
+    killer when the whole machine ran short, which says nothing about the cap); else the last
+    line of its error."""
+    if returncode < 0:
+        return f"killed by signal {-returncode} (not the cap: the machine ran short of memory, or a kill from outside)"
+    if any(marker in stderr for marker in OUT_OF_MEMORY_MARKERS):
         return f"did not fit under {cap_gib:g} GiB"
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return f"failed (exit {returncode}): {lines[-1] if lines else 'no error output'}"
