@@ -22,9 +22,11 @@ machine down, and one case's freed memory never flatters the next one's peak.
    per chunk). No warm-up step (at 1024 rows one step takes many minutes on CPU): AdamW's state
    is created by one optimizer step on zero gradients (no forward or backward), so the RSS
    before the measured step holds the model, AdamW's two moments and the process itself, as in
-   steady state. Then the process peak RSS is reset (Linux clear_refs) and one step runs: the
-   peak above the RSS before it is what the step needs (the gradients, 4 bytes a parameter,
-   and the activations). A case that does not fit under the cap is reported as such, and the
+   steady state. Then the process peak RSS is reset (Linux clear_refs) and one step runs in
+   two parts: the forward and backward passes, whose peak above the RSS before them is what
+   the batch needs (the gradients, 4 bytes a parameter, and the activations), then AdamW's
+   update, whose foreach temporaries (about two parameter-sized buffers on CPU, whatever the
+   batch) can set the whole step's peak at small batches. A case that does not fit under the cap is reported as such, and the
    table extrapolates plain rows linearly in padded tokens from the two smallest plain
    measurements and says so. `fits_in_memory` then turns the per-token activation memory into
    the largest batch that fits a given memory (docs/benchmarks.md: 80 GB).
@@ -111,9 +113,16 @@ def measure_case(case: dict) -> dict:
     before = rss_bytes()
     peak_rss_reset()
     times = []
+    backward_peak = None
     for _ in range(case.get("repeat", 1)):
         t0 = time.perf_counter()
-        trainer.train_step(0)
+        if case["mode"] == "time":
+            trainer.train_step(0)
+        else:  # train_step in two parts, to tell the forward/backward peak from the optimizer's
+            trainer.backward_step(0)
+            backward_peak = peak_rss_bytes()
+            trainer.optimizer.step()  # foreach AdamW: temporaries the size of the parameters
+            trainer.optimizer.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
     peak = peak_rss_bytes()
     batch = trainer.plan.batch(0)
@@ -122,7 +131,8 @@ def measure_case(case: dict) -> dict:
     return {
         "seconds": float(np.median(times)),
         "before_gib": before / GIB,
-        "step_gib": max(0, peak - before) / GIB,
+        "step_gib": max(0, (backward_peak or peak) - before) / GIB,  # memory mode: forward + backward (gradients, activations)
+        "with_optimizer_gib": max(0, peak - before) / GIB,  # the whole step, AdamW's update included
         "tokens": int(lengths.sum()),
         "padded_tokens": int(len(lengths) * lengths.max()),  # texts x the longest: what the encoder runs on (texts_to_arrays)
         "params": int(sum(p.numel() for p in trainer.params)),
@@ -257,8 +267,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.skip_memory or not memory_rows:
         return rows
     print(f"\n# memory per step: plain TR vs GradCache (chunk {args.chunk}), {label}, max_length {args.max_length}")
-    print("| rows | setting | s/step | RSS before step GiB | step peak above it GiB | tokens/step | padded tokens |")
-    print("|---|---|---|---|---|---|---|")
+    print("| rows | setting | s/step | RSS before step GiB | forward+backward peak above it GiB | with AdamW's update GiB | tokens/step | padded tokens |")
+    print("|---|---|---|---|---|---|---|---|")
     plain: dict[int, dict] = {}
     gradcache: dict[int, dict] = {}
     for n in memory_rows:
@@ -268,10 +278,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             extra = {"grad_cache_chunk": args.chunk} if setting == "gradcache" else {}
             result = run_case(case("TR", n, "memory", **extra), args.cap_gib, args.timeout)
             if "error" in result:
-                print(f"| {n} | {setting} | {result['error']} | | | | |\n  ({result['detail']})", flush=True)
+                print(f"| {n} | {setting} | {result['error']} | | | | | |\n  ({result['detail']})", flush=True)
                 continue
-            print(f"| {n} | {setting} | {result['seconds']:.1f} | {result['before_gib']:.2f} | {result['step_gib']:.2f} | {result['tokens']} | "
-                  f"{result['padded_tokens']} |", flush=True)  # fmt: skip
+            print(f"| {n} | {setting} | {result['seconds']:.1f} | {result['before_gib']:.2f} | {result['step_gib']:.2f} | "
+                  f"{result['with_optimizer_gib']:.2f} | {result['tokens']} | {result['padded_tokens']} |", flush=True)  # fmt: skip
             (plain if setting == "plain" else gradcache)[n] = result
 
     if len(plain) < 2:
@@ -287,7 +297,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         else:
             reference = intercept + slope * result["padded_tokens"]
             name = f"plain TR, {n} rows, extrapolated linearly in padded tokens from {xs[0]} and {xs[1]} rows"
-            print(f"| {n} | plain (extrapolated, not measured) | | | {reference:.2f} | | {result['padded_tokens']} |")
+            print(f"| {n} | plain (extrapolated, not measured) | | | {reference:.2f} | | | {result['padded_tokens']} |")
         rows.append({"case": f"{label}: GradCache (chunk {args.chunk}) at {n} rows", "measure": "step peak RSS GiB", "stage": result["step_gib"],
                      "reference": reference, "reference_name": name, "higher_is_better": False})  # fmt: skip
     largest = plain[max(plain)]

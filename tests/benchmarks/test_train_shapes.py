@@ -65,9 +65,10 @@ def test_a_case_runs_in_a_child_process_under_the_cap_and_reports_instead_of_rai
               "batch_size": 8, "views": 2, "torch_threads": 1, "freeze_word_embeddings": False}  # fmt: skip
     case = {"base": str(base), "rows": 8, "config": config, "mode": "memory", "repeat": 1, "threads": 1}
     result = run_case(case, cap_gib=8)
-    assert set(result) == {"seconds", "before_gib", "step_gib", "tokens", "padded_tokens", "params"}
+    assert set(result) == {"seconds", "before_gib", "step_gib", "with_optimizer_gib", "tokens", "padded_tokens", "params"}
     assert result["padded_tokens"] >= result["tokens"] > 0
     assert result["before_gib"] > 0 and result["params"] > 0
+    assert result["with_optimizer_gib"] >= result["step_gib"]
     # the same case under a cap too small to load torch: reported, not raised here
     starved = run_case(case, cap_gib=0.25)
     assert starved["error"] == "did not fit under 0.25 GiB"
