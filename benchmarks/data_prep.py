@@ -7,7 +7,7 @@ resetting it through /proc/self/clear_refs, minus the RSS before the call), for 
 code and for the "naive" code it replaced, kept here (measured in the same run up to
 `--naive-max` rows).
 
-  train.join       alignment records joined to training rows (`_add_alignments`)
+  train.join       alignment records joined to training rows (`add_alignments`)
                    naive: a Python loop over `to_pylist()` records
   train.step       the word pairs of one 256-row step (`make_step_batch`'s lookup)
                    naive: a dict lookup per row
@@ -165,7 +165,7 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, TokenSpans]:
 
 
 def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_score: float) -> dict:
-    """`_add_alignments` before issue 17 (a Python loop over records, pairs in a dict)."""
+    """`add_alignments` before issue 17 (a Python loop over records, pairs in a dict)."""
     from tasks.train.data import one_to_one_pairs, token_word_ids, word_char_spans
 
     alignments: dict[tuple[int, int], np.ndarray] = {}
@@ -229,20 +229,20 @@ def naive_step_pairs(alignments: dict, text_ids: np.ndarray) -> np.ndarray:
 
 
 def case_train_join(rows: int, naive: bool) -> dict:
-    from tasks.train.data import _add_alignments
+    from tasks.train.data import add_alignments
 
     data, table, spans = training_inputs(rows)
     if naive:
         return measured(lambda: naive_add_alignments(data, table, spans, 0.0))
-    return measured(lambda: _add_alignments(data, table, spans, 0.0))
+    return measured(lambda: add_alignments(data, table, spans, 0.0))
 
 
 def case_train_step(rows: int, naive: bool) -> dict:
     """Seconds of 200 steps' pair lookups (256 rows each) over the join's pairs."""
-    from tasks.train.data import _add_alignments
+    from tasks.train.data import add_alignments
 
     data, table, spans = training_inputs(rows)
-    _add_alignments(data, table, spans, 0.0)
+    add_alignments(data, table, spans, 0.0)
     rng = np.random.default_rng(1)
     steps = [rng.integers(0, rows, size=256) for _ in range(200)]
     text_ids = [np.stack([data.groups[r, 0], data.groups[r, 1]], axis=1) for r in steps]

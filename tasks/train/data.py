@@ -180,7 +180,7 @@ def build_training_data(
         mask_id=tokenizer.mask_token_id,
     )
     if alignments is not None and alignments.num_rows:
-        _add_alignments(data, alignments, spans, min_alignment_score)
+        add_alignments(data, alignments, spans, min_alignment_score)
     return data
 
 
@@ -266,7 +266,7 @@ class WordPairs(Mapping):
 JOIN_SLICE_RECORDS = 200_000  # align records joined at a time: the join's working memory is flat in the records
 
 
-def _add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float, slice_records: int = JOIN_SLICE_RECORDS) -> None:
+def add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float, slice_records: int = JOIN_SLICE_RECORDS) -> None:
     """Join the align artifact's rows to the training rows (polars/numpy), `slice_records` records at a time.
 
     Per record, in table order: a record is stored other -> pivot (a pivot -> other one is
@@ -425,7 +425,7 @@ _SEPARATOR = r"\s\p{Cc}\p{Cf}\p{Z}"
 _WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
 
 
-def _word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarray, int]:
+def word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarray, int]:
     """`word_char_spans` of many texts, stacked: ([total words, 2], texts searched one by one).
 
     `word_char_spans` looks for each (stripped) word from the end of the previous one. Where a
@@ -500,7 +500,7 @@ def _set_word_ids(data: TrainingData, texts: np.ndarray, words: pl.Series, spans
     """Set `data.word_ids` of `texts` (distinct) from their words, `token_word_ids` for all texts at once."""
     if not len(texts):
         return
-    word_span, searched = _word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
+    word_span, searched = word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
     if searched:
         log.debug("word search: %d of %d texts are not their words with separators between, searched word by word", searched, len(texts))
     n_words = words.list.len().fill_null(0).to_numpy().astype(np.int64)

@@ -20,7 +20,7 @@ import pytest
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.data import BatchPlan, WordPairs, _add_alignments, _word_char_spans_flat, build_training_data, tokenize, word_char_spans
+from tasks.train.data import BatchPlan, WordPairs, add_alignments, word_char_spans_flat, build_training_data, tokenize, word_char_spans
 from benchmarks.data_prep import naive_add_alignments as reference_add_alignments
 from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
 from tests.tasks.encoders.conftest import WORDS, synthetic_sentences
@@ -145,7 +145,7 @@ def test_join_in_slices_gives_what_the_record_loop_gave(tokenizer, slice_records
     plain = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=24)
     _, _, spans = tokenize(tokenizer, plain.texts, max_length=24)
     sliced, reference = copy.deepcopy(plain), copy.deepcopy(plain)
-    _add_alignments(sliced, align, spans, 0.3, slice_records=slice_records)
+    add_alignments(sliced, align, spans, 0.3, slice_records=slice_records)
     expected = reference_add_alignments(reference, align, spans, 0.3)
     assert {k: v.tolist() for k, v in sliced.alignments.items()} == {k: v.tolist() for k, v in expected.items()}
     assert list(sliced.alignments) == sorted(expected)
@@ -181,7 +181,7 @@ def _spans_one_by_one(texts, words):
 
 def test_vectorised_word_search_gives_the_cursor_search_spans_on_tricky_text():
     texts, words = [t for t, _ in TRICKY], [w for _, w in TRICKY]
-    spans, searched = _word_char_spans_flat(texts, pl.Series(words, dtype=pl.List(pl.String)))
+    spans, searched = word_char_spans_flat(texts, pl.Series(words, dtype=pl.List(pl.String)))
     assert spans.tolist() == _spans_one_by_one(texts, words).tolist()
     # searched word by word: a word missing, too few words, too many, out of order, a word across a space, a joiner
     assert searched == 6
@@ -195,7 +195,7 @@ def test_vectorised_word_search_needs_no_search_on_the_align_stages_words():
                   "  leading and\u200b zero width ", "Ελληνικά κείμενα; ναι.", "नदी शहर उज्ज्वल।"]  # fmt: skip
     langs += ["zho_Hans", "jpn_Jpan", "tha_Thai", "fra_Latn", "eng_Latn", "ell_Grek", "hin_Deva"]
     words = [split_words(t, lang) for t, lang in zip(sentences, langs)]
-    spans, searched = _word_char_spans_flat(sentences, pl.Series(words, dtype=pl.List(pl.String)))
+    spans, searched = word_char_spans_flat(sentences, pl.Series(words, dtype=pl.List(pl.String)))
     assert spans.tolist() == _spans_one_by_one(sentences, words).tolist()
     assert searched == 0
     assert (spans[:, 0] >= 0).all()
