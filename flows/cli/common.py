@@ -175,3 +175,32 @@ def refresh_index(store: Any, cfg: PipelineConfig) -> None:
         write_index(store, reports_dir=SWEEPS_DIR)
     except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
         err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
+
+
+def run_prefect_flow(server: Any, cfg: PipelineConfig, what: str, load_flow: Any, failure_hint: Any = None, **params: Any) -> Any:
+    """Run the Prefect flow `load_flow()` returns (imported after Prefect's environment is set) on
+    the config's task runner, with the temporary `server` connected and stopped afterwards:
+    Ctrl-C is one line and exit 130, any other error one line "`what` failed: ..." plus
+    `failure_hint()` (a traceback with --verbose). The flow's result is returned."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
+    from flows.interrupts import interruptible
+    from flows.output import quiet_prefect_notices
+    from flows.runners import make_task_runner
+    from tasks.stop import Interrupted
+
+    quiet_prefect_notices()
+    flow = load_flow().with_options(task_runner=make_task_runner(cfg.settings))
+    _one_line_data_errors()
+    try:
+        with server.connected(), interruptible():
+            return flow(**params)
+    except Interrupted as exc:
+        raise stopped(exc) from None
+    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
+        if os.environ.get("XLEMBED_DEBUG"):
+            raise
+        hint = failure_hint() if failure_hint is not None else ""
+        raise fail(f"{what} failed: {_one_line(exc, cfg.settings.root)}{hint}") from None
+    finally:
+        server.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -17,8 +16,6 @@ from flows.cli.common import (
     OnlyOpt,
     RootOpt,
     _load,
-    _one_line,
-    _one_line_data_errors,
     _store,
     app,
     err,
@@ -26,7 +23,7 @@ from flows.cli.common import (
     out,
     print_plan_notes,
     refresh_index,
-    stopped,
+    run_prefect_flow,
 )
 from flows.config import PipelineConfig
 
@@ -89,6 +86,12 @@ def plan(config: ConfigArg, only: OnlyOpt = None, from_stage: FromOpt = None, fo
     print_plan_notes(steps)
 
 
+def _pipeline_flow() -> Any:
+    from flows.pipeline import pipeline_flow
+
+    return pipeline_flow
+
+
 def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     from flows.server import TemporaryServer
@@ -105,29 +108,9 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
         server.stop()
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
-    from flows.interrupts import interruptible
-    from flows.output import quiet_prefect_notices
-    from flows.pipeline import pipeline_flow
-    from flows.runners import make_task_runner
-    from tasks.stop import Interrupted
-
-    quiet_prefect_notices()
-
-    flow = pipeline_flow.with_options(task_runner=make_task_runner(cfg.settings))
-    _one_line_data_errors()
-    try:
-        with server.connected(), interruptible():
-            keys = flow(config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root)
-    except Interrupted as exc:
-        raise stopped(exc) from None
-    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
-        if os.environ.get("XLEMBED_DEBUG"):
-            raise
-        raise fail(f"run failed: {_one_line(exc, cfg.settings.root)}") from None
-    finally:
-        server.stop()
+    keys = run_prefect_flow(
+        server, cfg, "run", _pipeline_flow, config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root
+    )
     table = Table(title="artifacts", title_justify="left")
     for column in ("stage", "key", "rows in", "rows out", "dropped"):
         table.add_column(column, justify="right" if column.startswith(("rows", "dropped")) else "left")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -10,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli.common import ConfigArg, RootOpt, _load, _one_line, _one_line_data_errors, app, fail, out, print_plan_notes, refresh_index, stopped
+from flows.cli.common import ConfigArg, RootOpt, _load, app, fail, out, print_plan_notes, refresh_index, run_prefect_flow
 from flows.config import ConfigError
 
 
@@ -69,29 +68,12 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
     except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
         server.stop()
         raise fail(str(exc), 2) from None
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
-    from flows.interrupts import interruptible
-    from flows.output import quiet_prefect_notices
-    from flows.runners import make_task_runner
     from flows.sweep import sweep_dir, sweep_flow
-    from tasks.stop import Interrupted
 
-    quiet_prefect_notices()
-
-    flow = sweep_flow.with_options(task_runner=make_task_runner(cfg.settings))
-    _one_line_data_errors()
-    try:
-        with server.connected(), interruptible():
-            flow(config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root)
-    except Interrupted as exc:
-        raise stopped(exc) from None
-    except Exception as exc:  # noqa: BLE001 - the user gets one line; --verbose shows the traceback
-        if os.environ.get("XLEMBED_DEBUG"):
-            raise
-        raise fail(f"sweep failed: {_one_line(exc, cfg.settings.root)} (report, if any: {sweep_dir(store, grid.name)}/report.md)") from None
-    finally:
-        server.stop()
+    run_prefect_flow(
+        server, cfg, "sweep", lambda: sweep_flow, lambda: f" (report, if any: {sweep_dir(store, grid.name)}/report.md)",
+        config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root,
+    )  # fmt: skip
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
 
 
