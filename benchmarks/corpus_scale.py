@@ -141,23 +141,13 @@ def generate(directory: Path, sizes: Sequence[int], seed: int = 17) -> dict[int,
     return files
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size (Linux VmHWM; ru_maxrss elsewhere)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def corpus_config(files: dict[str, str], near: bool) -> dict:
     return {"sources": [{"name": "scale", "kind": "text", "files": files}], "filters": {**FILTERS, "near_dedupe": near}}
 
 
 def child(files: dict[str, str], near: bool, root: str) -> dict:
     """Run the stage here (a fresh process) and return its figures."""
+    from benchmarks.shapes import peak_rss_bytes
     from storage import ArtifactStore
     from tasks.corpus.config import CorpusConfig
     from tasks.corpus.stage import CORPUS_STAGE
