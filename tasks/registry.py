@@ -5,6 +5,7 @@ what a class must declare; this module only holds the parts that were copies of 
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -21,6 +22,16 @@ def register_unique(registry: dict[str, Any], name: str, cls: T, what: str) -> T
         raise ValueError(f"{what} {name!r} is already registered by {known.__module__}.{known.__qualname__}")
     registry[name] = cls
     return cls
+
+
+def literal_kind(cls: type, what: str) -> str:
+    """The `kind = "..."` that selects a pydantic class: its `kind` field's one Literal value
+    (a TypeError naming the class otherwise; `what` is "source", "benchmark", ...)."""
+    field = cls.model_fields.get("kind")
+    values = typing.get_args(field.annotation) if field is not None and typing.get_origin(field.annotation) is typing.Literal else ()
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise TypeError(f"{what} {cls.__name__} must declare its kind as one string: kind: Literal[\"name\"]")
+    return values[0]
 
 
 def validate_kind(value: Any, registry: Mapping[str, type], base: type, what: str, context: dict[str, Any] | None = None) -> Any:

@@ -26,7 +26,6 @@ before a config is validated is a source like the built-in ones (`tasks/corpus/s
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,7 +34,7 @@ from pydantic import Field, field_validator
 
 from storage.keys import check_name
 from tasks.corpus.readers import GroupBatch, SourceError, check_aligned_line_counts, open_binary
-from tasks.registry import register_unique, validate_kind
+from tasks.registry import literal_kind, register_unique, validate_kind
 from tasks.stage import ShardSpec, StageConfig, file_fingerprint, folder_fingerprint
 
 __all__ = [
@@ -128,11 +127,7 @@ class Source(StageConfig):
     @classmethod
     def kind_name(cls) -> str:
         """The `kind = "..."` that selects this class (its `kind` field's one Literal value)."""
-        field = cls.model_fields.get("kind")
-        values = typing.get_args(field.annotation) if field is not None and typing.get_origin(field.annotation) is typing.Literal else ()
-        if len(values) != 1 or not isinstance(values[0], str):
-            raise TypeError(f"source {cls.__name__} must declare its kind as one string: kind: Literal[\"name\"]")
-        return values[0]
+        return literal_kind(cls, "source")
 
     def shards(self, index: int) -> list[ShardSpec]:
         """Its shards; `index` is its place in `sources` (the shard finds it by it). Default: one."""

@@ -26,14 +26,13 @@ on its main metric, its per-query item metric and whether it is in domain.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from tasks.registry import register_unique, validate_kind
+from tasks.registry import literal_kind, register_unique, validate_kind
 from tasks.stage import Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
 
 __all__ = [
@@ -100,11 +99,7 @@ class Benchmark(StageConfig):
     @classmethod
     def kind_name(cls) -> str:
         """The `kind = "..."` that selects this class (its `kind` field's one Literal value)."""
-        field = cls.model_fields.get("kind")
-        values = typing.get_args(field.annotation) if field is not None and typing.get_origin(field.annotation) is typing.Literal else ()
-        if len(values) != 1 or not isinstance(values[0], str):
-            raise TypeError(f"benchmark {cls.__name__} must declare its kind as one string: kind: Literal[\"name\"]")
-        return values[0]
+        return literal_kind(cls, "benchmark")
 
     @classmethod
     def rows_name(cls) -> str:
