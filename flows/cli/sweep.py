@@ -34,7 +34,7 @@ def _sweep_table(plan: Any) -> Table:
     return table
 
 
-def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool) -> None:
+def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool, only: list[str] | None = None) -> None:
     from flows.server import TemporaryServer
     from flows.stages import stage_registry
     from flows.sweep import load_grid, plan_sweep, run_variants, write_report
@@ -43,7 +43,7 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
     cfg = _load(config, root)
     server = TemporaryServer() if dry_run else TemporaryServer.start_early()  # starts while the sweep plans
     try:
-        grid = load_grid(grid_path, config=cfg.raw)
+        grid = load_grid(grid_path, config=cfg.raw).select(only or [], baseline)
         grid.check_baseline(baseline)
         store = ArtifactStore(cfg.settings.root)
         sweep_plan = plan_sweep(config, grid, store, stage_registry(), root=root, base=cfg)
@@ -72,7 +72,7 @@ def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None
 
     run_prefect_flow(
         server, cfg, "sweep", lambda: sweep_flow, lambda: f" (report, if any: {sweep_dir(store, grid.name)}/report.md)",
-        config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root,
+        config_path=str(config), grid_path=str(grid_path), baseline=baseline, root=root, only=only or None,
     )  # fmt: skip
     out.print(f"report: {store.root_uri}/sweeps/{grid.name}/report.html", highlight=False)
 
@@ -90,7 +90,12 @@ def sweep(
     grid: Annotated[Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the variants and what would compute; compute nothing")] = False,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")] = None,
+    only: Annotated[
+        Optional[list[str]],
+        typer.Option("--only", metavar="VARIANT", help="run only these variants (repeat, or comma-separate; a [[variants]] name keeps all its seeds) and the baseline; report under <grid>-only-<names>"),
+    ] = None,
     root: RootOpt = None,
 ) -> None:
     """Run every variant of a grid over one pipeline config: shared artifacts are built once; one comparison report."""
-    _sweep(config, grid, baseline, root, dry_run=dry_run)
+    names = [n.strip() for item in only or [] for n in item.split(",") if n.strip()]
+    _sweep(config, grid, baseline, root, dry_run=dry_run, only=names)

@@ -20,11 +20,14 @@ from storage import ArtifactStore
 
 
 @flow(name="xlembed-sweep", log_prints=True)
-def sweep_flow(config_path: str, grid_path: str, baseline: str | None = None, root: str | None = None) -> dict[str, dict[str, str]]:
-    """Run every variant of a grid over one pipeline config; returns variant -> stage -> key."""
+def sweep_flow(
+    config_path: str, grid_path: str, baseline: str | None = None, root: str | None = None, only: list[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Run every variant of a grid (or those in `only`, see `Grid.select`) over one pipeline config;
+    returns variant -> stage -> key."""
     take_signals()
     base = load_config(config_path, root=root)
-    grid = load_grid(grid_path, config=base.raw)
+    grid = load_grid(grid_path, config=base.raw).select(only or [], baseline)
     grid.check_baseline(baseline)
     store = ArtifactStore(base.settings.root)
     logger = get_run_logger()

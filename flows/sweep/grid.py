@@ -8,7 +8,7 @@ import hashlib
 import itertools
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,6 +187,31 @@ class Grid:
             if variant.name == name:
                 return variant
         raise KeyError(name)
+
+    def select(self, names: Sequence[str], baseline: str | None = None) -> Grid:
+        """The grid cut to the variants named (a [[variants]] name or seed group keeps all its seeds;
+        a full variant name keeps that run), plus the report's baseline (`baseline`, else the
+        grid's), which a comparison cannot do without. The cut keeps every variant's overrides, so
+        its runs have the same keys as in the whole grid and reuse what the whole grid built; its
+        report is written under its own name (`{grid}-only-{names}`), beside the whole grid's."""
+        if not names:
+            return self
+        if self.seeding == "pending":
+            raise GridError(f"{self.path}: select variants after the pipeline config decided the seeds (resolve_seeds)")
+        groups = list(dict.fromkeys(v.group for v in self.variants))
+        runs = [v.name for v in self.variants]
+        unknown = [n for n in names if n not in groups and n not in runs]
+        if unknown:
+            raise GridError(f"{self.path}: --only {', '.join(map(repr, unknown))}: no such variant; the grid has {', '.join(groups)}")
+        wanted = set(names)
+        reference = self.check_baseline(baseline) or self.baseline
+        if reference is not None:
+            wanted.add(reference)
+        kept = tuple(v for v in self.variants if v.name in wanted or v.group in wanted)
+        label = "-".join(slug(n) for n in dict.fromkeys(names))
+        if len(label) > 64:  # a long list: a short stable name instead
+            label = "h" + _short_hash(sorted(wanted))
+        return dataclasses.replace(self, name=f"{self.name}-only-{label}", variants=kept)
 
     def check_baseline(self, name: str | None) -> str | None:
         if name is None:

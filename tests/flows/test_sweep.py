@@ -147,6 +147,23 @@ def test_grids_without_seeds_run_each_training_variant_on_three_seeds(tmp_path: 
     assert [v.name for v in seeded.variants if v.group == "tr"] == ["tr_seed-42", "tr_seed-1"]
 
 
+def test_only_cuts_the_grid_to_named_variants_and_keeps_the_baseline(tmp_path: Path) -> None:
+    config = write_grid(tmp_path / "train.toml", TRAINING_CONFIG)
+    grid = load_grid(write_grid(tmp_path / "g.toml", SEEDLESS_GRID), config=config)
+    assert grid.select([]) is grid
+    # a [[variants]] name keeps all its seeds; the grid's baseline (tr) comes along for the report
+    cut = grid.select(["fixed"])
+    assert [v.name for v in cut.variants] == ["tr_seed-1", "tr_seed-2", "tr_seed-3", "fixed"]
+    assert cut.name == "g-only-fixed" and cut.baseline == "tr"
+    assert [v.overrides for v in cut.variants] == [grid.variant(v.name).overrides for v in cut.variants]  # same keys as in the whole grid
+    # a --baseline given on the command line replaces the grid's; one seeded run can be named alone
+    assert [v.name for v in grid.select(["tr_seed-2"], baseline="base").variants] == ["base", "tr_seed-2"]
+    with pytest.raises(GridError, match=r"g.toml: --only 'nope': no such variant; the grid has base, tr, fixed"):
+        grid.select(["nope", "base"])
+    with pytest.raises(GridError, match="after the pipeline config decided the seeds"):
+        load_grid(tmp_path / "g.toml").select(["tr"])
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -512,6 +529,13 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     assert all(f'<h3 id="pipeline-toy--{name}">' in page for name in result) and 'href="sweeps/toy-grid/report.html"' in page
     assert [(link.flow_run_id, link.data) for link in links] == [(state.state_details.flow_run_id, f"[{index.as_uri()}]({index.as_uri()})")]
 
+    # a cut of the same grid reuses every artifact and writes its report beside the whole grid's
+    cut = sweep_flow(config_path=str(toy_pipeline["config"]), grid_path=str(grid_path), only=["unit-bytes_bucket-10"])
+    assert cut == {name: result[name] for name in ("unit-chars_bucket-5", "unit-bytes_bucket-10")}
+    cut_report = (toy_pipeline["root"] / "sweeps" / "toy-grid-only-unit-bytes-bucket-10" / "report.md").read_text(encoding="utf-8")
+    assert "unit-bytes_bucket-10" in cut_report and "unit-chars_bucket-10" not in cut_report
+    assert "unit-chars_bucket-10" in (folder / "report.md").read_text(encoding="utf-8")  # the whole grid's report is untouched
+
     # the CLI's plan over the same grid: everything is cached now
     shown = CliRunner().invoke(app(), ["plan", str(toy_pipeline["config"]), "--grid", str(grid_path)])
     assert shown.exit_code == 0, shown.output
@@ -537,6 +561,15 @@ def test_cli_plan_and_dry_run_count_shared_stage_runs_once(toy_pipeline: dict) -
     assert not (toy_pipeline["root"] / "corpus").exists()  # a dry run computes nothing
     bad = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--baseline", "nope", "--dry-run"])
     assert bad.exit_code == 2 and "baseline 'nope'" in bad.output
+    # --only: the named variants plus the baseline, repeated or comma-separated
+    only = CliRunner().invoke(
+        app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--only", "unit-bytes_bucket-10,unit-chars_bucket-10", "--baseline", "unit-chars_bucket-5", "--dry-run"]
+    )
+    assert only.exit_code == 0, only.output
+    flat = " ".join(only.output.split())
+    assert "sweep g-only-unit-bytes-bucket-10-unit-chars-bucket-10" in flat and "3 variants" in flat and "unit-bytes_bucket-5" not in flat
+    unknown = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--only", "bucket-7", "--dry-run"])
+    assert unknown.exit_code == 2 and "--only 'bucket-7': no such variant" in unknown.output
 
 
 def test_sweep_plan_notes_are_said_once_for_all_variants(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
