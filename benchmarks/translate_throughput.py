@@ -18,6 +18,7 @@ generate once after a warm-up batch. Prints sentences/s and output tokens/s, and
 ratios measured in the same run. On a shared machine the wall times are noisy: compare
 ratios of one run, and rerun when the stage/raw ratio looks off.
 
+--shape real-1.3b / real-3.3b: the same at NLLB-200-distilled-1.3B's / NLLB-200-3.3B's shape.
 --shape real: NLLB-200-distilled-600M's shape (benchmarks/shapes.py: M2M100, d_model 1024,
 12+12 layers, FFN 4096, 16 heads, vocabulary 256,206; random weights, the tiny tokenizer).
 A random decoder never emits </s>, so every engine decodes exactly ceil(1.2 x longest source
@@ -27,7 +28,7 @@ max_decoding_length, generate min_new_tokens = max_new_tokens); output token cou
 printed to show they agree. Also prints the peak RSS of each engine's run (after a reset of
 the process peak, the previous engine freed) and the stage at --sweep batch sizes in tokens.
 
-    python benchmarks/translate_throughput.py [--shape tiny|real] [--sentences 256] [--beam 2]
+    python benchmarks/translate_throughput.py [--shape tiny|real|real-1.3b|real-3.3b] [--sentences 256] [--beam 2]
         [--max-tokens 48] [--d-model 256] [--layers 3] [--device auto] [--threads 0]
 """
 
@@ -49,6 +50,7 @@ WORDS = (
     "town bridge school children morning evening rain mountain sea road train station library "
     "museum farmer bread kitchen doctor garden summer winter story friend village"
 ).split()
+REAL_SHAPES = {"real": "NLLB_600M", "real-1.3b": "NLLB_1_3B", "real-3.3b": "NLLB_3_3B"}  # --shape -> benchmarks.shapes name
 TARGETS = ["fra_Latn", "deu_Latn", "spa_Latn", "jpn_Jpan", "zho_Hans", "hin_Deva"]
 
 
@@ -70,11 +72,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads and torch threads (0: library default)")
     parser.add_argument("--skip-generate", action="store_true")
-    parser.add_argument("--shape", default="tiny", choices=["tiny", "real"], help="real: NLLB-200-distilled-600M's shape, fixed output lengths")
+    parser.add_argument(
+        "--shape", default="tiny", choices=["tiny", *REAL_SHAPES],
+        help="real: NLLB-200-distilled-600M's shape, fixed output lengths; real-1.3b, real-3.3b: the larger NLLB-200 shapes",
+    )  # fmt: skip
     parser.add_argument("--max-words", type=int, default=None, help="longest random sentence in words (default 30; real: 8)")
     parser.add_argument("--sweep", default=None, help="comma-separated batch sizes in tokens for the stage (int8) besides --batch-tokens (real: 256)")
     args = parser.parse_args(argv)
-    if args.shape == "real":  # what the defaults mean at 600M parameters on a CPU: minutes, not hours
+    if args.shape in REAL_SHAPES:  # what the defaults mean at 600M parameters on a CPU: minutes, not hours
         given = set(argv if argv is not None else sys.argv[1:])
         defaults = {"--sentences": ("sentences", 16), "--repeats": ("repeats", 1), "--batch-tokens": ("batch_tokens", 4096)}
         for flag, (name, value) in defaults.items():
@@ -113,17 +118,18 @@ def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int, 
     from tasks.translate.model_stage import convert_checkpoint
     from tasks.translate.tiny import build_tiny_nllb
 
-    real = args.shape == "real"
+    real = args.shape in REAL_SHAPES
     device = args.device if args.device != "auto" else ("cuda" if ctranslate2.get_cuda_device_count() else "cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="xlembed-translate-bench-"))
     started = time.perf_counter()
     if real:
-        from benchmarks.shapes import NLLB_600M, build_nllb_shape
+        from benchmarks import shapes
 
-        checkpoint = build_nllb_shape(work / "hf", NLLB_600M)
-        described = f"{NLLB_600M.name} shape: d_model {NLLB_600M.d_model}, {NLLB_600M.layers}+{NLLB_600M.layers} layers, FFN {NLLB_600M.ffn_dim}, vocab {NLLB_600M.vocab_size}, random weights"
+        shape = getattr(shapes, REAL_SHAPES[args.shape])
+        checkpoint = shapes.build_nllb_shape(work / "hf", shape)
+        described = f"{shape.name} shape: d_model {shape.d_model}, {shape.layers}+{shape.layers} layers, FFN {shape.ffn_dim}, vocab {shape.vocab_size}, random weights"
     else:
         spec = TinyModelSpec(seed=1, vocab_size=args.vocab, d_model=args.d_model, layers=args.layers, heads=max(1, args.d_model // 64), ffn_dim=4 * args.d_model, max_positions=512)
         checkpoint = build_tiny_nllb(work / "hf", spec)
