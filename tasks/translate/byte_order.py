@@ -110,7 +110,7 @@ def byte_order(strings: pa.Array) -> tuple[np.ndarray, int | None]:
     depth = common_prefix_length(strings)
     keys = sort_keys(starts, lengths, depth, data)
     order = np.argsort(keys)  # the first pass sorts every string: one run
-    keys = keys[order]
+    keys.sort()  # = keys[order], in place
     tied = None  # the positions in `order` whose strings are not placed yet (None: all)
     run_starts = np.zeros(1, dtype=np.int64)  # the runs of strings equal so far, in `tied`
     run_depths = np.full(1, depth, dtype=np.int64)  # the byte each run's keys begin at

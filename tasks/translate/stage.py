@@ -79,6 +79,7 @@ def source_group_ids(config: TranslateConfig, corpus: InputArtifact) -> SourceGr
         for batch in corpus.iter_batches(["group_id", "lang"])
     ]
     ids = pa.chunked_array(parts, type=CORPUS_SCHEMA.field("group_id").type).combine_chunks()
+    del parts  # the batches' copies, while the ids are sorted
     if ids.null_count:
         raise ValueError(f"the corpus has {ids.null_count} {config.source_lang} rows without a group_id")
     order, duplicate = byte_order(ids)
