@@ -328,19 +328,18 @@ def naive_source_rows(corpus: ParquetCorpus, lang: str) -> Any:
 
 def case_translate(rows: int, naive: bool, what: str, folder: Path) -> dict:
     from tasks.translate.config import TranslateConfig
-    from tasks.translate.stage import shard_source_rows, source_group_ids
+    from tasks.translate.stage import shard_source_rows, source_shard_bounds
 
     corpus = ParquetCorpus(sorted(folder.glob("part-*.parquet")))
     config = TranslateConfig.model_validate({"targets": ["kaz_Cyrl"], "shard_rows": SHARD_ROWS})
     middle = (rows // SHARD_ROWS // 2) * SHARD_ROWS  # a shard in the middle
-    if what == "plan":
-        run = (lambda: naive_source_rows(corpus, "eng_Latn").num_rows) if naive else (lambda: len(source_group_ids(config, corpus)))
-        return measured(run)
+    if what == "plan":  # the plan's work on the data: every shard's rows and first/last group id
+        if naive:
+            return measured(lambda: naive_source_rows(corpus, "eng_Latn").num_rows)
+        return measured(lambda: len(source_shard_bounds(config, corpus)))
     if naive:
         return measured(lambda: naive_source_rows(corpus, "eng_Latn").slice(middle, SHARD_ROWS))
-    ids = source_group_ids(config, corpus)  # the plan's work, not measured here
-    first, last = ids[middle].as_py(), ids[min(rows, middle + SHARD_ROWS) - 1].as_py()
-    del ids
+    _, _, first, last = source_shard_bounds(config, corpus)[middle // SHARD_ROWS]  # the plan's work, not measured here
     return measured(lambda: shard_source_rows(config, corpus, first, last))
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from tasks.corpus.lid import lid_check, lid_fingerprint
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import InputArtifact, Inputs, ShardContext, ShardSpec, Stage
+from tasks.translate.byte_order import byte_order
 from tasks.translate.config import TranslateConfig
 from tasks.translate.engine import NllbTokenizer, get_translator, translate_tokens
 from tasks.translate.filters import OK, REASONS, quality_reasons
@@ -52,18 +54,48 @@ def check_languages(config: TranslateConfig, info: dict[str, Any]) -> None:
             raise ValueError(f"language {code!r} is not in the vocabulary of translation model {info['name']!r}")
 
 
-def source_group_ids(config: TranslateConfig, corpus: InputArtifact) -> pa.Array:
-    """The group ids of the corpus rows in the source language, sorted (the shards' stable
-    order). Streams two columns: the texts are not read."""
+@dataclass(frozen=True)
+class SourceGroups:
+    """The group ids of the corpus rows in the source language: `ids` in corpus order, and
+    `order`, the permutation that puts them in byte order (the shards' stable order)."""
+
+    ids: pa.Array
+    order: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def at(self, ranks: Sequence[int]) -> list[str]:
+        """The group ids at these places of the shards' order."""
+        return self.ids.take(pa.array(self.order[np.asarray(ranks, dtype=np.int64)])).to_pylist()
+
+
+def source_group_ids(config: TranslateConfig, corpus: InputArtifact) -> SourceGroups:
+    """The group ids of the corpus rows in the source language and their byte order. Streams
+    two columns (the texts are not read) and sorts fixed-width integer keys of the ids
+    (tasks/translate/byte_order.py), not the strings."""
     parts = [
         batch.column("group_id").filter(pc.equal(batch.column("lang"), config.source_lang))
         for batch in corpus.iter_batches(["group_id", "lang"])
     ]
     ids = pa.chunked_array(parts, type=CORPUS_SCHEMA.field("group_id").type).combine_chunks()
-    ids = ids.take(pc.sort_indices(ids))
-    if len(ids) > 1 and pc.count_distinct(ids).as_py() != len(ids):
-        raise ValueError(f"the corpus has groups with more than one {config.source_lang} row")
-    return ids
+    del parts  # the batches' copies, while the ids are sorted
+    if ids.null_count:
+        raise ValueError(f"the corpus has {ids.null_count} {config.source_lang} rows without a group_id")
+    order, duplicate = byte_order(ids)
+    if duplicate is not None:
+        group = ids[duplicate].as_py()
+        raise ValueError(f"the corpus has groups with more than one {config.source_lang} row (group_id {group!r})")
+    return SourceGroups(ids, order)
+
+
+def source_shard_bounds(config: TranslateConfig, corpus: InputArtifact) -> list[tuple[int, int, str, str]]:
+    """Per shard: its first and past-the-last place in the shards' order, and its first and
+    last group id (what a shard reads by)."""
+    groups = source_group_ids(config, corpus)
+    starts = list(range(0, len(groups), config.shard_rows))
+    stops = [min(len(groups), start + config.shard_rows) for start in starts]
+    return list(zip(starts, stops, groups.at(starts), groups.at([stop - 1 for stop in stops])))
 
 
 def shard_source_rows(config: TranslateConfig, corpus: InputArtifact, first: str, last: str) -> pa.Table:
@@ -89,14 +121,12 @@ def shard_source_rows(config: TranslateConfig, corpus: InputArtifact, first: str
 
 def plan_translate_shards(config: TranslateConfig, inputs: Inputs) -> list[ShardSpec]:
     check_languages(config, model_info(inputs["translate_model"]))
-    ids = source_group_ids(config, inputs["corpus"])
-    rows = len(ids)
-    shards = []
-    for index, start in enumerate(range(0, rows, config.shard_rows)):
-        stop = min(rows, start + config.shard_rows)
-        params = {"start": start, "stop": stop, "first": ids[start].as_py(), "last": ids[stop - 1].as_py()}
-        shards.append(ShardSpec(f"part-{index:05d}", params, f"{config.source_lang} rows {start}-{stop - 1}"))
-    return shards
+    return [
+        ShardSpec(
+            f"part-{index:05d}", {"start": start, "stop": stop, "first": first, "last": last}, f"{config.source_lang} rows {start}-{stop - 1}"
+        )
+        for index, (start, stop, first, last) in enumerate(source_shard_bounds(config, inputs["corpus"]))
+    ]
 
 
 def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
@@ -107,8 +137,8 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
     if "first" in shard.params:  # the shard's first and last group id: read only its rows
         rows = shard_source_rows(config, inputs["corpus"], shard.params["first"], shard.params["last"])
     else:
-        ids = source_group_ids(config, inputs["corpus"])
-        rows = shard_source_rows(config, inputs["corpus"], ids[start].as_py(), ids[stop - 1].as_py())
+        first, last = source_group_ids(config, inputs["corpus"]).at([start, stop - 1])
+        rows = shard_source_rows(config, inputs["corpus"], first, last)
     if rows.num_rows != stop - start:
         raise ValueError(f"translate shard {shard.shard_id}: expected {stop - start} {config.source_lang} rows, read {rows.num_rows} (the plan does not match the corpus)")
     context.read(rows.num_rows)
