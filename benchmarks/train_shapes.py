@@ -1,12 +1,12 @@
 """Train step at XLM-R base's shape: time per objective combination vs TR, memory of plain vs GradCache.
 
     python benchmarks/train_shapes.py [--shape real|tiny] [--batch 32] [--memory-rows 64,256,1024] [--chunk 32]
-                                      [--cap-gib 12] [--gradcache-cap-gib 10] [--settings plain,gradcache]
+                                      [--cap-gib 12] [--gradcache-cap-gib 11.5] [--settings plain,gradcache]
                                       [--base DIR] [--skip-timing] [--skip-memory]
 
 GradCache alone at large batches, the cheapest honest run (one child per row count, one step each):
 
-    python benchmarks/train_shapes.py --skip-timing --settings gradcache --memory-rows 1024 --gradcache-cap-gib 10 --base DIR
+    python benchmarks/train_shapes.py --skip-timing --settings gradcache --memory-rows 1024 --gradcache-cap-gib 11.5 --base DIR
 
 The base is a random-weight XLM-R base (benchmarks/shapes.py: hidden 768, 12 layers, 12 heads,
 FFN 3072, vocabulary 250,002, 278M parameters, all trained: the word embeddings are not frozen)
@@ -36,8 +36,10 @@ machine down, and one case's freed memory never flatters the next one's peak.
    measurements and says so. Each memory case also reports its peak address space (VmPeak,
    what RLIMIT_AS compares against: the RSS plus what the process maps without touching), so a
    table can say how close a case came to its cap. `--settings gradcache` runs GradCache alone
-   (plain at 512 or 1024 rows cannot fit any cap this machine can hold, and at 1024 rows each
-   GradCache step takes most of an hour on 2 shared cores, so nothing else should run per case). `fits_in_memory` then turns the per-token activation memory into
+   (plain at 512 or 1024 rows cannot fit any cap this machine can hold, and at 1024 rows one
+   GradCache step takes ~30 min on 2 loaded cores, so nothing else should run per case). The
+   GradCache cases peak at ~10.7 GiB of address space at any batch (~8.1 GiB RSS + ~2.65 GiB
+   mapped and never touched), so they need a cap above 10 GiB: 11.5 GiB. `fits_in_memory` then turns the per-token activation memory into
    the largest batch that fits a given memory (docs/benchmarks.md: 80 GB).
 """
 
@@ -348,9 +350,12 @@ def run_benchmark(quick: bool) -> list[dict]:
     """benchmarks/run_all.py protocol: objective mixes vs TR and GradCache memory at XLM-R base's shape (--quick: tiny BERT)."""
     if quick:
         return main(["--shape", "tiny", "--batch", "16", "--memory-rows", "64,256", "--chunk", "16", "--repeat", "2", "--cap-gib", "8"])
-    # plain measured at 32 and 64 rows (256 does not fit a 12 GiB cap), GradCache at 64 and 256; the
-    # command line's defaults (64, 256, 1024 rows; GradCache at 1024 takes most of an hour on 2 cores) are for manual runs
-    return main(["--memory-rows", "32,64,256", "--plain-max", "64"])
+    # plain measured at 64 and 112 rows, the line the docs extrapolate with (below 64 rows the
+    # slope is lower: the peak comes late in the backward pass; 112 rows peak at 12.5 GiB of
+    # address space, 128 do not fit 13 GiB), GradCache at 64 and 256 (10.7 GiB of address space
+    # at any batch: a 10 GiB cap fails it); the command line's defaults (64, 256, 1024 rows;
+    # GradCache at 1024 takes ~30 min on 2 loaded cores) are for manual runs
+    return main(["--memory-rows", "64,112,256", "--plain-max", "112", "--cap-gib", "13", "--gradcache-cap-gib", "11.5"])
 
 
 if __name__ == "__main__":
