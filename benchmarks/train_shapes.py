@@ -1,7 +1,12 @@
 """Train step at XLM-R base's shape: time per objective combination vs TR, memory of plain vs GradCache.
 
     python benchmarks/train_shapes.py [--shape real|tiny] [--batch 32] [--memory-rows 64,256,1024] [--chunk 32]
-                                      [--cap-gib 12] [--base DIR] [--skip-timing] [--skip-memory]
+                                      [--cap-gib 12] [--gradcache-cap-gib 11.5] [--settings plain,gradcache]
+                                      [--base DIR] [--skip-timing] [--skip-memory]
+
+GradCache alone at large batches, the cheapest honest run (one child per row count, one step each):
+
+    python benchmarks/train_shapes.py --skip-timing --settings gradcache --memory-rows 1024 --gradcache-cap-gib 11.5 --base DIR
 
 The base is a random-weight XLM-R base (benchmarks/shapes.py: hidden 768, 12 layers, 12 heads,
 FFN 3072, vocabulary 250,002, 278M parameters, all trained: the word embeddings are not frozen)
@@ -28,7 +33,13 @@ machine down, and one case's freed memory never flatters the next one's peak.
    update, whose foreach temporaries (about two parameter-sized buffers on CPU, whatever the
    batch) can set the whole step's peak at small batches. A case that does not fit under the cap is reported as such, and the
    table extrapolates plain rows linearly in padded tokens from the two smallest plain
-   measurements and says so. `fits_in_memory` then turns the per-token activation memory into
+   measurements and says so. Each memory case also reports its peak address space (VmPeak,
+   what RLIMIT_AS compares against: the RSS plus what the process maps without touching), so a
+   table can say how close a case came to its cap. `--settings gradcache` runs GradCache alone
+   (plain at 512 or 1024 rows cannot fit any cap this machine can hold, and at 1024 rows one
+   GradCache step takes ~30 min on 2 loaded cores, so nothing else should run per case). The
+   GradCache cases peak at ~10.7 GiB of address space at any batch (~8.1 GiB RSS + ~2.65 GiB
+   mapped and never touched), so they need a cap above 10 GiB: 11.5 GiB. `fits_in_memory` then turns the per-token activation memory into
    the largest batch that fits a given memory (docs/benchmarks.md: 80 GB).
 """
 
@@ -92,6 +103,17 @@ def prime_optimizer(trainer) -> None:  # noqa: ANN001
     trainer.optimizer.zero_grad(set_to_none=True)
 
 
+def peak_address_space_bytes() -> int:
+    """This process's peak virtual size since start (Linux VmPeak: what RLIMIT_AS limits; clear_refs does not reset it); 0 where unknown."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def measure_case(case: dict) -> dict:
     """One case in this process: `case` = {base, rows, config (TrainConfig fields), mode: "time" | "memory", repeat, threads}."""
     import gc
@@ -133,6 +155,7 @@ def measure_case(case: dict) -> dict:
         "before_gib": before / GIB,
         "step_gib": max(0, (backward_peak or peak) - before) / GIB,  # memory mode: forward + backward (gradients, activations)
         "with_optimizer_gib": max(0, peak - before) / GIB,  # the whole step, AdamW's update included
+        "address_space_gib": peak_address_space_bytes() / GIB,  # the process's peak, setup included: against the cap
         "tokens": int(lengths.sum()),
         "padded_tokens": int(len(lengths) * lengths.max()),  # texts x the longest: what the encoder runs on (texts_to_arrays)
         "params": int(sum(p.numel() for p in trainer.params)),
@@ -218,6 +241,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--chunk", type=int, default=32, help="GradCache chunk rows")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cap-gib", type=float, default=12.0, help="address-space cap of each child process (RLIMIT_AS)")
+    parser.add_argument("--gradcache-cap-gib", type=float, default=None, help="address-space cap of the GradCache memory cases (default: --cap-gib)")
+    parser.add_argument("--settings", default="plain,gradcache", help="memory cases to run: plain, gradcache or both")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per child process")
     parser.add_argument("--base", type=Path, default=None, help="reuse (or build once into) this base directory")
     parser.add_argument("--combinations", default="TR,TR+AWP,TR+WTR,TR+AWP+WTR,TR+RTL,SupCon+reg,DuEAM")
@@ -225,6 +250,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    settings = [x for x in args.settings.split(",") if x]
+    unknown = sorted(set(settings) - {"plain", "gradcache"})
+    if unknown or not settings:
+        parser.error(f"--settings: {','.join(unknown) or 'nothing given'}: expected plain, gradcache or both, comma-separated")
+    gradcache_cap = args.cap_gib if args.gradcache_cap_gib is None else args.gradcache_cap_gib
     if args.child:
         print(json.dumps(measure_case(json.loads(args.child))))
         return []
@@ -239,7 +269,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
               "torch_threads": args.threads, "freeze_word_embeddings": False}  # fmt: skip
     label = "XLM-R base shape" if args.shape == "real" else "tiny BERT"
     print(f"base: random {label} ({base}), ready in {time.perf_counter() - started:.1f} s; torch threads {args.threads}; "
-          f"each case in a child process capped at {args.cap_gib:g} GiB; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+          f"each case in a child process capped at {args.cap_gib:g} GiB (GradCache memory cases: {gradcache_cap:g} GiB); "
+          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     rows: list[dict] = []
 
     def case(objectives: str, n: int, mode: str, **extra: object) -> dict:
@@ -266,22 +297,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
     memory_rows = [int(x) for x in args.memory_rows.split(",") if x]
     if args.skip_memory or not memory_rows:
         return rows
-    print(f"\n# memory per step: plain TR vs GradCache (chunk {args.chunk}), {label}, max_length {args.max_length}")
-    print("| rows | setting | s/step | RSS before step GiB | forward+backward peak above it GiB | with AdamW's update GiB | tokens/step | padded tokens |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"\n# memory per step: {' vs '.join(settings)} (TR; GradCache chunk {args.chunk}), {label}, max_length {args.max_length}; "
+          f"caps: plain {args.cap_gib:g} GiB, GradCache {gradcache_cap:g} GiB")  # fmt: skip
+    print("| rows | setting | s/step | RSS before step GiB | forward+backward peak above it GiB | with AdamW's update GiB | peak address space GiB | tokens/step | padded tokens |")
+    print("|---|---|---|---|---|---|---|---|---|")
     plain: dict[int, dict] = {}
     gradcache: dict[int, dict] = {}
     for n in memory_rows:
-        for setting in ("plain", "gradcache"):
+        for setting in settings:
             if (setting == "plain" and n > args.plain_max) or (setting == "gradcache" and args.chunk >= n):
                 continue
             extra = {"grad_cache_chunk": args.chunk} if setting == "gradcache" else {}
-            result = run_case(case("TR", n, "memory", **extra), args.cap_gib, args.timeout)
+            cap = gradcache_cap if setting == "gradcache" else args.cap_gib
+            # a start line: at 1024 rows one case runs most of an hour, and a log should say which
+            print(f"  ({setting} at {n} rows: started {time.strftime('%H:%M:%S')}, load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
+            result = run_case(case("TR", n, "memory", **extra), cap, args.timeout)
             if "error" in result:
-                print(f"| {n} | {setting} | {result['error']} | | | | | |\n  ({result['detail']})", flush=True)
+                print(f"| {n} | {setting} | {result['error']} | | | | | | |\n  ({result['detail']})", flush=True)
                 continue
             print(f"| {n} | {setting} | {result['seconds']:.1f} | {result['before_gib']:.2f} | {result['step_gib']:.2f} | "
-                  f"{result['with_optimizer_gib']:.2f} | {result['tokens']} | {result['padded_tokens']} |", flush=True)  # fmt: skip
+                  f"{result['with_optimizer_gib']:.2f} | {result['address_space_gib']:.2f} | {result['tokens']} | {result['padded_tokens']} |", flush=True)  # fmt: skip
             (plain if setting == "plain" else gradcache)[n] = result
 
     if len(plain) < 2:
@@ -297,7 +332,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         else:
             reference = intercept + slope * result["padded_tokens"]
             name = f"plain TR, {n} rows, extrapolated linearly in padded tokens from {xs[0]} and {xs[1]} rows"
-            print(f"| {n} | plain (extrapolated, not measured) | | | {reference:.2f} | | | {result['padded_tokens']} |")
+            print(f"| {n} | plain (extrapolated, not measured) | | | {reference:.2f} | | | | {result['padded_tokens']} |")
         rows.append({"case": f"{label}: GradCache (chunk {args.chunk}) at {n} rows", "measure": "step peak RSS GiB", "stage": result["step_gib"],
                      "reference": reference, "reference_name": name, "higher_is_better": False})  # fmt: skip
     largest = plain[max(plain)]
@@ -315,9 +350,12 @@ def run_benchmark(quick: bool) -> list[dict]:
     """benchmarks/run_all.py protocol: objective mixes vs TR and GradCache memory at XLM-R base's shape (--quick: tiny BERT)."""
     if quick:
         return main(["--shape", "tiny", "--batch", "16", "--memory-rows", "64,256", "--chunk", "16", "--repeat", "2", "--cap-gib", "8"])
-    # plain measured at 32 and 64 rows (256 does not fit a 12 GiB cap), GradCache at 64 and 256; the
-    # command line's defaults (64, 256, 1024 rows; GradCache at 1024 takes most of an hour on 2 cores) are for manual runs
-    return main(["--memory-rows", "32,64,256", "--plain-max", "64"])
+    # plain measured at 64 and 112 rows, the line the docs extrapolate with (below 64 rows the
+    # slope is lower: the peak comes late in the backward pass; 112 rows peak at 12.5 GiB of
+    # address space, 128 do not fit 13 GiB), GradCache at 64 and 256 (10.7 GiB of address space
+    # at any batch: a 10 GiB cap fails it); the command line's defaults (64, 256, 1024 rows;
+    # GradCache at 1024 takes ~30 min on 2 loaded cores) are for manual runs
+    return main(["--memory-rows", "64,112,256", "--plain-max", "112", "--cap-gib", "13", "--gradcache-cap-gib", "11.5"])
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.train_shapes import activation_per_token, build_base, classify_failure, fits_in_memory, run_case
+import benchmarks.train_shapes as train_shapes
+from benchmarks.shapes import rss_bytes
+from benchmarks.train_shapes import activation_per_token, build_base, classify_failure, fits_in_memory, peak_address_space_bytes, run_case
 
 
 def test_an_allocation_error_did_not_fit_under_the_cap():
@@ -65,7 +67,8 @@ def test_a_case_runs_in_a_child_process_under_the_cap_and_reports_instead_of_rai
               "batch_size": 8, "views": 2, "torch_threads": 1, "freeze_word_embeddings": False}  # fmt: skip
     case = {"base": str(base), "rows": 8, "config": config, "mode": "memory", "repeat": 1, "threads": 1}
     result = run_case(case, cap_gib=8)
-    assert set(result) == {"seconds", "before_gib", "step_gib", "with_optimizer_gib", "tokens", "padded_tokens", "params"}
+    assert set(result) == {"seconds", "before_gib", "step_gib", "with_optimizer_gib", "address_space_gib", "tokens", "padded_tokens", "params"}
+    assert 8 > result["address_space_gib"] >= result["before_gib"]  # what the cap limits: at least the RSS, under the cap
     assert result["padded_tokens"] >= result["tokens"] > 0
     assert result["before_gib"] > 0 and result["params"] > 0
     assert result["with_optimizer_gib"] >= result["step_gib"]
@@ -73,3 +76,43 @@ def test_a_case_runs_in_a_child_process_under_the_cap_and_reports_instead_of_rai
     starved = run_case(case, cap_gib=0.25)
     assert starved["error"] == "did not fit under 0.25 GiB"
     assert "failed to map segment" in starved["detail"]
+
+
+def test_peak_address_space_is_what_the_cap_limits_at_least_the_resident_set():
+    assert peak_address_space_bytes() >= rss_bytes() > 0
+
+
+def _memory_cases(monkeypatch, tmp_path, *args: str) -> list[tuple[str, int, float]]:
+    """(setting, rows, cap) of each memory case main() would run; the children replaced by a fake result."""
+    (tmp_path / "base").mkdir(parents=True)
+    (tmp_path / "base" / "config.json").write_text("{}")  # an existing base: main() builds none
+    calls = []
+
+    def fake_run_case(case: dict, cap_gib: float, timeout: float | None = None) -> dict:
+        calls.append(("gradcache" if "grad_cache_chunk" in case["config"] else "plain", case["rows"], cap_gib))
+        return {"seconds": 1.0, "before_gib": 3.6, "step_gib": 0.5 + case["rows"] / 100, "with_optimizer_gib": 4.0, "address_space_gib": 9.0,
+                "tokens": 60 * case["rows"], "padded_tokens": 64 * case["rows"], "params": 278_000_000}  # fmt: skip
+
+    monkeypatch.setattr(train_shapes, "run_case", fake_run_case)
+    train_shapes.main(["--skip-timing", "--base", str(tmp_path / "base"), "--chunk", "32", *args])
+    return calls
+
+
+def test_settings_gradcache_runs_gradcache_alone_under_its_own_cap(monkeypatch, tmp_path):
+    calls = _memory_cases(monkeypatch, tmp_path, "--settings", "gradcache", "--memory-rows", "512,1024", "--gradcache-cap-gib", "10")
+    assert calls == [("gradcache", 512, 10.0), ("gradcache", 1024, 10.0)]
+
+
+def test_by_default_both_settings_run_and_gradcache_shares_the_cap(monkeypatch, tmp_path):
+    calls = _memory_cases(monkeypatch, tmp_path, "--memory-rows", "32,64", "--cap-gib", "12")
+    # GradCache needs more rows than one chunk: at 32 rows only plain runs
+    assert calls == [("plain", 32, 12.0), ("plain", 64, 12.0), ("gradcache", 64, 12.0)]
+    calls = _memory_cases(monkeypatch, tmp_path / "again", "--memory-rows", "64", "--cap-gib", "12", "--gradcache-cap-gib", "10")
+    assert calls == [("plain", 64, 12.0), ("gradcache", 64, 10.0)]
+
+
+@pytest.mark.parametrize("settings", ["plain,adam", ","])
+def test_an_unknown_setting_is_refused_naming_the_flag(settings, capsys):
+    with pytest.raises(SystemExit):
+        train_shapes.main(["--skip-timing", "--settings", settings])
+    assert "--settings" in (err := capsys.readouterr().err) and "expected plain, gradcache or both" in err
