@@ -44,6 +44,11 @@ REPO = Path(__file__).resolve().parents[1]
 CASES = ("train.join", "train.step", "translate.plan", "translate.shard", "evaluate.read")
 SHARD_ROWS = 10_000
 CAP_GIB = 8.0  # address-space cap (RLIMIT_AS) of each case's process: a case that needs more reports it
+# The cap counts address space, not memory: allocators that keep freed memory mapped made a
+# case's address space several times its resident peak (4.9 GB against 2.0 GB for the 1M-row
+# join). Each case's process is told to give freed memory back: Arrow's system pool instead
+# of mimalloc, two glibc malloc arenas, polars' jemalloc without retained mappings.
+ALLOCATORS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "_RJEM_MALLOC_CONF": "retain:false"}
 
 
 # ----------------------------------------------------------------------------- memory
@@ -157,7 +162,7 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, Any]:
     texts = pa.concat_arrays(en_texts + fr_texts)
     del en_texts, fr_texts
     lengths = np.concatenate([lengths_one, lengths_one])
-    spans = TokenSpans(np.concatenate([span_starts, span_starts]), lengths, flat)
+    spans = TokenSpans(np.concatenate([span_starts, span_starts]), lengths, flat)  # counts: `lengths` itself, not a copy
     groups = np.stack([np.arange(rows), rows + np.arange(rows)], axis=1).astype(np.int32)
     data = TrainingData(
         texts=texts, langs=["eng_Latn", "fra_Latn"], groups=groups, group_ids=group_ids.cast(pa.large_string()),
@@ -454,7 +459,7 @@ def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: flo
     command = [sys.executable, __file__, "--child", case, "--rows", str(rows), "--cap-gib", str(cap_gib)]
     command += (["--naive"] if naive else []) + (["--folder", str(folder)] if folder else [])
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **ALLOCATORS})
     except subprocess.TimeoutExpired:
         return None
     if result.returncode != 0:

@@ -195,7 +195,7 @@ def tokenize(
         spans[np.fromiter(itertools.chain.from_iterable(enc["special_tokens_mask"]), dtype=bool, count=total)] = -1  # special tokens belong to no word
         flat_spans.append(spans)
     flat = np.concatenate(flat_spans) if flat_spans else np.zeros((0, 2), dtype=np.int32)
-    return ids, lengths, TokenSpans(np.cumsum(lengths) - lengths, lengths, flat)
+    return ids, lengths, TokenSpans(np.cumsum(lengths) - lengths, lengths, flat)  # counts: the lengths array itself
 
 
 def word_char_spans(text: str, words: list[str]) -> np.ndarray:
@@ -368,16 +368,28 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_s
             parts.append(part)
     if not parts:
         return
-    record, key, count, pairs = (np.concatenate(column) for column in zip(*parts))
+    key, count = np.concatenate([part[1] for part in parts]), np.concatenate([part[2] for part in parts])
+    pairs = np.empty((int(count.sum()), 2), dtype=np.int32)
+    filled = 0
+    for part in parts:  # one copy of the pairs at a time: each slice's is dropped once copied
+        pairs[filled : filled + len(part[3])] = part[3]
+        filled += len(part[3])
+    del parts, part
     data.max_pairs = max(data.max_pairs, int(count.max()))
     # the later record of a (text, pivot text) wins: records are in table order
     keys, last = np.unique(key[::-1], return_index=True)
     chosen = len(key) - 1 - last  # in key order
+    del key, last
     first_pair = np.cumsum(count) - count
     n = count[chosen]
-    at = np.repeat(first_pair[chosen], n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
     offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
-    data.alignments = WordPairs(keys, offsets, pairs[at], len(data.texts))
+    ordered = np.empty((int(offsets[-1]), 2), dtype=np.int32)
+    for lo in range(0, len(chosen), max(1, slice_records)):  # into key order a slice of keys at a time (the index is 8 bytes a pair)
+        hi = min(len(chosen), lo + max(1, slice_records))
+        k = n[lo:hi]
+        at = np.repeat(first_pair[chosen[lo:hi]], k) + np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+        ordered[offsets[lo] : offsets[hi]] = pairs[at]
+    data.alignments = WordPairs(keys, offsets, ordered, len(data.texts))
 
 
 def _join_slice(
