@@ -359,7 +359,7 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_s
     """
     columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
     table = table.select(columns)
-    rows = pl.DataFrame({"group_id": _string_series(data.group_ids), "row": np.arange(data.n_groups, dtype=np.int64)})
+    rows = GroupRows(data.group_ids)
     defined_by = np.full(len(data.texts), -1, dtype=np.int64)  # 2 * record + side of the record that fixed a text's words
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, table.num_rows, max(1, slice_records)):
@@ -393,7 +393,7 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_s
 
 
 def _join_slice(
-    data: TrainingData, table: pa.Table, begin: int, stop: int, rows: pl.DataFrame, spans: TokenSpans, min_score: float, defined_by: np.ndarray
+    data: TrainingData, table: pa.Table, begin: int, stop: int, rows: GroupRows, spans: TokenSpans, min_score: float, defined_by: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Records [begin, stop) of the join: sets the word ids of the texts they name first and
     returns (record, key, number of pairs, pairs [k, 2] int32) of those left with pairs."""
@@ -413,12 +413,11 @@ def _join_slice(
         .with_columns(
             col=pl.col("other_lang").replace_strict(list(lang_col), list(lang_col.values()), default=-1, return_dtype=pl.Int64)
         )
-        .join(rows, on="group_id", how="left", maintain_order="left")
-        .select("swap", "pivot_lang", "other_words", "pivot_words", "col", pl.col("row").fill_null(-1))
+        .select("group_id", "swap", "pivot_lang", "other_words", "pivot_words", "col")
     )
     n = records.height
     swap = records["swap"].to_numpy()
-    col, row = records["col"].to_numpy(), records["row"].to_numpy()
+    col, row = records["col"].to_numpy(), rows.find(records["group_id"])
     outside = (records["pivot_lang"] != pivot).to_numpy() | (col < 0) | (row < 0)
     src_t = np.where(outside, -1, data.groups[np.maximum(row, 0), np.maximum(col, 0)]).astype(np.int64)
     tgt_t = np.where(outside, -1, data.groups[np.maximum(row, 0), 0]).astype(np.int64)
@@ -491,6 +490,32 @@ def _join_slice(
     with_pairs = np.flatnonzero(per_record)
     key = src_t[with_pairs] * n_texts + tgt_t[with_pairs]
     return begin + with_pairs, key, per_record[with_pairs], np.stack([a[kept], b[kept]], axis=1).astype(np.int32)
+
+
+class GroupRows:
+    """Group id -> row of the training data, for the join's records a slice at a time.
+
+    The training rows come sorted by group id (`multiway_rows`): a slice's ids are then found
+    by binary search (`search_sorted`), so no slice builds a hash table over all the rows (at
+    10M rows, 50 slices each hashing 10M ids made the join's time grow faster than its
+    records). Rows in another order are joined through a polars hash join, as before.
+    """
+
+    def __init__(self, group_ids: pa.Array | Sequence[str]) -> None:
+        self.ids = _string_series(group_ids)
+        self.sorted = bool(self.ids.is_sorted()) and self.ids.null_count() == 0
+        self.frame = None if self.sorted else pl.DataFrame({"group_id": self.ids, "row": np.arange(len(self.ids), dtype=np.int64)})
+
+    def find(self, group_ids: pl.Series) -> np.ndarray:
+        """The row of each of `group_ids` (int64), -1 for an id not among the rows."""
+        if self.frame is not None:
+            found = pl.DataFrame({"group_id": group_ids}).join(self.frame, on="group_id", how="left", maintain_order="left")
+            return found["row"].fill_null(-1).to_numpy().astype(np.int64)
+        if not len(self.ids) or not len(group_ids):
+            return np.full(len(group_ids), -1, dtype=np.int64)
+        at = np.minimum(self.ids.search_sorted(group_ids, side="left").cast(pl.Int64).to_numpy(), len(self.ids) - 1)
+        hit = (self.ids.gather(at) == group_ids).fill_null(False).to_numpy()
+        return np.where(hit, at, -1).astype(np.int64)
 
 
 def _swapped(pivot: str) -> pl.Expr:

@@ -81,3 +81,16 @@ def test_tokenize_in_slices_is_one_call(tokenizer):
         want[np.asarray(enc["special_tokens_mask"], dtype=bool)] = -1
         assert spans[t].tolist() == want.tolist()
     assert spans.take(np.array([4, 0])).tolist() == spans[4].tolist() + spans[0].tolist()
+
+
+@pytest.mark.parametrize("ids", [["g1", "g3", "g5", "g7"], ["g5", "g1", "g7", "g3"]])
+def test_group_rows_find_rows_by_binary_search_or_hash_join(ids):
+    from tasks.train.data import GroupRows
+
+    import polars as pl
+
+    rows = GroupRows(pa.array(ids, type=pa.large_string()))
+    assert rows.sorted == (ids == sorted(ids))
+    wanted = pl.Series(["g7", "g0", "g3", "g9", "g5", "g3", "g1", "g30"])
+    assert rows.find(wanted).tolist() == [ids.index(g) if g in ids else -1 for g in wanted.to_list()]
+    assert GroupRows(pa.array([], type=pa.large_string())).find(wanted).tolist() == [-1] * 8
