@@ -5,9 +5,12 @@ fresh process capped at `--cap-gib` (8) GiB of address space (RLIMIT_AS; a case 
 more is reported as not fitting): wall time and peak memory above the inputs (VmHWM after
 resetting it through /proc/self/clear_refs, minus the RSS before the call), for the stage's
 code and for the "naive" code it replaced, kept here (measured in the same run up to
-`--naive-max` rows).
+`--naive-max` rows). Each case's process gives freed memory back (`ALLOCATORS`), so that
+the cap on address space tracks memory in use.
 
-  train.join       alignment records joined to training rows (`add_alignments`)
+  train.join       alignment records joined to training rows (`add_alignments`); the
+                   inputs are held as the train stage holds them (texts and group ids as
+                   Arrow columns, token spans flat: `training_inputs`)
                    naive: a Python loop over `to_pylist()` records
   train.step       the word pairs of one 256-row step (`make_step_batch`'s lookup)
                    naive: a dict lookup per row
@@ -535,7 +538,11 @@ def main() -> None:
         return
     print("| case | rows | stage s | stage peak MiB | naive s | naive peak MiB | time ratio | memory ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=lambda row: print(table_line(row), flush=True), cap_gib=args.cap_gib)
+    def report(row: dict) -> None:
+        print(table_line(row), flush=True)
+        print(json.dumps(row), file=sys.stderr, flush=True)  # every figure, the inputs' RSS (rss_before_mib) too
+
+    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=report, cap_gib=args.cap_gib)
 
 
 if __name__ == "__main__":
