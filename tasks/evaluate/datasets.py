@@ -232,7 +232,7 @@ def read_line_array(path: str | Path) -> pa.LargeStringArray:
     keep[stops[carriage]] = False
     kept = raw[keep]
     offsets = np.concatenate([[0], np.cumsum(stops - starts)]).astype(np.int64)
-    lines = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(kept.tobytes()))
+    lines = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(kept))
     try:
         lines.validate(full=True)
     except pa.ArrowInvalid:
@@ -420,10 +420,8 @@ def _bucc_sentences(path: Path) -> tuple[Lines, Lines]:
     lines = read_line_array(path)
     ids, sentences, good = _tab_fields(lines)
     empty_id, empty_sentence = _blank(ids), _blank(sentences)
-    codes = ids.dictionary_encode().indices.to_numpy(zero_copy_only=False)
-    first_line = np.full(int(codes.max(initial=-1)) + 1, len(codes), dtype=np.int64)
-    np.minimum.at(first_line, codes, np.arange(len(codes)))
-    duplicate = first_line[codes] != np.arange(len(codes))
+    codes = ids.dictionary_encode().indices.to_numpy(zero_copy_only=False)  # numbered in order of first appearance:
+    duplicate = codes <= np.maximum.accumulate(np.concatenate([[-1], codes[:-1]]))  # a line whose id is not new is a repeat
     bad = np.flatnonzero(empty_id | empty_sentence | duplicate)
     if len(bad):
         i = int(bad[0])
@@ -432,7 +430,8 @@ def _bucc_sentences(path: Path) -> tuple[Lines, Lines]:
             raise BenchmarkDataError(path, i + 1, "empty", "id")
         if empty_sentence[i]:
             raise BenchmarkDataError(path, i + 1, f"empty sentence for id {sentence_id!r}", "sentence")
-        raise BenchmarkDataError(path, i + 1, f"duplicate id {sentence_id!r} (first on line {int(first_line[codes[i]]) + 1})", "id")
+        first = int(np.flatnonzero(codes == codes[i])[0])
+        raise BenchmarkDataError(path, i + 1, f"duplicate id {sentence_id!r} (first on line {first + 1})", "id")
     if good < len(lines):
         raise BenchmarkDataError(path, good + 1, "no tab: expected id<TAB>sentence")
     if not len(ids):
