@@ -5,9 +5,12 @@ fresh process capped at `--cap-gib` (8) GiB of address space (RLIMIT_AS; a case 
 more is reported as not fitting): wall time and peak memory above the inputs (VmHWM after
 resetting it through /proc/self/clear_refs, minus the RSS before the call), for the stage's
 code and for the "naive" code it replaced, kept here (measured in the same run up to
-`--naive-max` rows).
+`--naive-max` rows). Each case's process gives freed memory back (`ALLOCATORS`), so that
+the cap on address space tracks memory in use.
 
-  train.join       alignment records joined to training rows (`add_alignments`)
+  train.join       alignment records joined to training rows (`add_alignments`); the
+                   inputs are held as the train stage holds them (texts and group ids as
+                   Arrow columns, token spans flat: `training_inputs`)
                    naive: a Python loop over `to_pylist()` records
   train.step       the word pairs of one 256-row step (`make_step_batch`'s lookup)
                    naive: a dict lookup per row
@@ -44,6 +47,11 @@ REPO = Path(__file__).resolve().parents[1]
 CASES = ("train.join", "train.step", "translate.plan", "translate.shard", "evaluate.read")
 SHARD_ROWS = 10_000
 CAP_GIB = 8.0  # address-space cap (RLIMIT_AS) of each case's process: a case that needs more reports it
+# The cap counts address space, not memory: allocators that keep freed memory mapped made a
+# case's address space several times its resident peak (4.9 GB against 2.0 GB for the 1M-row
+# join). Each case's process is told to give freed memory back: Arrow's system pool instead
+# of mimalloc, two glibc malloc arenas, polars' jemalloc without retained mappings.
+ALLOCATORS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "_RJEM_MALLOC_CONF": "retain:false"}
 
 
 # ----------------------------------------------------------------------------- memory
@@ -73,95 +81,142 @@ def measured(run) -> dict[str, float]:
 # ----------------------------------------------------------------------------- train
 
 
-class TokenSpans:
-    """Token character spans per text ([n, 2] each, -1 for special tokens), as `tokenize` gives
-    them, held as one flat int32 array (a list of 20M small arrays would not fit the cap at 10M
-    rows). Text t's spans are those of `base[t % n_base]` (the fra texts are the eng texts in
-    capitals: the same spans)."""
-
-    def __init__(self, offsets: np.ndarray, flat: np.ndarray, n_texts: int) -> None:
-        self.offsets, self.flat, self.n_texts, self.n_base = offsets, flat, n_texts, len(offsets) - 1
-
-    def __len__(self) -> int:
-        return self.n_texts
-
-    def __getitem__(self, t: int) -> np.ndarray:
-        b = t % self.n_base
-        return self.flat[self.offsets[b] : self.offsets[b + 1]]
+INPUT_CHUNK = 1_000_000  # synthetic training rows built at a time (the builder's scratch arrays stay those of one chunk)
 
 
-def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, TokenSpans]:
+def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, Any]:
     """TrainingData of `rows` eng/fra groups (one token per word), its alignment records, token spans.
 
-    Built with arrays, not Python loops over rows (the inputs of 10M rows must fit the cap).
+    Built with arrays, `INPUT_CHUNK` rows at a time, not Python loops over rows, and held as
+    the train stage holds them (texts and group ids as Arrow columns, token spans flat): the
+    inputs of 10M rows must leave room for the join under the cap. The alignment table has
+    the columns the join reads (the align artifact's `id` and `backend` are left out). The
+    fra texts are the eng texts in capitals: their token spans are the eng texts' (one copy).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
-    from tasks.train.data import TrainingData
+    from tasks.train.data import TokenSpans, TrainingData
 
     rng = np.random.default_rng(seed)
-    n_words = rng.integers(4, 13, size=rows)
     max_length = 16
     vocab = np.array([f"w{i}" for i in range(1000)])
-    picks = rng.integers(0, 1000, size=int(n_words.sum()))
-    word_offsets = pa.array(np.concatenate([[0], np.cumsum(n_words)]).astype(np.int32))
-    en_words = pa.ListArray.from_arrays(word_offsets, pa.array(vocab).take(pa.array(picks)))
-    fr_words = pa.ListArray.from_arrays(word_offsets, pa.array(np.char.upper(vocab)).take(pa.array(picks)))
-    texts = pc.binary_join(en_words, " ").to_pylist() + pc.binary_join(fr_words, " ").to_pylist()
-    # token spans: a special token, one token per word (the first max_length - 2), a special token
-    kept = np.minimum(n_words, max_length - 2)
-    word_len = np.char.str_len(vocab)[picks].astype(np.int64)
-    word_text = np.repeat(np.arange(rows), n_words)
-    first_word = np.cumsum(n_words) - n_words
-    within = np.arange(len(picks)) - first_word[word_text]
-    word_start = np.cumsum(word_len + 1) - (word_len + 1)
-    word_start -= word_start[first_word][word_text]
-    lengths_one = kept + 2
-    span_offsets = np.concatenate([[0], np.cumsum(lengths_one)]).astype(np.int64)
+    vocab_en, vocab_fr = pa.array(vocab), pa.array(np.char.upper(vocab))
+    vocab_len = np.char.str_len(vocab).astype(np.int32)
+    n_words = rng.integers(4, 13, size=rows).astype(np.int32)
+    kept = np.minimum(n_words, max_length - 2)  # a special token, one token per word (the first max_length - 2), a special token
+    lengths_one = (kept + 2).astype(np.int64)
+    span_starts = np.cumsum(lengths_one) - lengths_one
     flat = np.full((int(lengths_one.sum()), 2), -1, dtype=np.int32)
-    token_kept = within < kept[word_text]
-    at = span_offsets[word_text[token_kept]] + 1 + within[token_kept]
-    flat[at, 0] = word_start[token_kept]
-    flat[at, 1] = word_start[token_kept] + word_len[token_kept]
-    spans = TokenSpans(span_offsets, flat, 2 * rows)
-    lengths = np.concatenate([lengths_one, lengths_one]).astype(np.int64)
-    groups = np.stack([np.arange(rows), rows + np.arange(rows)], axis=1).astype(np.int32)
     group_ids = pc.binary_join_element_wise("g", pc.utf8_lpad(pa.array(np.arange(rows)).cast(pa.string()), 9, "0"), "")
+    columns = [f.name for f in WORD_ALIGNMENT_SCHEMA if f.name not in ("id", "backend")]
+    schema = pa.schema([WORD_ALIGNMENT_SCHEMA.field(name) for name in columns])
+    en_texts, fr_texts, tables = [], [], []
+    for begin in range(0, rows, INPUT_CHUNK):
+        stop = min(rows, begin + INPUT_CHUNK)
+        nw = n_words[begin:stop].astype(np.int64)
+        picks = rng.integers(0, 1000, size=int(nw.sum())).astype(np.int32)
+        word_offsets = pa.array(np.concatenate([[0], np.cumsum(nw)]).astype(np.int32))
+        en_words = pa.ListArray.from_arrays(word_offsets, vocab_en.take(pa.array(picks)))
+        fr_words = pa.ListArray.from_arrays(word_offsets, vocab_fr.take(pa.array(picks)))
+        en_texts.append(pc.binary_join(en_words, " ").cast(pa.large_string()))
+        fr_texts.append(pc.binary_join(fr_words, " ").cast(pa.large_string()))
+        # token spans of the chunk's texts: one token per kept word
+        word_len = vocab_len[picks]
+        word_text = np.repeat(np.arange(stop - begin, dtype=np.int32), nw)
+        first_word = np.cumsum(nw) - nw
+        within = (np.arange(len(picks), dtype=np.int64) - first_word[word_text]).astype(np.int32)
+        word_start = (np.cumsum(word_len + 1) - (word_len + 1)).astype(np.int64)
+        word_start = (word_start - word_start[first_word][word_text]).astype(np.int32)
+        token_kept = within < kept[begin:stop][word_text]
+        at = span_starts[begin + word_text[token_kept]] + 1 + within[token_kept]
+        flat[at, 0] = word_start[token_kept]
+        flat[at, 1] = word_start[token_kept] + word_len[token_kept]
+        del word_len, word_text, within, word_start, token_kept, at, picks
+        # alignment records: fra -> eng, every 3rd written eng -> fra; links i-i plus ~20% extra, random scores
+        swap = (np.arange(begin, stop) % 3) == 0
+        link_counts = nw + rng.binomial(nw, 0.2)
+        link_record = np.repeat(np.arange(stop - begin, dtype=np.int32), link_counts)
+        link_within = np.arange(len(link_record), dtype=np.int64) - np.repeat(np.cumsum(link_counts) - link_counts, link_counts)
+        words_of = nw[link_record]
+        src = np.where(link_within < words_of, link_within, rng.integers(0, words_of)).astype(np.int32)
+        tgt = np.where(link_within < words_of, link_within, rng.integers(0, words_of)).astype(np.int32)
+        src, tgt = np.where(swap[link_record], tgt, src), np.where(swap[link_record], src, tgt)
+        scores = rng.random(len(link_record), dtype=np.float32)
+        del link_record, link_within, words_of
+        offsets = pa.array(np.concatenate([[0], np.cumsum(link_counts)]).astype(np.int32))
+        links = pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([pa.array(src), pa.array(tgt), pa.array(scores)], fields=list(WORD_ALIGNMENT_SCHEMA.field("alignments").type.value_type)))
+        del src, tgt, scores
+        swap_arr = pa.array(swap)
+        tables.append(
+            pa.table({
+                "group_id": group_ids.slice(begin, stop - begin),
+                "src_lang": pc.if_else(swap_arr, "eng_Latn", "fra_Latn"),
+                "tgt_lang": pc.if_else(swap_arr, "fra_Latn", "eng_Latn"),
+                "src_words": pc.if_else(swap_arr, en_words, fr_words),
+                "tgt_words": pc.if_else(swap_arr, fr_words, en_words),
+                "alignments": links,
+            }).cast(schema)
+        )  # fmt: skip
+        del en_words, fr_words, links
+    table = pa.concat_tables(tables)
+    del tables
+    texts = pa.concat_arrays(en_texts + fr_texts)
+    del en_texts, fr_texts
+    lengths = np.concatenate([lengths_one, lengths_one])
+    spans = TokenSpans(np.concatenate([span_starts, span_starts]), lengths, flat)  # counts: `lengths` itself, not a copy
+    groups = np.stack([np.arange(rows), rows + np.arange(rows)], axis=1).astype(np.int32)
     data = TrainingData(
-        texts=texts, langs=["eng_Latn", "fra_Latn"], groups=groups, group_ids=group_ids.to_pylist(),
+        texts=texts, langs=["eng_Latn", "fra_Latn"], groups=groups, group_ids=group_ids.cast(pa.large_string()),
         token_ids=np.broadcast_to(np.zeros(1, dtype=np.int64), (2 * rows, max_length)), lengths=lengths,
         word_ids=np.full((2 * rows, max_length), -1, dtype=np.int32),
     )  # fmt: skip
-    # alignment records: fra -> eng, every 3rd written eng -> fra; links i-i plus ~20% extra, random scores
-    swap = np.arange(rows) % 3 == 0
-    link_counts = n_words + rng.binomial(n_words, 0.2)
-    link_record = np.repeat(np.arange(rows), link_counts)
-    first = np.repeat(np.cumsum(link_counts) - link_counts, link_counts)
-    within = np.arange(len(link_record)) - first
-    nw = n_words[link_record]
-    src = np.where(within < nw, within, rng.integers(0, nw)).astype(np.int32)
-    tgt = np.where(within < nw, within, rng.integers(0, nw)).astype(np.int32)
-    src, tgt = np.where(swap[link_record], tgt, src), np.where(swap[link_record], src, tgt)
-    scores = rng.random(len(link_record)).astype(np.float32)
-    del link_record, first, within, nw
-    offsets = pa.array(np.concatenate([[0], np.cumsum(link_counts)]).astype(np.int32))
-    links = pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([pa.array(src), pa.array(tgt), pa.array(scores)], fields=list(WORD_ALIGNMENT_SCHEMA.field("alignments").type.value_type)))
-    swap_arr = pa.array(swap)
-    table = pa.table(
-        {
-            "id": pc.binary_join_element_wise("r", group_ids, ""),
-            "group_id": group_ids,
-            "src_lang": pc.if_else(swap_arr, "eng_Latn", "fra_Latn"),
-            "tgt_lang": pc.if_else(swap_arr, "fra_Latn", "eng_Latn"),
-            "src_words": pc.if_else(swap_arr, en_words, fr_words),
-            "tgt_words": pc.if_else(swap_arr, fr_words, en_words),
-            "alignments": links,
-            "backend": pa.array(["synthetic"] * rows),
-        }
-    ).cast(WORD_ALIGNMENT_SCHEMA)
     return data, table, spans
+
+
+def naive_training_data(tokenizer: Any, corpus: Any, *, pivot: str, langs: list[str] | None, max_length: int, prefix: str = "") -> Any:
+    """`build_training_data` (without alignments) before issue 17 at 10M rows: rows as nested
+    Python lists, texts deduplicated through a dict, tokenised in one call, one span array per
+    text. Returns (TrainingData with `texts` and `group_ids` as Python lists, spans list)."""
+    import polars as pl
+
+    from tasks.train.data import TrainingData
+
+    df = pl.from_arrow(corpus)
+    if "split" in df.columns:
+        df = df.filter(pl.col("split") == "train")
+    df = df.select("group_id", "lang", "text").unique(subset=["group_id", "lang"], keep="first", maintain_order=True)
+    present = sorted(set(df["lang"].to_list()))
+    others = [lang for lang in (langs if langs is not None else present) if lang != pivot and lang in present]
+    order = [pivot, *others]
+    wide = df.filter(pl.col("lang").is_in(order)).pivot(on="lang", index="group_id", values="text", aggregate_function="first")
+    for lang in order:
+        if lang not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(lang))
+    wide = wide.filter(pl.col(pivot).is_not_null()).sort("group_id")
+    wide = wide.filter(pl.sum_horizontal([pl.col(lang).is_not_null() for lang in others]) > 0)
+    group_ids, rows = wide["group_id"].to_list(), [list(row) for row in wide.select(order).iter_rows()]
+    text_index: dict[str, int] = {}
+    groups = np.full((len(rows), len(order)), -1, dtype=np.int32)
+    for g, row in enumerate(rows):
+        for c, text in enumerate(row):
+            if text is not None:
+                groups[g, c] = text_index.setdefault(text, len(text_index))
+    texts = list(text_index)
+    enc = tokenizer([prefix + t for t in texts], add_special_tokens=True, truncation=True, max_length=max_length, padding=False,
+                    return_attention_mask=False, return_offsets_mapping=True, return_special_tokens_mask=True)  # fmt: skip
+    lengths = np.array([len(row) for row in enc["input_ids"]], dtype=np.int64)
+    ids = np.full((len(texts), max_length), tokenizer.pad_token_id, dtype=np.int64)
+    spans = []
+    for t, (row, offsets, special) in enumerate(zip(enc["input_ids"], enc["offset_mapping"], enc["special_tokens_mask"])):
+        ids[t, : len(row)] = row
+        arr = np.asarray(offsets, dtype=np.int64).reshape(-1, 2) - len(prefix)
+        arr[np.asarray(special, dtype=bool)] = -1
+        spans.append(arr)
+    data = TrainingData(texts=texts, langs=order, groups=groups, group_ids=group_ids, token_ids=ids, lengths=lengths,
+                        word_ids=np.full(ids.shape, -1, dtype=np.int32), pad_id=int(tokenizer.pad_token_id), mask_id=tokenizer.mask_token_id)  # fmt: skip
+    return data, spans
 
 
 def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_score: float) -> dict:
@@ -171,7 +226,9 @@ def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_sco
     alignments: dict[tuple[int, int], np.ndarray] = {}
     pivot = data.langs[0]
     lang_col = {lang: c for c, lang in enumerate(data.langs)}
-    group_row = {gid: g for g, gid in enumerate(data.group_ids)}
+    listed = lambda values: values if isinstance(values, list) else values.to_pylist()  # noqa: E731 (Arrow columns since issue 17 at 10M rows)
+    group_row = {gid: g for g, gid in enumerate(listed(data.group_ids))}
+    texts = listed(data.texts)
     words_of: dict[int, list[str]] = {}
     found = []
     columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
@@ -198,7 +255,7 @@ def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_sco
                 ok &= words_of[t] == words
             else:
                 words_of[t] = words
-                data.word_ids[t, : data.lengths[t]] = token_word_ids(spans[t], word_char_spans(data.texts[t], words))
+                data.word_ids[t, : data.lengths[t]] = token_word_ids(spans[t], word_char_spans(texts[t], words))
         if not ok:
             data.dropped["alignment_words_mismatch"] += 1
             continue
@@ -404,7 +461,7 @@ def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: flo
     command = [sys.executable, __file__, "--child", case, "--rows", str(rows), "--cap-gib", str(cap_gib)]
     command += (["--naive"] if naive else []) + (["--folder", str(folder)] if folder else [])
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **ALLOCATORS})
     except subprocess.TimeoutExpired:
         return None
     if result.returncode != 0:
@@ -480,7 +537,11 @@ def main() -> None:
         return
     print("| case | rows | stage s | stage peak MiB | naive s | naive peak MiB | time ratio | memory ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=lambda row: print(table_line(row), flush=True), cap_gib=args.cap_gib)
+    def report(row: dict) -> None:
+        print(table_line(row), flush=True)
+        print(json.dumps(row), file=sys.stderr, flush=True)  # every figure, the inputs' RSS (rss_before_mib) too
+
+    run_cases(args.sizes, args.naive_max, args.only, args.timeout, report=report, cap_gib=args.cap_gib)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,12 @@ Layouts:
   * Distractor folders: one file per language named by a pattern (``{code}.dev``,
     ``newstest2019-ref.{code}.txt``) or listed by name; any code :func:`to_flores` maps.
 
+Tatoeba and BUCC sentences (and BUCC ids) are held as Arrow string columns (:class:`Lines`, a
+read-only sequence of ``str``), split and checked with Arrow compute, not as tuples of Python
+strings: a parsed result stays in memory for the later reads, and at 10M lines a side a BUCC
+split held as ``str`` objects (ids, sentences and an id -> line dict) took some 180 bytes a
+line for lines of 20 (4.7 GB per split), where a column takes the line's bytes plus 8.
+
 Each file is parsed once per process: the readers remember their results (a few, least
 recently used first out) with the state (size, times, inode) of every file and folder they
 looked at, and parse again only when one of those changed. The evaluate stage checks every
@@ -36,16 +42,19 @@ import math
 import os
 import re
 import stat
+import sys
 import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.languages import UnknownLanguageError, to_flores
 from tasks.stage import DataError
@@ -58,10 +67,12 @@ __all__ = [
     "BuccSplit",
     "clear_parsed",
     "DistractorFolder",
+    "Lines",
     "MultiwayRows",
     "StsPairs",
     "held_out_rows",
     "read_bucc",
+    "read_line_array",
     "read_lines",
     "read_multiway_rows",
     "read_sts2017",
@@ -195,11 +206,12 @@ def clear_parsed() -> None:
 # ------------------------------------------------------------------ lines
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file, split on ``\\n`` only, without ``\\r``/``\\n`` and BOM.
+def read_line_array(path: str | Path) -> pa.LargeStringArray:
+    """The lines of a UTF-8 text file as one Arrow ``large_string`` column: split on ``\\n``
+    only, without ``\\r``/``\\n`` and BOM, with numpy on the bytes (no ``str`` per line).
 
-    A final newline does not make an extra empty line. Invalid UTF-8 is a
-    BenchmarkDataError naming the line.
+    A final newline does not make an extra empty line; one ``\\r`` before a line's end is
+    removed. Invalid UTF-8 is a BenchmarkDataError naming the line.
     """
     path = Path(path)
     _look_at(path)
@@ -209,23 +221,96 @@ def read_lines(path: str | Path) -> list[str]:
         raise BenchmarkDataError(path, None, "file not found") from None
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw == 10)  # each line's "\n"
+    if len(raw) and raw[-1] != 10:
+        ends = np.append(ends, len(raw))  # a last line without "\n"
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else np.zeros(0, dtype=np.int64)
+    carriage = (ends > starts) & (raw[np.maximum(ends - 1, 0)] == 13) if len(raw) else np.zeros(0, dtype=bool)
+    stops = ends - carriage
+    keep = raw != 10  # every byte but the newlines and the "\r" removed before them
+    keep[stops[carriage]] = False
+    kept = raw[keep]
+    offsets = np.concatenate([[0], np.cumsum(stops - starts)]).astype(np.int64)
+    lines = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(kept))
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise BenchmarkDataError(path, line, f"invalid UTF-8 at byte {error.start}") from None
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+        lines.validate(full=True)
+    except pa.ArrowInvalid:
+        try:
+            data.decode("utf-8")  # the first invalid byte, as Python's decoder finds it
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise BenchmarkDataError(path, line, f"invalid UTF-8 at byte {error.start}") from None
+        raise
+    return lines
 
 
-def _no_empty_lines(path: Path, lines: Sequence[str], field: str) -> None:
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise BenchmarkDataError(path, number, "empty line (the gold is positional: a line cannot be dropped)", field)
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file as a list of ``str`` (`read_line_array`'s lines)."""
+    return read_line_array(path).to_pylist()
+
+
+# characters `str.strip()` removes (those `str.isspace()` calls whitespace), for Arrow's trim
+_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+
+
+def _blank(values: pa.Array) -> np.ndarray:
+    """Which values are empty or whitespace only (``not value.strip()``), as a bool array."""
+    return pc.equal(pc.utf8_length(pc.utf8_trim(values, _WHITESPACE)), 0).to_numpy(zero_copy_only=False)
+
+
+class Lines(Sequence):
+    """Lines held as one Arrow ``large_string`` column: a read-only sequence of ``str``.
+
+    ``len``, ``lines[i]`` (a ``str``), ``lines[a:b]`` (a :class:`Lines` sharing the column),
+    iteration (the column turned into ``str`` a block at a time), and equality with another
+    :class:`Lines` or with a tuple or list of the same strings. ``array`` is the column.
+    """
+
+    __slots__ = ("array",)
+    _BLOCK = 65_536
+
+    def __init__(self, array: pa.Array | Sequence[str]) -> None:
+        self.array = array.cast(pa.large_string()) if isinstance(array, pa.Array) else pa.array(list(array), type=pa.large_string())
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self.array))
+            if step == 1:
+                return Lines(self.array.slice(start, max(0, stop - start)))
+            return Lines(self.array.take(pa.array(np.arange(start, stop, step, dtype=np.int64))))
+        n = len(self.array)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"line {index} out of range for {n} lines")
+        return self.array[i].as_py()
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self.array), self._BLOCK):
+            yield from self.array.slice(start, self._BLOCK).to_pylist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lines):
+            return self.array.equals(other.array)
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        head = ", ".join(repr(line) for line in self[:3])
+        return f"Lines([{head}{', ...' if len(self) > 3 else ''}], {len(self)} lines)"
+
+
+def _no_empty_lines(path: Path, lines: pa.Array, field: str) -> None:
+    blank = np.flatnonzero(_blank(lines))
+    if len(blank):
+        raise BenchmarkDataError(path, int(blank[0]) + 1, "empty line (the gold is positional: a line cannot be dropped)", field)
 
 
 def _same_line_counts(files: Mapping[Path, Sequence[str]]) -> None:
@@ -244,8 +329,8 @@ class BitextPairs:
 
     src_lang: str  # FLORES-200
     tgt_lang: str  # FLORES-200
-    src: tuple[str, ...]
-    tgt: tuple[str, ...]
+    src: Sequence[str]  # Lines when read from files
+    tgt: Sequence[str]
     source: str  # where it was read from
 
     def __len__(self) -> int:
@@ -275,13 +360,13 @@ def read_tatoeba(folder: str | Path, lang: str) -> BitextPairs:
     src_lang = to_flores(lang)
     src_path = folder / f"tatoeba.{lang}-eng.{lang}"
     tgt_path = folder / f"tatoeba.{lang}-eng.eng"
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    src, tgt = read_line_array(src_path), read_line_array(tgt_path)
     _same_line_counts({src_path: src, tgt_path: tgt})
     _no_empty_lines(src_path, src, lang)
     _no_empty_lines(tgt_path, tgt, "eng")
-    if not src:
+    if not len(src):
         raise BenchmarkDataError(src_path, None, "no sentences")
-    return BitextPairs(src_lang, "eng_Latn", tuple(src), tuple(tgt), str(src_path))
+    return BitextPairs(src_lang, "eng_Latn", Lines(src), Lines(tgt), str(src_path))
 
 
 # ------------------------------------------------------------------ BUCC 2018
@@ -294,47 +379,64 @@ class BuccSplit:
     src_lang: str  # FLORES-200 code of xx
     tgt_lang: str  # eng_Latn
     split: str
-    src_ids: tuple[str, ...]
-    src: tuple[str, ...]
-    tgt_ids: tuple[str, ...]
-    tgt: tuple[str, ...]
+    src_ids: Lines
+    src: Lines
+    tgt_ids: Lines
+    tgt: Lines
     gold: frozenset[tuple[str, str]] | None  # (id_xx, id_en); None when read without gold
     duplicate_gold_lines: int = 0  # repeated gold lines, counted once
-    _src_position: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
-    _tgt_position: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def gold_indices(self) -> tuple[np.ndarray, np.ndarray]:
         """Gold pairs as (row in ``src``, row in ``tgt``) int64 arrays, for the mining code."""
         if self.gold is None:
             raise ValueError(f"BUCC {self.src_lang} {self.split} was read without gold")
         pairs = sorted(self.gold)
-        src = np.fromiter((self._src_position[a] for a, _ in pairs), dtype=np.int64, count=len(pairs))
-        tgt = np.fromiter((self._tgt_position[b] for _, b in pairs), dtype=np.int64, count=len(pairs))
+        src = _positions([a for a, _ in pairs], self.src_ids)
+        tgt = _positions([b for _, b in pairs], self.tgt_ids)
         return src, tgt
 
 
-def _bucc_sentences(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int]]:
-    ids: list[str] = []
-    sentences: list[str] = []
-    position: dict[str, int] = {}
-    for number, line in enumerate(read_lines(path), 1):
-        sentence_id, tab, sentence = line.partition("\t")
-        if not tab:
-            raise BenchmarkDataError(path, number, "no tab: expected id<TAB>sentence")
-        if not sentence_id.strip():
-            raise BenchmarkDataError(path, number, "empty", "id")
-        if not sentence.strip():
-            raise BenchmarkDataError(path, number, f"empty sentence for id {sentence_id!r}", "sentence")
-        if sentence_id in position:
-            raise BenchmarkDataError(
-                path, number, f"duplicate id {sentence_id!r} (first on line {position[sentence_id] + 1})", "id"
-            )
-        position[sentence_id] = len(ids)
-        ids.append(sentence_id)
-        sentences.append(sentence)
-    if not ids:
+def _positions(ids: Sequence[str] | pa.Array, of: Lines) -> np.ndarray:
+    """The line of each of `ids` among the ids `of` (int64; -1 where absent), one hash join."""
+    values = ids if isinstance(ids, pa.Array) else pa.array(list(ids), type=pa.large_string())
+    return pc.index_in(values, value_set=of.array).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _tab_fields(lines: pa.Array) -> tuple[pa.Array, pa.Array, int]:
+    """(first fields, second fields, lines with a tab) of ``a<TAB>b`` lines, split at the first tab:
+    the lines before the first line without a tab (the caller reports that line unless one
+    before it is wrong in another way: lines are checked in order)."""
+    parts = pc.split_pattern(lines, "\t", max_splits=1)
+    no_tab = np.flatnonzero(pc.list_value_length(parts).to_numpy(zero_copy_only=False) < 2)
+    good = int(no_tab[0]) if len(no_tab) else len(lines)
+    parts = parts.slice(0, good)
+    return pc.list_element(parts, 0), pc.list_element(parts, 1), good
+
+
+def _bucc_sentences(path: Path) -> tuple[Lines, Lines]:
+    """(ids, sentences) of an ``id<TAB>sentence`` file; the first bad line (no tab, an empty id
+    or sentence, an id seen before) is an error naming it, the same checks in the same order
+    as a loop over the lines would make, done on the columns."""
+    lines = read_line_array(path)
+    ids, sentences, good = _tab_fields(lines)
+    empty_id, empty_sentence = _blank(ids), _blank(sentences)
+    codes = ids.dictionary_encode().indices.to_numpy(zero_copy_only=False)  # numbered in order of first appearance:
+    duplicate = codes <= np.maximum.accumulate(np.concatenate([[-1], codes[:-1]]))  # a line whose id is not new is a repeat
+    bad = np.flatnonzero(empty_id | empty_sentence | duplicate)
+    if len(bad):
+        i = int(bad[0])
+        sentence_id = ids[i].as_py()
+        if empty_id[i]:
+            raise BenchmarkDataError(path, i + 1, "empty", "id")
+        if empty_sentence[i]:
+            raise BenchmarkDataError(path, i + 1, f"empty sentence for id {sentence_id!r}", "sentence")
+        first = int(np.flatnonzero(codes == codes[i])[0])
+        raise BenchmarkDataError(path, i + 1, f"duplicate id {sentence_id!r} (first on line {first + 1})", "id")
+    if good < len(lines):
+        raise BenchmarkDataError(path, good + 1, "no tab: expected id<TAB>sentence")
+    if not len(ids):
         raise BenchmarkDataError(path, None, "no sentences")
-    return tuple(ids), tuple(sentences), position
+    return Lines(ids), Lines(sentences)
 
 
 @_parsed_once
@@ -359,26 +461,26 @@ def read_bucc(folder: str | Path, lang: str, split: str, *, with_gold: bool = Tr
     _look_at(folder / f"{lang}-en")
     if not (folder / f"{stem}.{lang}").exists() and (folder / f"{lang}-en" / f"{stem}.{lang}").exists():
         folder = folder / f"{lang}-en"
-    src_ids, src, src_position = _bucc_sentences(folder / f"{stem}.{lang}")
-    tgt_ids, tgt, tgt_position = _bucc_sentences(folder / f"{stem}.en")
+    src_ids, src = _bucc_sentences(folder / f"{stem}.{lang}")
+    tgt_ids, tgt = _bucc_sentences(folder / f"{stem}.en")
     gold: frozenset[tuple[str, str]] | None = None
     duplicates = 0
     if with_gold:
         gold_path = folder / f"{stem}.gold"
-        pairs: set[tuple[str, str]] = set()
-        for number, line in enumerate(read_lines(gold_path), 1):
-            id_xx, tab, id_en = line.partition("\t")
-            if not tab:
-                raise BenchmarkDataError(gold_path, number, "no tab: expected id_xx<TAB>id_en")
-            if id_xx not in src_position:
-                raise BenchmarkDataError(gold_path, number, f"id {id_xx!r} is not in {folder / f'{stem}.{lang}'}", "id_xx")
-            if id_en not in tgt_position:
-                raise BenchmarkDataError(gold_path, number, f"id {id_en!r} is not in {folder / f'{stem}.en'}", "id_en")
-            if (id_xx, id_en) in pairs:
-                duplicates += 1
-            pairs.add((id_xx, id_en))
-        gold = frozenset(pairs)
-    return BuccSplit(to_flores(lang), "eng_Latn", split, src_ids, src, tgt_ids, tgt, gold, duplicates, src_position, tgt_position)
+        lines = read_line_array(gold_path)
+        id_xx, id_en, good = _tab_fields(lines)
+        missing_xx, missing_en = _positions(id_xx, src_ids) < 0, _positions(id_en, tgt_ids) < 0
+        bad = np.flatnonzero(missing_xx | missing_en)
+        if len(bad):
+            i = int(bad[0])
+            if missing_xx[i]:
+                raise BenchmarkDataError(gold_path, i + 1, f"id {id_xx[i].as_py()!r} is not in {folder / f'{stem}.{lang}'}", "id_xx")
+            raise BenchmarkDataError(gold_path, i + 1, f"id {id_en[i].as_py()!r} is not in {folder / f'{stem}.en'}", "id_en")
+        if good < len(lines):
+            raise BenchmarkDataError(gold_path, good + 1, "no tab: expected id_xx<TAB>id_en")
+        gold = frozenset(zip(id_xx.to_pylist(), id_en.to_pylist()))
+        duplicates = good - len(gold)
+    return BuccSplit(to_flores(lang), "eng_Latn", split, src_ids, src, tgt_ids, tgt, gold, duplicates)
 
 
 # ------------------------------------------------------------------ STS

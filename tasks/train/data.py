@@ -13,6 +13,13 @@ the align artifact, when the pipeline has one, gives word pairs between a row's 
 - the rest are cut to a 1-1 matching by the aligner's score (each word keeps its best free
   partner, on either side), for all sentence pairs at once (`one_to_one_pairs`).
 
+Texts and group ids are held as Arrow string columns (`pa.LargeStringArray`: one offsets
+array and one bytes buffer), not as Python lists of `str`: at 10M rows a list of 20M `str`
+objects alone is about 2 GB (some 90 bytes a text) where the column is the text's bytes plus
+8. The corpus read, the deduplication of texts (`dictionary_encode`: ids in order of first
+appearance), the tokenisation (slices of `TOKENIZE_SLICE` texts through the fast tokenizer)
+and the alignment join go column to column; only a slice being tokenised is ever a list.
+
 A batch is `batch_size` rows, each with the pivot text in view 0 and up to `views - 1` other
 languages after it; no text appears twice in a batch (duplicates would be false negatives).
 Which languages a row shows and the order of rows are drawn from `(seed, epoch)`, and the
@@ -22,10 +29,11 @@ step number alone: that is what makes resume exact.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,10 +49,10 @@ IGNORE = -100
 
 @dataclass
 class TrainingData:
-    texts: list[str]
+    texts: pa.LargeStringArray  # distinct texts by text id (in order of first appearance, row by row)
     langs: list[str]  # column order of `groups`; langs[0] is the pivot
     groups: np.ndarray  # [n_groups, n_langs] int32 text id, -1 where the row lacks the language
-    group_ids: list[str]
+    group_ids: pa.LargeStringArray  # corpus group id of each row of `groups`
     token_ids: np.ndarray  # [n_texts, max_length] int64, padded with pad_id
     lengths: np.ndarray  # [n_texts] int64
     word_ids: np.ndarray  # [n_texts, max_length] int32: word index of each token, -1 for none
@@ -66,8 +74,9 @@ def _rows_from(table: pa.Table, split: str) -> pl.DataFrame:
     return df.select("group_id", "lang", "text")
 
 
-def multiway_rows(corpus: pa.Table, *, pivot: str, langs: list[str] | None, split: str = "train") -> tuple[list[str], list[str], list[list[str | None]]]:
-    """(group ids, languages with the pivot first, texts [group][lang] or None) for rows that have the pivot."""
+def multiway_rows(corpus: pa.Table, *, pivot: str, langs: list[str] | None, split: str = "train") -> tuple[pa.LargeStringArray, list[str], pa.Table]:
+    """(group ids, languages with the pivot first, texts: one large_string column per language
+    in that order, null where the row lacks it) for the rows that have the pivot, by group id."""
     df = _rows_from(corpus, split).unique(subset=["group_id", "lang"], keep="first", maintain_order=True)
     present = sorted(set(df["lang"].to_list()))
     if pivot not in present:
@@ -86,33 +95,107 @@ def multiway_rows(corpus: pa.Table, *, pivot: str, langs: list[str] | None, spli
     wide = wide.filter(pl.col(pivot).is_not_null()).sort("group_id")
     others_present = pl.sum_horizontal([pl.col(lang).is_not_null() for lang in others])
     wide = wide.filter(others_present > 0)
-    return wide["group_id"].to_list(), order, [list(row) for row in wide.select(order).iter_rows()]
+    group_ids = _large_strings(wide["group_id"].to_arrow())
+    texts = pa.table({lang: _large_strings(wide[lang].to_arrow()) for lang in order})
+    return group_ids, order, texts
 
 
-def tokenize(tokenizer: Any, texts: list[str], *, max_length: int, prefix: str = "") -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """(token ids [n, max_length] padded, lengths [n], character spans per text [len, 2] relative to the text)."""
-    enc = tokenizer(
-        [prefix + t for t in texts],
-        add_special_tokens=True,
-        truncation=True,
-        max_length=max_length,
-        padding=False,
-        return_attention_mask=False,
-        return_offsets_mapping=True,
-        return_special_tokens_mask=True,
-    )
+def _large_strings(values: pa.Array | pa.ChunkedArray) -> pa.LargeStringArray:
+    """One contiguous `large_string` array (64-bit offsets: no 2 GiB limit on the bytes)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks else pa.array([], type=pa.large_string())
+    return values.cast(pa.large_string())
+
+
+def distinct_texts(texts: pa.Table) -> tuple[pa.LargeStringArray, np.ndarray]:
+    """(distinct texts, [rows, columns] int32 text id or -1 for null) of a table of text columns.
+
+    Text ids are given in order of first appearance, row by row (row 0's columns left to
+    right, then row 1's, ...), as a dict filled in that order would give them; the
+    deduplication is Arrow's `dictionary_encode` (which keeps that order) on the columns
+    interleaved row by row, not a loop over texts.
+    """
+    n, width = texts.num_rows, texts.num_columns
+    flat = pa.concat_arrays([_large_strings(column) for column in texts.columns]) if width else pa.array([], type=pa.large_string())
+    row_major = (np.arange(width, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).ravel()
+    flat = flat.take(pa.array(row_major))
+    del row_major
+    present = flat.is_valid().to_numpy(zero_copy_only=False)
+    encoded = flat.filter(pa.array(present)).dictionary_encode()
+    ids = np.full(n * width, -1, dtype=np.int32)
+    ids[present] = encoded.indices.to_numpy(zero_copy_only=False)
+    return _large_strings(encoded.dictionary), ids.reshape(n, width)
+
+
+class TokenSpans:
+    """Character spans of every text's tokens ([tokens, 2], relative to the text, -1 for special
+    tokens), as `tokenize` gives them: one flat int32 array and each text's start and count in
+    it, instead of one small array per text (20M of them would be some 2 GB of headers alone).
+    `spans[t]` is text t's [count, 2]; `take(texts)` all of many texts' spans, concatenated."""
+
+    def __init__(self, starts: np.ndarray, counts: np.ndarray, flat: np.ndarray) -> None:
+        self.starts = np.asarray(starts, dtype=np.int64)  # [n_texts] first row in `flat`
+        self.counts = np.asarray(counts, dtype=np.int64)  # [n_texts] tokens of the text
+        self.flat = flat  # [total tokens, 2] int32
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, t: int) -> np.ndarray:
+        start = int(self.starts[t])
+        return self.flat[start : start + int(self.counts[t])]
+
+    def take(self, texts: np.ndarray) -> np.ndarray:
+        """The spans of `texts`, one after the other: [sum of their counts, 2]."""
+        starts, counts = self.starts[texts], self.counts[texts]
+        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return self.flat[np.repeat(starts, counts) + within]
+
+
+TOKENIZE_SLICE = 20_000  # texts through the tokenizer at a time: only these are ever Python strings
+
+
+def tokenize(
+    tokenizer: Any, texts: pa.Array | Sequence[str], *, max_length: int, prefix: str = "", slice_texts: int = TOKENIZE_SLICE
+) -> tuple[np.ndarray, np.ndarray, TokenSpans]:
+    """(token ids [n, max_length] padded, lengths [n], every text's token character spans relative to the text).
+
+    The fast tokenizer gets `slice_texts` texts a call (the same ids and offsets as one call
+    over all: each text is tokenised on its own), taken from the Arrow column a slice at a
+    time; ids, lengths and spans go straight into numpy arrays.
+    """
     n = len(texts)
-    lengths = np.fromiter(map(len, enc["input_ids"]), dtype=np.int64, count=n)
+    lengths = np.zeros(n, dtype=np.int64)
     ids = np.full((n, max_length), tokenizer.pad_token_id, dtype=np.int64)
-    valid = np.arange(max_length)[None, :] < lengths[:, None]
-    if n:
-        ids[valid] = np.fromiter((t for row in enc["input_ids"] for t in row), dtype=np.int64, count=int(lengths.sum()))
-    spans = []
-    for offsets, special in zip(enc["offset_mapping"], enc["special_tokens_mask"]):
-        arr = np.asarray(offsets, dtype=np.int64).reshape(-1, 2) - len(prefix)
-        arr[np.asarray(special, dtype=bool)] = -1  # special tokens belong to no word
-        spans.append(arr)
-    return ids, lengths, spans
+    flat_spans: list[np.ndarray] = []
+    positions = np.arange(max_length)[None, :]
+    step = max(1, slice_texts)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        chunk = texts[start:stop]
+        chunk = chunk.to_pylist() if isinstance(chunk, (pa.Array, pa.ChunkedArray)) else list(chunk)
+        enc = tokenizer(
+            [prefix + t for t in chunk],
+            add_special_tokens=True,
+            truncation=True,
+            max_length=max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_offsets_mapping=True,
+            return_special_tokens_mask=True,
+        )
+        del chunk
+        counts = np.fromiter(map(len, enc["input_ids"]), dtype=np.int64, count=stop - start)
+        total = int(counts.sum())
+        lengths[start:stop] = counts
+        block = ids[start:stop]
+        block[positions < counts[:, None]] = np.fromiter(itertools.chain.from_iterable(enc["input_ids"]), dtype=np.int64, count=total)
+        offsets = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(enc["offset_mapping"])), dtype=np.int64, count=2 * total)
+        spans = (offsets.reshape(-1, 2) - len(prefix)).astype(np.int32)
+        spans[np.fromiter(itertools.chain.from_iterable(enc["special_tokens_mask"]), dtype=bool, count=total)] = -1  # special tokens belong to no word
+        flat_spans.append(spans)
+    flat = np.concatenate(flat_spans) if flat_spans else np.zeros((0, 2), dtype=np.int32)
+    return ids, lengths, TokenSpans(np.cumsum(lengths) - lengths, lengths, flat)  # counts: the lengths array itself
 
 
 def word_char_spans(text: str, words: list[str]) -> np.ndarray:
@@ -160,13 +243,8 @@ def build_training_data(
     min_alignment_score: float = 0.0,
 ) -> TrainingData:
     group_ids, order, rows = multiway_rows(corpus, pivot=pivot, langs=langs)
-    text_index: dict[str, int] = {}
-    groups = np.full((len(rows), len(order)), -1, dtype=np.int32)
-    for g, row in enumerate(rows):
-        for c, text in enumerate(row):
-            if text is not None:
-                groups[g, c] = text_index.setdefault(text, len(text_index))
-    texts = list(text_index)
+    texts, groups = distinct_texts(rows)
+    del rows
     ids, lengths, spans = tokenize(tokenizer, texts, max_length=max_length, prefix=prefix)
     data = TrainingData(
         texts=texts,
@@ -266,7 +344,7 @@ class WordPairs(Mapping):
 JOIN_SLICE_RECORDS = 200_000  # align records joined at a time: the join's working memory is flat in the records
 
 
-def add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray], min_score: float, slice_records: int = JOIN_SLICE_RECORDS) -> None:
+def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_score: float, slice_records: int = JOIN_SLICE_RECORDS) -> None:
     """Join the align artifact's rows to the training rows (polars/numpy), `slice_records` records at a time.
 
     Per record, in table order: a record is stored other -> pivot (a pivot -> other one is
@@ -281,7 +359,7 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray],
     """
     columns = ["group_id", "src_lang", "tgt_lang", "src_words", "tgt_words", "alignments"]
     table = table.select(columns)
-    rows = pl.DataFrame({"group_id": data.group_ids, "row": np.arange(data.n_groups, dtype=np.int64)})
+    rows = GroupRows(data.group_ids)
     defined_by = np.full(len(data.texts), -1, dtype=np.int64)  # 2 * record + side of the record that fixed a text's words
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, table.num_rows, max(1, slice_records)):
@@ -290,20 +368,32 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: list[np.ndarray],
             parts.append(part)
     if not parts:
         return
-    record, key, count, pairs = (np.concatenate(column) for column in zip(*parts))
+    key, count = np.concatenate([part[1] for part in parts]), np.concatenate([part[2] for part in parts])
+    pairs = np.empty((int(count.sum()), 2), dtype=np.int32)
+    filled = 0
+    for part in parts:  # one copy of the pairs at a time: each slice's is dropped once copied
+        pairs[filled : filled + len(part[3])] = part[3]
+        filled += len(part[3])
+    del parts, part
     data.max_pairs = max(data.max_pairs, int(count.max()))
     # the later record of a (text, pivot text) wins: records are in table order
     keys, last = np.unique(key[::-1], return_index=True)
     chosen = len(key) - 1 - last  # in key order
+    del key, last
     first_pair = np.cumsum(count) - count
     n = count[chosen]
-    at = np.repeat(first_pair[chosen], n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
     offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
-    data.alignments = WordPairs(keys, offsets, pairs[at], len(data.texts))
+    ordered = np.empty((int(offsets[-1]), 2), dtype=np.int32)
+    for lo in range(0, len(chosen), max(1, slice_records)):  # into key order a slice of keys at a time (the index is 8 bytes a pair)
+        hi = min(len(chosen), lo + max(1, slice_records))
+        k = n[lo:hi]
+        at = np.repeat(first_pair[chosen[lo:hi]], k) + np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+        ordered[offsets[lo] : offsets[hi]] = pairs[at]
+    data.alignments = WordPairs(keys, offsets, ordered, len(data.texts))
 
 
 def _join_slice(
-    data: TrainingData, table: pa.Table, begin: int, stop: int, rows: pl.DataFrame, spans: list[np.ndarray], min_score: float, defined_by: np.ndarray
+    data: TrainingData, table: pa.Table, begin: int, stop: int, rows: GroupRows, spans: TokenSpans, min_score: float, defined_by: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Records [begin, stop) of the join: sets the word ids of the texts they name first and
     returns (record, key, number of pairs, pairs [k, 2] int32) of those left with pairs."""
@@ -323,12 +413,11 @@ def _join_slice(
         .with_columns(
             col=pl.col("other_lang").replace_strict(list(lang_col), list(lang_col.values()), default=-1, return_dtype=pl.Int64)
         )
-        .join(rows, on="group_id", how="left", maintain_order="left")
-        .select("swap", "pivot_lang", "other_words", "pivot_words", "col", pl.col("row").fill_null(-1))
+        .select("group_id", "swap", "pivot_lang", "other_words", "pivot_words", "col")
     )
     n = records.height
     swap = records["swap"].to_numpy()
-    col, row = records["col"].to_numpy(), records["row"].to_numpy()
+    col, row = records["col"].to_numpy(), rows.find(records["group_id"])
     outside = (records["pivot_lang"] != pivot).to_numpy() | (col < 0) | (row < 0)
     src_t = np.where(outside, -1, data.groups[np.maximum(row, 0), np.maximum(col, 0)]).astype(np.int64)
     tgt_t = np.where(outside, -1, data.groups[np.maximum(row, 0), 0]).astype(np.int64)
@@ -403,6 +492,32 @@ def _join_slice(
     return begin + with_pairs, key, per_record[with_pairs], np.stack([a[kept], b[kept]], axis=1).astype(np.int32)
 
 
+class GroupRows:
+    """Group id -> row of the training data, for the join's records a slice at a time.
+
+    The training rows come sorted by group id (`multiway_rows`): a slice's ids are then found
+    by binary search (`search_sorted`), so no slice builds a hash table over all the rows (at
+    10M rows, 50 slices each hashing 10M ids made the join's time grow faster than its
+    records). Rows in another order are joined through a polars hash join, as before.
+    """
+
+    def __init__(self, group_ids: pa.Array | Sequence[str]) -> None:
+        self.ids = _string_series(group_ids)
+        self.sorted = bool(self.ids.is_sorted()) and self.ids.null_count() == 0
+        self.frame = None if self.sorted else pl.DataFrame({"group_id": self.ids, "row": np.arange(len(self.ids), dtype=np.int64)})
+
+    def find(self, group_ids: pl.Series) -> np.ndarray:
+        """The row of each of `group_ids` (int64), -1 for an id not among the rows."""
+        if self.frame is not None:
+            found = pl.DataFrame({"group_id": group_ids}).join(self.frame, on="group_id", how="left", maintain_order="left")
+            return found["row"].fill_null(-1).to_numpy().astype(np.int64)
+        if not len(self.ids) or not len(group_ids):
+            return np.full(len(group_ids), -1, dtype=np.int64)
+        at = np.minimum(self.ids.search_sorted(group_ids, side="left").cast(pl.Int64).to_numpy(), len(self.ids) - 1)
+        hit = (self.ids.gather(at) == group_ids).fill_null(False).to_numpy()
+        return np.where(hit, at, -1).astype(np.int64)
+
+
 def _swapped(pivot: str) -> pl.Expr:
     """A record written pivot -> other, stored swapped (every pair is kept as other -> pivot)."""
     return (pl.col("src_lang") == pivot) & (pl.col("tgt_lang") != pivot)
@@ -425,7 +540,14 @@ _SEPARATOR = r"\s\p{Cc}\p{Cf}\p{Z}"
 _WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
 
 
-def word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarray, int]:
+def _string_series(values: pa.Array | pa.ChunkedArray | Sequence[str]) -> pl.Series:
+    """A polars String series of an Arrow string column (no copy to Python) or of a list of str."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return pl.Series(values.cast(pa.large_string())).cast(pl.String)
+    return pl.Series(list(values), dtype=pl.String)
+
+
+def word_char_spans_flat(texts: pa.Array | Sequence[str], words: pl.Series) -> tuple[np.ndarray, int]:
     """`word_char_spans` of many texts, stacked: ([total words, 2], texts searched one by one).
 
     `word_char_spans` looks for each (stripped) word from the end of the previous one. Where a
@@ -440,7 +562,7 @@ def word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarray
     n_words = words.list.len().fill_null(0).to_numpy().astype(np.int64)
     out = np.full((int(n_words.sum()), 2), -1, dtype=np.int64)
     word_offset = np.cumsum(n_words) - n_words
-    frame = pl.DataFrame({"text": pl.Series(texts, dtype=pl.String), "words": words.list.eval(pl.element().str.strip_chars(_WHITESPACE))})
+    frame = pl.DataFrame({"text": _string_series(texts), "words": words.list.eval(pl.element().str.strip_chars(_WHITESPACE))})
     tiled = frame.select(
         (pl.col("text").str.replace_all(f"[{_SEPARATOR}]+", "") == pl.col("words").list.join(""))
         & ~pl.col("words").list.eval(pl.element().str.contains(f"[{_SEPARATOR}]")).list.any()
@@ -472,8 +594,9 @@ def word_char_spans_flat(texts: list[str], words: pl.Series) -> tuple[np.ndarray
     slow = np.union1d(np.flatnonzero(~tiled), fast[np.unique(word_text[real[~inside]])])
     if len(slow):
         listed = words[slow.tolist()].to_list()
-        for t, text_words in zip(slow.tolist(), listed):
-            out[word_offset[t] : word_offset[t] + n_words[t]] = word_char_spans(texts[t], text_words)
+        slow_texts = frame["text"][slow.tolist()].to_list()
+        for t, text, text_words in zip(slow.tolist(), slow_texts, listed):
+            out[word_offset[t] : word_offset[t] + n_words[t]] = word_char_spans(text, text_words)
     return out, len(slow)
 
 
@@ -496,16 +619,16 @@ def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[at] == values
 
 
-def _set_word_ids(data: TrainingData, texts: np.ndarray, words: pl.Series, spans: list[np.ndarray]) -> None:
+def _set_word_ids(data: TrainingData, texts: np.ndarray, words: pl.Series, spans: TokenSpans) -> None:
     """Set `data.word_ids` of `texts` (distinct) from their words, `token_word_ids` for all texts at once."""
     if not len(texts):
         return
-    word_span, searched = word_char_spans_flat([data.texts[t] for t in texts.tolist()], words)
+    word_span, searched = word_char_spans_flat(data.texts.take(pa.array(texts)), words)
     if searched:
         log.debug("word search: %d of %d texts are not their words with separators between, searched word by word", searched, len(texts))
     n_words = words.list.len().fill_null(0).to_numpy().astype(np.int64)
     n_tokens = data.lengths[texts]
-    token_spans = np.concatenate([spans[t] for t in texts.tolist()]).reshape(-1, 2)
+    token_spans = spans.take(texts).astype(np.int64)
     token_text = np.repeat(np.arange(len(texts)), n_tokens)
     word_text = np.repeat(np.arange(len(texts)), n_words)
     word_index = np.arange(len(word_span)) - np.repeat(np.cumsum(n_words) - n_words, n_words)

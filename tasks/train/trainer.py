@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from torch import nn
 
@@ -149,14 +150,16 @@ class Trainer:
 
     def _dev_set(self) -> dict[str, Any] | None:
         try:
-            groups, langs, rows = multiway_rows(self.inputs.corpus, pivot=self.config.pivot, langs=self.data.langs[1:], split="dev")
+            _, langs, rows = multiway_rows(self.inputs.corpus, pivot=self.config.pivot, langs=self.data.langs[1:], split="dev")
         except ValueError:
             return None
         if self.config.eval_max_groups:
-            groups, rows = groups[: self.config.eval_max_groups], rows[: self.config.eval_max_groups]
-        texts = sorted({t for row in rows for t in row if t is not None})
-        index = {t: i for i, t in enumerate(texts)}
-        table = np.array([[index[t] if t is not None else -1 for t in row] for row in rows], dtype=np.int64).reshape(len(rows), len(langs))
+            rows = rows.slice(0, self.config.eval_max_groups)
+        distinct = pc.unique(pa.chunked_array([c for column in rows.columns for c in column.chunks], type=pa.large_string()).drop_null())
+        texts = distinct.take(pc.array_sort_indices(distinct))  # sorted (UTF-8 byte order: code point order, as `sorted` gives)
+        table = np.stack(
+            [pc.index_in(rows.column(lang), value_set=texts).fill_null(-1).to_numpy().astype(np.int64) for lang in langs], axis=1
+        ).reshape(rows.num_rows, len(langs))
         ids, lengths, _ = tokenize(self.tokenizer, texts, max_length=self.config.max_length, prefix=self.config.prefix)
         lang_of = np.zeros(len(texts), dtype=np.int64)
         for c in range(len(langs)):

@@ -66,13 +66,13 @@ def test_alignments_are_stored_other_to_pivot_and_bad_pairs_dropped(tokenizer):
     ])  # fmt: skip
     data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=16, alignments=align)
     assert data.langs == ["eng_Latn", "fra_Latn"]
-    g1 = data.group_ids.index("g1")
+    g1 = data.group_ids.to_pylist().index("g1")
     fr, en = int(data.groups[g1, 1]), int(data.groups[g1, 0])
     assert data.alignments[(fr, en)].tolist() == [[0, 0], [1, 1], [2, 2]]  # swapped to fra -> eng
-    g2 = data.group_ids.index("g2")
+    g2 = data.group_ids.to_pylist().index("g2")
     assert data.alignments[(int(data.groups[g2, 1]), int(data.groups[g2, 0]))].tolist() == [[0, 0]]
     assert data.dropped["word_pair_without_tokens"] == 1
-    g3 = data.group_ids.index("g3")
+    g3 = data.group_ids.to_pylist().index("g3")
     assert (int(data.groups[g3, 1]), int(data.groups[g3, 0])) not in data.alignments
     assert all(len(p) for p in data.alignments.values())
 
