@@ -58,10 +58,9 @@ ALLOCATORS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "_
 
 
 def _status(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
+    from benchmarks.shapes import proc_status_bytes
+
+    return proc_status_bytes(field) or 0
 
 
 def measured(run) -> dict[str, float]:
@@ -179,24 +178,12 @@ def naive_training_data(tokenizer: Any, corpus: Any, *, pivot: str, langs: list[
     """`build_training_data` (without alignments) before issue 17 at 10M rows: rows as nested
     Python lists, texts deduplicated through a dict, tokenised in one call, one span array per
     text. Returns (TrainingData with `texts` and `group_ids` as Python lists, spans list)."""
-    import polars as pl
+    from tasks.train.data import TrainingData, multiway_rows
 
-    from tasks.train.data import TrainingData
-
-    df = pl.from_arrow(corpus)
-    if "split" in df.columns:
-        df = df.filter(pl.col("split") == "train")
-    df = df.select("group_id", "lang", "text").unique(subset=["group_id", "lang"], keep="first", maintain_order=True)
-    present = sorted(set(df["lang"].to_list()))
-    others = [lang for lang in (langs if langs is not None else present) if lang != pivot and lang in present]
-    order = [pivot, *others]
-    wide = df.filter(pl.col("lang").is_in(order)).pivot(on="lang", index="group_id", values="text", aggregate_function="first")
-    for lang in order:
-        if lang not in wide.columns:
-            wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(lang))
-    wide = wide.filter(pl.col(pivot).is_not_null()).sort("group_id")
-    wide = wide.filter(pl.sum_horizontal([pl.col(lang).is_not_null() for lang in others]) > 0)
-    group_ids, rows = wide["group_id"].to_list(), [list(row) for row in wide.select(order).iter_rows()]
+    # the same rows as the stage (the polars pivot was the same before), then as the lists it returned
+    group_column, order, columns = multiway_rows(corpus, pivot=pivot, langs=langs)
+    group_ids = group_column.to_pylist()
+    rows = [list(row) for row in zip(*(column.to_pylist() for column in columns.columns))]
     text_index: dict[str, int] = {}
     groups = np.full((len(rows), len(order)), -1, dtype=np.int32)
     for g, row in enumerate(rows):

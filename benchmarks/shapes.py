@@ -211,21 +211,26 @@ def peak_rss_reset() -> bool:
         return False
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size since start or the last :func:`peak_rss_reset` (Linux VmHWM)."""
+def proc_status_bytes(field: str) -> int | None:
+    """A size field of /proc/self/status (VmRSS, VmHWM, VmPeak, ...) in bytes; None where unavailable."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size since start or the last :func:`peak_rss_reset` (Linux VmHWM)."""
+    peak = proc_status_bytes("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return proc_status_bytes("VmRSS") or 0

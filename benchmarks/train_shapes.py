@@ -105,13 +105,9 @@ def prime_optimizer(trainer) -> None:  # noqa: ANN001
 
 def peak_address_space_bytes() -> int:
     """This process's peak virtual size since start (Linux VmPeak: what RLIMIT_AS limits; clear_refs does not reset it); 0 where unknown."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmPeak:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    from benchmarks.shapes import proc_status_bytes
+
+    return proc_status_bytes("VmPeak") or 0
 
 
 def measure_case(case: dict) -> dict:
