@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import logging
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -34,6 +36,8 @@ from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+
+log = logging.getLogger(__name__)
 
 CODE_VERSION = "3"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap
 REPORT_DIR = "report"
@@ -177,6 +181,8 @@ class _Evaluation:
         card = {}
         if "train" in self.inputs:
             card["trained model artifact"] = f"train {self.inputs['train'].key[:12]}"
+            if has_language_embedding(self.model_dir):
+                card["language embedding"] = LANGUAGE_EMBEDDING_NOTE
         card |= {
             "base model artifact": f"base_model {base.key[:12]}",
             "base model": str(base_config.get("model") or base_config.get("source")),
@@ -239,6 +245,21 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
     return out
 
 
+# The trainer's language-ID vectors (`train.language_embedding = true`) live beside the model, and
+# the encoder, like transformers and sentence-transformers, does not apply them: say so wherever
+# the scores appear rather than pass them off as the trained model's.
+LANGUAGE_EMBEDDING_NOTE = (
+    "trained with language_embedding = true, scored without the language vectors "
+    "(as transformers and sentence-transformers load the model)"
+)
+
+
+def has_language_embedding(model_dir: Path) -> bool:
+    from tasks.train.publish import LANGUAGE_EMBEDDING_FILE
+
+    return (model_dir / LANGUAGE_EMBEDDING_FILE).is_file()
+
+
 def trained_model_dir(artifact_dir: Path) -> Path:
     """The model folder of a train artifact: its root, or `model/` under it."""
     for candidate in (artifact_dir, artifact_dir / "model"):
@@ -280,6 +301,9 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         context.metrics["training_overlap"] = leakage_summary(leakage)
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
+    if "train" in inputs and has_language_embedding(evaluation.model_dir):
+        log.warning("evaluate: train artifact %s: %s", inputs["train"].key[:12], LANGUAGE_EMBEDDING_NOTE)
+        context.metrics["language_embedding"] = LANGUAGE_EMBEDDING_NOTE
     yield metrics
 
 

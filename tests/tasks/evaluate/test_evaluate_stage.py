@@ -350,3 +350,34 @@ def test_tatoeba_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dic
         (forward + backward) / 2
     )
     assert manifest.dropped["tatoeba_pair_beyond_max_pairs"] == len(SENTENCES["kaz"]) - 5
+
+
+def test_a_model_trained_with_language_vectors_is_reported_as_scored_without_them(built: dict) -> None:
+    """The encoder does not apply `train.language_embedding` vectors (neither do transformers and
+    sentence-transformers): the report and the manifest say the scores are without them."""
+    from safetensors.numpy import save_file
+
+    from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
+    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.train.publish import LANGUAGE_EMBEDDING_FILE
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 1
+
+    def attach_model(config, inputs, shard, context):  # a model under model/, with the trainer's language vectors beside it
+        from tests.tasks.encoders.conftest import build_tiny_model
+
+        model_dir = build_tiny_model(context.workdir / "model", seed=config.seed)
+        save_file({"weight": np.zeros((2, 32), dtype=np.float32)}, str(model_dir / LANGUAGE_EMBEDDING_FILE))
+        (model_dir / "languages.json").write_text('["eng_Latn", "kaz_Cyrl"]', encoding="utf-8")
+        context.attach_dir(model_dir, prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    tatoeba = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}]
+    config = EvaluateConfig.model_validate({"benchmarks": tatoeba, "encoder": {"pooling": "mean"}, "compare_with_base": False})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    assert manifest.metrics["language_embedding"] == LANGUAGE_EMBEDDING_NOTE
+    report = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
+    assert "| **language embedding** |" in report and "scored without the language vectors" in report
