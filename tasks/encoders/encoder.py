@@ -3,6 +3,7 @@
     spec = EncoderSpec(model="intfloat/multilingual-e5-small", prefix="query: ")
     enc = Encoder.load(spec)
     vectors = enc.encode(texts)            # float32 [n, dim], L2-normalised, input order
+    vectors = enc.encode(texts, embedding_offset=v)   # v added to every token embedding (a language vector)
     tokens = enc.token_embeddings(texts)   # per text: float32 [tokens, hidden], no special tokens
 
 `EncoderSpec.model` is a hub id or a local directory holding either a transformers model
@@ -211,15 +212,21 @@ class Encoder:
 
     # ------------------------------------------------------------------ encoding
 
-    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None, embedding_offset: np.ndarray | None = None
+    ) -> np.ndarray:
         """float32 [len(texts), dim], each row L2-normalised, rows in input order.
 
         `progress`, if given, is called after each batch with the number of texts it held.
+        `embedding_offset` (float [hidden_size]), if given, is added to every token's word
+        embedding before the transformer, as the trainer adds a learned language vector
+        (`train.language_embedding`, WACSE §6.1).
         """
         texts = _check_texts(texts)
+        offset = self._offset(embedding_offset)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start, inverse, batches in self._sorted_chunks(texts, with_tokens=False):
-            chunk = np.concatenate([self._pool(*self._forward(batch)) for batch in _with_progress(batches, progress)])
+            chunk = np.concatenate([self._pool(*self._forward(batch, offset)) for batch in _with_progress(batches, progress)])
             out[start : start + len(inverse)] = chunk[inverse]
         return out
 
@@ -307,7 +314,17 @@ class Encoder:
                 batch["offsets"] = spans - prefix_len
             yield batch
 
-    def _forward(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def _offset(self, embedding_offset: np.ndarray | None) -> torch.Tensor | None:
+        if embedding_offset is None:
+            return None
+        import torch
+
+        offset = np.asarray(embedding_offset, dtype=np.float32)
+        if offset.shape != (self.hidden_size,):
+            raise ValueError(f"embedding_offset has shape {offset.shape}; this model's token embeddings have {self.hidden_size} values")
+        return torch.from_numpy(offset).to(self.device)
+
+    def _forward(self, batch: dict[str, Any], offset: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(last hidden state float32 [b, t, h], attention mask [b, t], pooler output or None)."""
         import torch
 
@@ -315,6 +332,9 @@ class Encoder:
         inputs = {k: torch_from(batch[k], self.device) for k in names if k in batch}
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
         with torch.inference_mode(), autocast:
+            if offset is not None:  # the word embeddings plus the offset; positions and LayerNorm follow inside the model
+                ids = inputs.pop("input_ids")
+                inputs["inputs_embeds"] = self.model.get_input_embeddings()(ids) + offset.to(self.model.get_input_embeddings().weight.dtype)
             out = self.model(**inputs)
         hidden = getattr(out, "last_hidden_state", None)
         if hidden is None:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import json
 import logging
 
 import numpy as np
@@ -39,7 +40,9 @@ from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "3"  # 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap
+# 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap;
+# 4: a model trained with language vectors is scored with them (before: silently without)
+CODE_VERSION = "4"
 REPORT_DIR = "report"
 # Attached paths of the per-query items: a contract with the sweep comparison, which reads them.
 ITEMS_FILE = "items.parquet"
@@ -112,18 +115,36 @@ class _Evaluation:
         self.similarities: list[Any] = []
         self.sentence_sets: list[Any] = []  # leakage.SentenceSet of every scored pair, for the overlap check
         self.word_map: Any = None  # report.WordMap, set by the first benchmark that has one
-        self._vectors: dict[str, np.ndarray] = {}
+        # the trainer's language vectors (train.language_embedding), by language; {} for other models
+        self.language_vectors = read_language_vectors(model_dir)
+        self.languages_without_vector: set[str] = set()  # scored languages the model has no vector for
+        self._vectors: dict[tuple[str | None, str], np.ndarray] = {}
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str], lang: str | None = None) -> np.ndarray:
         """Vectors of `texts`; each distinct text goes through the model once per evaluation
-        (pivot sentences recur in every language pair)."""
+        (pivot sentences recur in every language pair). `lang` (a FLORES code) names their
+        language: a model trained with language vectors gets that language's vector added to
+        every token embedding, as in training."""
         self.context.read(len(texts))
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        vector = self.language_vectors.get(lang) if lang is not None else None
+        if self.language_vectors and vector is None:
+            self.languages_without_vector.add(lang or "(not named)")
+        key = lang if vector is not None else None
+        missing = list(dict.fromkeys(t for t in texts if (key, t) not in self._vectors))
         if missing:
-            self._vectors.update(zip(missing, self.encoder.encode(missing)))
+            self._vectors.update(zip(((key, t) for t in missing), self.encoder.encode(missing, embedding_offset=vector)))
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
+        return np.stack([self._vectors[key, t] for t in texts])
+
+    def language_embedding_note(self) -> str | None:
+        """What the report says of a model trained with language vectors; None for other models."""
+        if not self.language_vectors:
+            return None
+        note = LANGUAGE_EMBEDDING_NOTE
+        if self.languages_without_vector:
+            note += f"; without one (not trained on, or not named by the benchmark): {', '.join(sorted(self.languages_without_vector))}"
+        return note
 
     def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Metric rows (`groups.metric_row`; their `benchmark` is the benchmark's row benchmark)."""
@@ -181,8 +202,8 @@ class _Evaluation:
         card = {}
         if "train" in self.inputs:
             card["trained model artifact"] = f"train {self.inputs['train'].key[:12]}"
-            if has_language_embedding(self.model_dir):
-                card["language embedding"] = LANGUAGE_EMBEDDING_NOTE
+            if (note := self.language_embedding_note()) is not None:
+                card["language embedding"] = note
         card |= {
             "base model artifact": f"base_model {base.key[:12]}",
             "base model": str(base_config.get("model") or base_config.get("source")),
@@ -245,19 +266,27 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
     return out
 
 
-# The trainer's language-ID vectors (`train.language_embedding = true`) live beside the model, and
-# the encoder, like transformers and sentence-transformers, does not apply them: say so wherever
-# the scores appear rather than pass them off as the trained model's.
-LANGUAGE_EMBEDDING_NOTE = (
-    "trained with language_embedding = true, scored without the language vectors "
-    "(as transformers and sentence-transformers load the model)"
-)
+# The trainer's language-ID vectors (`train.language_embedding = true`) live beside the model;
+# transformers and sentence-transformers do not apply them, so evaluate does (each benchmark
+# names the language of what it encodes) and says so in the report and the manifest.
+LANGUAGE_EMBEDDING_NOTE = "trained with language_embedding = true: each text is scored with its language's vector, as in training"
 
 
-def has_language_embedding(model_dir: Path) -> bool:
+def read_language_vectors(model_dir: Path) -> dict[str, np.ndarray]:
+    """{FLORES code: float32 [hidden]} from a train artifact's model folder; {} when it has none."""
+    from safetensors.numpy import load_file
+
     from tasks.train.publish import LANGUAGE_EMBEDDING_FILE
 
-    return (model_dir / LANGUAGE_EMBEDDING_FILE).is_file()
+    path = model_dir / LANGUAGE_EMBEDDING_FILE
+    if not path.is_file():
+        return {}
+    langs_path = model_dir / "languages.json"
+    langs = json.loads(langs_path.read_text(encoding="utf-8")) if langs_path.is_file() else None
+    weight = load_file(str(path))["weight"]
+    if not isinstance(langs, list) or len(langs) != weight.shape[0]:
+        raise ValueError(f"{path}: {weight.shape[0]} language vectors, but {langs_path} does not list that many languages")
+    return {str(lang): weight[i].astype(np.float32) for i, lang in enumerate(langs)}
 
 
 def trained_model_dir(artifact_dir: Path) -> Path:
@@ -301,9 +330,9 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         context.metrics["training_overlap"] = leakage_summary(leakage)
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
-    if "train" in inputs and has_language_embedding(evaluation.model_dir):
-        log.warning("evaluate: train artifact %s: %s", inputs["train"].key[:12], LANGUAGE_EMBEDDING_NOTE)
-        context.metrics["language_embedding"] = LANGUAGE_EMBEDDING_NOTE
+    if "train" in inputs and (note := evaluation.language_embedding_note()) is not None:
+        log.info("evaluate: train artifact %s: %s", inputs["train"].key[:12], note)
+        context.metrics["language_embedding"] = note
     yield metrics
 
 

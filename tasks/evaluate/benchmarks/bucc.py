@@ -42,4 +42,9 @@ class BuccBenchmark(Benchmark):
             evaluation.context.drop("bucc_duplicate_gold_line", tune.duplicate_gold_lines + test.duplicate_gold_lines)
             for split in (test, tune):  # the rows' dataset names (mining.bucc_rows)
                 evaluation.add_sentences("bucc", f"bucc2018.{split.split}", split.src_lang, split.tgt_lang, split.src, split.tgt, aligned=False)
-            evaluation.add_rows(bucc_rows(tune, encode(tune.src), encode(tune.tgt), test, encode(test.src), encode(test.tgt), k=self.k))
+            evaluation.add_rows(
+                bucc_rows(
+                    tune, encode(tune.src, tune.src_lang), encode(tune.tgt, tune.tgt_lang),
+                    test, encode(test.src, test.src_lang), encode(test.tgt, test.tgt_lang), k=self.k,
+                )
+            )  # fmt: skip

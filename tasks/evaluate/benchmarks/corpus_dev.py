@@ -52,7 +52,7 @@ class CorpusDevBenchmark(Benchmark):
             if pairs.height < 2:
                 evaluation.context.drop("corpus_dev_pair_too_small", pairs.height)
                 continue
-            src, tgt = evaluation.encode(pairs[src_lang].to_list()), evaluation.encode(pairs[tgt_lang].to_list())
+            src, tgt = evaluation.encode(pairs[src_lang].to_list(), src_lang), evaluation.encode(pairs[tgt_lang].to_list(), tgt_lang)
             scores.append(score_pair(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset="corpus-dev"))
             evaluation.add_sentences("retrieval", "corpus-dev", src_lang, tgt_lang, pairs[src_lang].to_list(), pairs[tgt_lang].to_list())
             if tgt_lang == pivot:

@@ -45,7 +45,7 @@ class MultiwayBenchmark(Benchmark):
         pivot = to_flores(self.pivot)
         if pivot not in data.sentences:
             raise ValueError(f"evaluate: multiway pivot {pivot} is not among langs {list(data.sentences)}")
-        embeddings = {lang: evaluation.encode(texts) for lang, texts in data.sentences.items()}
+        embeddings = {lang: evaluation.encode(texts, lang) for lang, texts in data.sentences.items()}
         scores = multiway_pair_scores(embeddings, dataset=self.name, pivot=pivot, xx_yy=self.pairs == "all")
         evaluation.add_scores(scores)
         for scored in scores:

@@ -13,7 +13,7 @@ and the CLI look all of this up here; none of them branches on a benchmark's nam
 
         def score(self, evaluation: Evaluation) -> None:
             pairs = read_toy(self.path)
-            evaluation.add_scores([score_pair(evaluation.encode(pairs.src), evaluation.encode(pairs.tgt), ...)])
+            evaluation.add_scores([score_pair(evaluation.encode(pairs.src, pairs.src_lang), evaluation.encode(pairs.tgt, pairs.tgt_lang), ...)])
 
 Registration only fills a dict, so a class registered from any module (a plug-in, a test)
 before a config is validated is a benchmark like the built-in ones (`tasks/evaluate/benchmarks/__init__.py`).
@@ -58,8 +58,9 @@ class Evaluation(Protocol):
     model_dir: Path  # the model scored, as a transformers / sentence-transformers folder
     word_map: Any  # report.WordMap for the report's embedding map; the first benchmark that has one sets it
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors of `texts` (each distinct text encoded once per evaluation)."""
+    def encode(self, texts: Sequence[str], lang: str | None = None) -> np.ndarray:
+        """Unit vectors of `texts` (each distinct text encoded once per evaluation). `lang`, the
+        texts' language as a FLORES code, lets a model trained with language vectors use them."""
         ...
 
     def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:

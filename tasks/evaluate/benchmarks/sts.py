@@ -45,7 +45,7 @@ class StsBenchmark(Benchmark):
             evaluation.add_sentences("sts", pairs.dataset, pairs.src_lang, pairs.tgt_lang, pairs.sentence1, pairs.sentence2)
             evaluation.add_rows(
                 sts_rows(
-                    evaluation.encode(pairs.sentence1), evaluation.encode(pairs.sentence2), pairs.scores,
+                    evaluation.encode(pairs.sentence1, pairs.src_lang), evaluation.encode(pairs.sentence2, pairs.tgt_lang), pairs.scores,
                     dataset=pairs.dataset, src_lang=pairs.src_lang, tgt_lang=pairs.tgt_lang,
                 )
             )  # fmt: skip

@@ -107,7 +107,7 @@ class TatoebaBenchmark(Benchmark):
             if self.max_pairs is not None and len(pairs) > self.max_pairs:
                 evaluation.context.drop("tatoeba_pair_beyond_max_pairs", len(pairs) - self.max_pairs)
                 pairs = dataclasses.replace(pairs, src=pairs.src[: self.max_pairs], tgt=pairs.tgt[: self.max_pairs])
-            src, tgt = evaluation.encode(pairs.src), evaluation.encode(pairs.tgt)
+            src, tgt = evaluation.encode(pairs.src, pairs.src_lang), evaluation.encode(pairs.tgt, pairs.tgt_lang)
             names = {"src_lang": pairs.src_lang, "tgt_lang": pairs.tgt_lang, "benchmark": "tatoeba"}
             evaluation.add_scores([score_pair(src, tgt, dataset="tatoeba", **names)])
             for dataset in ("tatoeba", "tatoeba-distractors") if folders else ("tatoeba",):
@@ -119,8 +119,8 @@ class TatoebaBenchmark(Benchmark):
                 evaluation.add_scores(
                     [
                         score_pair(
-                            src, tgt, dataset="tatoeba-distractors", src_distractors=evaluation.encode(src_pool),
-                            tgt_distractors=evaluation.encode(tgt_pool), **names,
+                            src, tgt, dataset="tatoeba-distractors", src_distractors=evaluation.encode(src_pool, pairs.src_lang),
+                            tgt_distractors=evaluation.encode(tgt_pool, pairs.tgt_lang), **names,
                         )
                     ]
                 )

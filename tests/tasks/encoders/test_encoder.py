@@ -307,3 +307,27 @@ def test_missing_pooler_weights_are_not_used_for_pooler_pooling(tmp_path) -> Non
     np.testing.assert_allclose(encoder.encode(["a b c"]), torch.nn.functional.normalize(first, dim=-1).numpy(), atol=1e-6)
     with pytest.raises(EncoderLoadError, match=f"{tmp_path.name}.*no trained pooler weights.*'cls'"):
         Encoder.load(EncoderSpec(model=str(tmp_path), pooling="pooler"))
+
+
+def test_embedding_offset_matches_the_trainers_language_vector(encoders: dict[str, Encoder], tiny_model_dir: Path) -> None:
+    """`encode(..., embedding_offset=v)` is what the trainer's DualEncoder computes with language
+    vector v added to the token embeddings (unpadded, one text at a time); a zero offset changes
+    nothing, and an offset of the wrong size is refused."""
+    from tasks.train.model import DualEncoder, load_transformer
+
+    encoder = encoders["mean"]
+    texts = [t for t in TEXTS if t]
+    dual = DualEncoder(load_transformer(tiny_model_dir), pooling="mean", n_langs=2).eval()
+    torch.nn.init.normal_(dual.lang_embedding.weight, std=0.5)  # large enough to move every vector
+    vector = dual.lang_embedding.weight[1].detach().numpy()
+    shifted = encoder.encode(texts, embedding_offset=vector)
+    for i, text in enumerate(texts):
+        inputs = encoder.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            expected, _ = dual(inputs["input_ids"], inputs["attention_mask"], torch.tensor([1]))
+        np.testing.assert_allclose(shifted[i], expected[0].numpy(), atol=1e-5)
+    plain = encoder.encode(texts)
+    assert np.abs(shifted - plain).max() > 1e-2
+    np.testing.assert_allclose(encoder.encode(texts, embedding_offset=np.zeros(encoder.hidden_size)), plain, atol=1e-6)
+    with pytest.raises(ValueError, match="embedding_offset has shape"):
+        encoder.encode(texts, embedding_offset=np.zeros(encoder.hidden_size + 1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.evaluate.config import EvaluateConfig
-from tasks.evaluate.datasets import BenchmarkDataError
+from tasks.evaluate.datasets import BenchmarkDataError, read_tatoeba
 from tasks.evaluate.schema import ITEMS_SCHEMA
 from tasks.stage import run_stage
 
@@ -352,32 +353,55 @@ def test_tatoeba_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dic
     assert manifest.dropped["tatoeba_pair_beyond_max_pairs"] == len(SENTENCES["kaz"]) - 5
 
 
-def test_a_model_trained_with_language_vectors_is_reported_as_scored_without_them(built: dict) -> None:
-    """The encoder does not apply `train.language_embedding` vectors (neither do transformers and
-    sentence-transformers): the report and the manifest say the scores are without them."""
+def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) -> None:
+    """A train artifact with the trainer's language vectors (`train.language_embedding`) is scored
+    with each text's language vector, as in training (transformers and sentence-transformers do
+    not apply them); the report and the manifest say so and name the languages without one."""
     from safetensors.numpy import save_file
 
+    from tasks.encoders import Encoder, EncoderSpec
+    from tasks.evaluate.retrieval import bitext_accuracy
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
     from tasks.stage import ShardSpec, Stage, StageConfig
     from tasks.train.publish import LANGUAGE_EMBEDDING_FILE
+    from tests.tasks.encoders.conftest import build_tiny_model
+
+    vectors = np.random.default_rng(0).normal(0.0, 0.5, size=(2, 32)).astype(np.float32)  # large: they move every vector
 
     class StandInTrainConfig(StageConfig):
-        seed: int = 1
+        langs: list[str]
 
-    def attach_model(config, inputs, shard, context):  # a model under model/, with the trainer's language vectors beside it
-        from tests.tasks.encoders.conftest import build_tiny_model
-
-        model_dir = build_tiny_model(context.workdir / "model", seed=config.seed)
-        save_file({"weight": np.zeros((2, 32), dtype=np.float32)}, str(model_dir / LANGUAGE_EMBEDDING_FILE))
-        (model_dir / "languages.json").write_text('["eng_Latn", "kaz_Cyrl"]', encoding="utf-8")
+    def attach_model(config, inputs, shard, context):  # a model under model/, with language vectors beside it
+        model_dir = build_tiny_model(context.workdir / "model", seed=1)
+        save_file({"weight": vectors[: len(config.langs)]}, str(model_dir / LANGUAGE_EMBEDDING_FILE))
+        (model_dir / "languages.json").write_text(json.dumps(config.langs), encoding="utf-8")
         context.attach_dir(model_dir, prefix="model/")
         return []
 
     stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
     tatoeba = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}]
     config = EvaluateConfig.model_validate({"benchmarks": tatoeba, "encoder": {"pooling": "mean"}, "compare_with_base": False})
-    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
-    assert manifest.metrics["language_embedding"] == LANGUAGE_EMBEDDING_NOTE
-    report = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
-    assert "| **language embedding** |" in report and "scored without the language vectors" in report
+    pairs = read_tatoeba(built["tatoeba"], "kaz")
+
+    def scored(langs: list[str]) -> tuple[pl.DataFrame, dict, str, Path]:
+        train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(langs=langs), {})
+        ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+        report = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
+        model_dir = Path(built["store"].artifact_dir("train", train_ref.key)) / "files/model"
+        return pl.from_arrow(built["store"].read_table("evaluate", ref.key)), manifest.metrics, report, model_dir
+
+    metrics, manifest_metrics, report, model_dir = scored(["eng_Latn", "kaz_Cyrl"])
+    encoder = Encoder.load(EncoderSpec(str(model_dir), pooling="mean"))
+    kaz = encoder.encode(list(pairs.src), embedding_offset=vectors[1])
+    eng = encoder.encode(list(pairs.tgt), embedding_offset=vectors[0])
+    expected = sum(bitext_accuracy(kaz, eng)) / 2
+    assert value(metrics, src_lang="kaz_Cyrl", metric="accuracy_mean") == pytest.approx(expected, abs=1e-6)
+    plain = encoder.encode(list(pairs.src))
+    assert np.abs(kaz - plain).max() > 1e-2  # so the check above tells the two apart
+    assert manifest_metrics["language_embedding"] == LANGUAGE_EMBEDDING_NOTE
+    assert "| **language embedding** |" in report and "scored with its language's vector" in report
+
+    # a language the model has no vector for is scored without one, and named
+    _, manifest_metrics, report, _ = scored(["eng_Latn"])
+    assert manifest_metrics["language_embedding"].endswith("without one (not trained on, or not named by the benchmark): kaz_Cyrl")
+    assert "kaz\\_Cyrl" in report
