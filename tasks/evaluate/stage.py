@@ -20,12 +20,11 @@ is a new version of the card, which `xlembed export` of the model uses (the newe
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import json
-import logging
 
 import numpy as np
 import polars as pl
