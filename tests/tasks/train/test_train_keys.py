@@ -32,7 +32,7 @@ RECORDED = {
     "cpu-small": "1e7b0b71ac261f861111fc8ceb4b05ef2eddf920c22bc715a64cdedc7e7985f8",
     "cpu-wacse": "f9733aff6d0dcf8f83c090d197a4ce8011f0e770cb62188501872e3a222743fe",
     "dap": "3d26d29c9d624b3c7a6b36516d6bed135d9c35ebe8b52ddea5dd922255d352bc",
-    "demo": "cf324b6a61610252776e30e1b77e4ddb64e3bda9535a429e4cfef95efb82e3a3",
+    "demo": "713a4b76b268383a45891297fd9b545eaaa39707b793b0dbe1689d318024dae5",  # interpolation 0.25 -> 0.1 (issue 13, measured)
     "dueam": "8d9ce33ab8e8f8723aa77bec30fa778cb968951925339b75fd1e59f8be4ee51f",
     "multiway-supcon": "4d393ffe1b62ca6c6df7da2c2f29308563e63ed11c21ec143e13d3266d96276c",
     "offline-multiway": "568b76a1a2c508dfb1449cecb713a8cfb6e4e04180217a01507f95d819a094bb",
