@@ -333,8 +333,8 @@ class Encoder:
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
         with torch.inference_mode(), autocast:
             if offset is not None:  # the word embeddings plus the offset; positions and LayerNorm follow inside the model
-                ids = inputs.pop("input_ids")
-                inputs["inputs_embeds"] = self.model.get_input_embeddings()(ids) + offset.to(self.model.get_input_embeddings().weight.dtype)
+                word_embeddings = self.model.get_input_embeddings()
+                inputs["inputs_embeds"] = word_embeddings(inputs.pop("input_ids")) + offset.to(word_embeddings.weight.dtype)
             out = self.model(**inputs)
         hidden = getattr(out, "last_hidden_state", None)
         if hidden is None:
