@@ -102,7 +102,9 @@ def parse_record(model: type[ModelT], data: bytes, path: str) -> ModelT:
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    # microseconds: "the newest version" (of a ref, of a model's evaluations) must not tie when
+    # two are written within one second; ISO strings of either precision still sort by time
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def sha256_file(path: str | Path, fs: fsspec.AbstractFileSystem | None = None) -> str:

@@ -20,7 +20,6 @@ is a new version of the card, which `xlembed export` of the model uses (the newe
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.encoders.language_vectors import read_language_vectors
 from tasks.evaluate.benchmarks.registry import headline_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
@@ -269,23 +269,6 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
 # transformers and sentence-transformers do not apply them, so evaluate does (each benchmark
 # names the language of what it encodes) and says so in the report and the manifest.
 LANGUAGE_EMBEDDING_NOTE = "trained with language_embedding = true: each text is scored with its language's vector, as in training"
-
-
-def read_language_vectors(model_dir: Path) -> dict[str, np.ndarray]:
-    """{FLORES code: float32 [hidden]} from a train artifact's model folder; {} when it has none."""
-    from safetensors.numpy import load_file
-
-    from tasks.train.publish import LANGUAGE_EMBEDDING_FILE
-
-    path = model_dir / LANGUAGE_EMBEDDING_FILE
-    if not path.is_file():
-        return {}
-    langs_path = model_dir / "languages.json"
-    langs = json.loads(langs_path.read_text(encoding="utf-8")) if langs_path.is_file() else None
-    weight = load_file(str(path))["weight"]
-    if not isinstance(langs, list) or len(langs) != weight.shape[0]:
-        raise ValueError(f"{path}: {weight.shape[0]} language vectors, but {langs_path} does not list that many languages")
-    return {str(lang): weight[i].astype(np.float32) for i, lang in enumerate(langs)}
 
 
 def trained_model_dir(artifact_dir: Path) -> Path:

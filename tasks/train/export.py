@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.encoders.language_vectors import write_language_vectors
 from tasks.encoders.pooling import sentence_transformers_mode
 
 CURVES_SCHEMA = pa.schema(
@@ -45,8 +46,6 @@ def _write_json(path: Path, value: Any) -> None:
 
 def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max_length: int, langs: list[str], card: str) -> Path:
     """Write `encoder` (a DualEncoder) as a transformers + sentence-transformers directory."""
-    from safetensors.torch import save_file
-
     mode = sentence_transformers_mode(pooling)
     out_dir.mkdir(parents=True, exist_ok=True)
     from tasks.encoders.loading import quiet_transformers
@@ -75,8 +74,7 @@ def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, m
     (out_dir / "2_Normalize").mkdir(exist_ok=True)
     _write_json(out_dir / "config_sentence_transformers.json", {"model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None})
     if encoder.lang_embedding is not None:
-        save_file({"weight": encoder.lang_embedding.weight.detach().cpu().contiguous()}, str(out_dir / "language_embedding.safetensors"))
-        _write_json(out_dir / "languages.json", langs)
+        write_language_vectors(out_dir, encoder.lang_embedding.weight, langs)
     (out_dir / "README.md").write_text(card, encoding="utf-8")
     return out_dir
 

@@ -36,13 +36,13 @@ from typing import Any
 import pyarrow.compute as pc
 
 from storage import ArtifactStore
+from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
 from tasks.encoders.pooling import recorded_pooling
 from tasks.train.model_card import CARD_FILE, CardFacts, EvaluationResults, render_model_card
 
 log = logging.getLogger(__name__)
 
 PLACEHOLDER_NAME = "path/to/exported-model"  # the model name in a card's usage snippet before it has a repo id
-LANGUAGE_EMBEDDING_FILE = "language_embedding.safetensors"
 MEASURE_GROUPS = 200  # dev rows per language the language-embedding measurement encodes
 
 
@@ -156,7 +156,7 @@ def export_trained_model(
     config = facts.config
 
     effect = None
-    if (model_dir / LANGUAGE_EMBEDDING_FILE).is_file():
+    if has_language_vectors(model_dir):
         effect = measure_language_embedding(store, manifest, model_dir, config)
         if not drop_language_embedding:
             raise LanguageEmbeddingRefused(
@@ -240,7 +240,8 @@ def measure_language_embedding(store: ArtifactStore, manifest: Any, model_dir: P
     every token embedding) and compare: cosine of the two vectors, and retrieval accuracy
     against the pivot (mean of both directions, the train stage's dev metric)."""
     pivot = str(config.get("pivot", "eng_Latn"))
-    langs = json.loads((model_dir / "languages.json").read_text(encoding="utf-8"))
+    vectors = read_language_vectors(model_dir)
+    langs = list(vectors)
     effect = LanguageEmbeddingEffect(pivot=pivot, groups=0)
     try:
         pairs = _dev_pairs(store, manifest, pivot, langs)
@@ -251,7 +252,7 @@ def measure_language_embedding(store: ArtifactStore, manifest: Any, model_dir: P
 
     from tasks.evaluate.retrieval import bitext_accuracy
 
-    encode = _language_encoder(model_dir, langs, config)
+    encode = _language_encoder(model_dir, vectors, config)
     effect.groups = max(len(texts) for texts, _ in pairs.values())
     for lang, (texts, pivot_texts) in pairs.items():
         with_src, without_src = encode(texts, lang)
@@ -263,10 +264,10 @@ def measure_language_embedding(store: ArtifactStore, manifest: Any, model_dir: P
     return effect
 
 
-def _language_encoder(model_dir: Path, langs: list[str], config: Mapping[str, Any]) -> Any:
+def _language_encoder(model_dir: Path, vectors: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
     """A function (texts, lang) -> (vectors with the language vector, vectors without), float32 numpy."""
+    import numpy as np
     import torch
-    from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
     from tasks.encoders.loading import quiet_transformers
@@ -274,8 +275,9 @@ def _language_encoder(model_dir: Path, langs: list[str], config: Mapping[str, An
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    langs = list(vectors)
     model = DualEncoder(load_transformer(model_dir), pooling=recorded_pooling(str(config.get("pooling", "mean"))), n_langs=len(langs))
-    model.lang_embedding.load_state_dict(load_file(str(model_dir / LANGUAGE_EMBEDDING_FILE)))
+    model.lang_embedding.load_state_dict({"weight": torch.from_numpy(np.stack([vectors[lang] for lang in langs]))})
     model.eval()
     prefix, max_length = str(config.get("prefix", "")), int(config.get("max_length", 32))
 

@@ -363,7 +363,7 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     from tasks.evaluate.retrieval import bitext_accuracy
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
     from tasks.stage import ShardSpec, Stage, StageConfig
-    from tasks.train.publish import LANGUAGE_EMBEDDING_FILE
+    from tasks.encoders.language_vectors import LANGUAGE_EMBEDDING_FILE, LANGUAGES_FILE
     from tests.tasks.encoders.conftest import build_tiny_model
 
     vectors = np.random.default_rng(0).normal(0.0, 0.5, size=(2, 32)).astype(np.float32)  # large: they move every vector
@@ -374,7 +374,7 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     def attach_model(config, inputs, shard, context):  # a model under model/, with language vectors beside it
         model_dir = build_tiny_model(context.workdir / "model", seed=1)
         save_file({"weight": vectors[: len(config.langs)]}, str(model_dir / LANGUAGE_EMBEDDING_FILE))
-        (model_dir / "languages.json").write_text(json.dumps(config.langs), encoding="utf-8")
+        (model_dir / LANGUAGES_FILE).write_text(json.dumps(config.langs), encoding="utf-8")
         context.attach_dir(model_dir, prefix="model/")
         return []
 
