@@ -46,13 +46,10 @@ machine down, and one case's freed memory never flatters the next one's peak.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -257,15 +254,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(json.dumps(measure_case(json.loads(args.child))))
         return []
 
-    from benchmarks.train_step import COMBINATIONS
+    from benchmarks.train_step import COMBINATIONS, scratch_dir
 
     started = time.perf_counter()
-    if args.base:
-        base = args.base
-    else:  # a random XLM-R-shaped model is about 1 GB: do not leave it behind in /tmp
-        scratch = Path(tempfile.mkdtemp(prefix="xlembed-train-shapes-"))
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-        base = scratch / "base"
+    base = args.base or scratch_dir("xlembed-train-shapes-") / "base"  # a random XLM-R-shaped model is about 1 GB
     if not (base / "config.json").exists():
         build_base(args.shape, base)
     common = {"max_length": args.max_length, "eval_every": 0, "checkpoint_every": 10**6, "dropout": 0.1,

@@ -45,9 +45,9 @@ COMBINATIONS: dict[str, dict] = {
 }
 
 
-def scratch_dir() -> Path:
-    """A temporary folder removed when the benchmark exits (converted models are hundreds of MB)."""
-    path = Path(tempfile.mkdtemp(prefix="xlembed-bench-"))
+def scratch_dir(prefix: str = "xlembed-bench-") -> Path:
+    """A temporary folder removed when the benchmark exits (the models built in it are hundreds of MB to GBs)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
