@@ -10,7 +10,10 @@ intervals as plain dicts.
 
 Columns are metric values picked from each table by a spec `benchmark/dataset/language/metric`:
 `language` is a FLORES-200 code, `group:<name>` (a group average row) or `mean` (the
-unweighted mean over every language row, groups left out). Without explicit columns the
+unweighted mean over every language row, groups left out). Where a dataset also scored pairs
+of two non-pivot languages (`pairs = "all"`: it has a `group:xx-yy` row), every other column
+keeps to the pivot pairs, as the evaluation's own headline does, and `group:xx-yy` is the
+mean over the other pairs. Without explicit columns the
 headline of every (benchmark, dataset) is shown: its main metric (each benchmark's
 `main_metric`, tasks/evaluate/benchmarks/: accuracy_mean for Tatoeba and retrieval, F1 for
 BUCC, Spearman for STS, accuracy for XNLI, main_score for MTEB) as group averages, then as
@@ -48,6 +51,7 @@ import pyarrow as pa
 from storage.keys import canonical_json
 from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
 from tasks.evaluate.groups import LANGUAGE_GROUPS
+from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
 from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
 from tasks.evaluate.tables import (
     CSS,
@@ -76,6 +80,7 @@ __all__ = [
 ]
 
 MEAN = "mean"
+XX_YY_CODE = f"{GROUP_PREFIX}{XX_YY_GROUP}"  # the row of the mean over pairs of two non-pivot languages
 ITEM_KEY = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item"]
 INTERVALS_FIGURE_FILE = "intervals.png"
 NO_INTERVAL = "no CI"
@@ -176,8 +181,20 @@ def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
     return out
 
 
+def _scored_pivot(rows: Sequence[Mapping[str, Any]], benchmark: str, dataset: str) -> str | None:
+    """The pivot of a dataset that also scored xx-yy pairs (it has a `group:xx-yy` row), else None."""
+    ours = [r for r in rows if r["benchmark"] == benchmark and r["dataset"] == dataset]
+    if not any(r["src_lang"] == XX_YY_CODE for r in ours):
+        return None
+    return dataset_pivot((r["src_lang"], r["tgt_lang"]) for r in ours if not is_group_code(r["src_lang"]))
+
+
 def column_value(rows: Sequence[Mapping[str, Any]], column: Column) -> float | None:
-    """The column's value in one metrics table (mean over matching rows); None if it has none."""
+    """The column's value in one metrics table (mean over matching rows); None if it has none.
+
+    In a dataset with xx-yy pairs, a language, group or mean column keeps to the pivot pairs
+    (a group's rows per other target language and the xx-yy pairs are not its members)."""
+    pivot = None if column.lang == XX_YY_CODE else _scored_pivot(rows, column.benchmark, column.dataset)
     values = [
         r["value"]
         for r in rows
@@ -185,6 +202,7 @@ def column_value(rows: Sequence[Mapping[str, Any]], column: Column) -> float | N
         and r["dataset"] == column.dataset
         and r["metric"] == column.metric
         and (not is_group_code(r["src_lang"]) if column.lang == MEAN else r["src_lang"] == column.lang)
+        and (pivot is None or r["tgt_lang"] == pivot)
     ]
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return math.fsum(finite) / len(finite) if finite else None
@@ -240,20 +258,31 @@ def _paired(row: _Side, ref: _Side) -> pl.DataFrame | None:
     return joined.select("benchmark", "dataset", "src_lang", "tgt_lang", (pl.col("correct") - pl.col("correct_ref")).alias("diff"))
 
 
-def _column_strata(paired: pl.DataFrame, column: Column) -> list[np.ndarray]:
+def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_datasets: frozenset[tuple[str, str]] = frozenset()) -> list[np.ndarray]:
     """The column's paired differences, one array per language pair (both directions' queries).
 
     paired_bootstrap averages strata unweighted; a group column is the mean over target
     languages of the mean over members, so each stratum is scaled by weight x strata, which
     turns the unweighted mean into that weighted one (and changes nothing for equal weights)."""
     frame = paired.filter((pl.col("benchmark") == column.benchmark) & (pl.col("dataset") == column.dataset))
+    # As the values, where the dataset scored xx-yy pairs: the pivot pairs, or for the xx-yy
+    # column the pairs without the pivot (one stratum each, unweighted as the group:xx-yy row).
+    pivot = None
+    if (column.benchmark, column.dataset) in xx_yy_datasets:
+        pivot = dataset_pivot(frame.select("src_lang", "tgt_lang").unique().iter_rows())
+    if column.lang == XX_YY_CODE:
+        if pivot is None:
+            return []
+        frame = frame.filter((pl.col("src_lang") != pivot) & (pl.col("tgt_lang") != pivot))
+    elif pivot is not None:
+        frame = frame.filter(pl.col("tgt_lang") == pivot)
     group = None
-    if is_group_code(column.lang):
+    if is_group_code(column.lang) and column.lang != XX_YY_CODE:
         group = LANGUAGE_GROUPS.get(column.lang.removeprefix(GROUP_PREFIX))
         if group is None:
             return []
         frame = frame.filter(pl.col("src_lang").is_in(list(group.langs)))
-    elif column.lang != MEAN:
+    elif column.lang not in (MEAN, XX_YY_CODE):
         frame = frame.filter(pl.col("src_lang") == column.lang)
     if frame.is_empty():
         return []
@@ -269,8 +298,9 @@ def _column_strata(paired: pl.DataFrame, column: Column) -> list[np.ndarray]:
 class _Intervals:
     """Bootstrap intervals of one side against another, each pair computed once; and their records."""
 
-    def __init__(self, columns: Sequence[Column], resamples: int) -> None:
+    def __init__(self, columns: Sequence[Column], resamples: int, xx_yy_datasets: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.columns = [c for c in columns if c.has_items]
+        self.xx_yy_datasets = xx_yy_datasets
         self.resamples = resamples
         self.records: list[dict[str, Any]] = []
         self._done: dict[tuple[str, int, str, int, str], dict[str, BootstrapInterval | None]] = {}
@@ -283,7 +313,7 @@ class _Intervals:
         paired = _paired(row, ref) if self.columns else None
         out: dict[str, BootstrapInterval | None] = {}
         for column in self.columns:
-            strata = _column_strata(paired, column) if paired is not None else []
+            strata = _column_strata(paired, column, self.xx_yy_datasets) if paired is not None else []
             interval = paired_bootstrap(strata, resamples=self.resamples) if strata else None
             out[column.spec] = interval
             self.records.append(self._record(row, ref, against, column, interval, paired is not None))
@@ -449,7 +479,13 @@ def build_comparison(
         r.name: {c.spec: (column_value(rows_of[r.name], c) if rows_of[r.name] is not None else None) for c in chosen}
         for r in results
     }
-    intervals = _Intervals(chosen, resamples)
+    scored_xx_yy = frozenset(
+        (row["benchmark"], row["dataset"])
+        for table in [*tables, *(r.base_metrics for r in results if r.base_metrics is not None)]
+        for row in _metric_rows(table)
+        if row["src_lang"] == XX_YY_CODE
+    )
+    intervals = _Intervals(chosen, resamples, scored_xx_yy)
 
     members: dict[str, list[VariantResult]] = {}
     for r in results:

@@ -339,3 +339,61 @@ def test_untrained_base_note_says_when_in_domain_and_out_of_domain_disagree() ->
     assert "In-domain and out-of-domain results disagree" in report.html
     agreeing = build_comparison(results[::2], baseline="base", untrained_base="base")
     assert "disagree" not in agreeing.markdown
+
+
+def _all_pairs_evaluation(noise: float, seed: int) -> tuple[pa.Table, pa.Table, dict[tuple[str, str], float]]:
+    """Metrics and items of held-out-rows retrieval with `pairs = "all"` (English pivot plus every
+    two other languages), scored for real on noisy copies of shared vectors, as the corpus_dev
+    benchmark writes them; and each pair's accuracy_mean."""
+    from tasks.evaluate.retrieval import multiway_pair_scores, xx_yy_rows
+
+    rng = np.random.default_rng(seed)
+    meaning = rng.normal(size=(60, 16))
+    langs = ["eng_Latn", "ita_Latn", "pol_Latn", "por_Latn"]
+    noisy = {lang: meaning + noise * rng.normal(size=meaning.shape) for lang in langs}
+    embeddings = {lang: (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32) for lang, x in noisy.items()}
+    scores = multiway_pair_scores(embeddings, dataset="corpus-dev", pivot="eng_Latn", xx_yy=True)
+    rows = [row for scored in scores for row in scored.metric_rows()] + xx_yy_rows(scores, "eng_Latn")
+    table = rows_table(group_average_rows(rows, [LANGUAGE_GROUPS["tatoeba-major8"]]))
+    items = pa.concat_tables([scored.items() for scored in scores]).cast(ITEMS_SCHEMA)
+    accuracy = {(s.src_lang, s.tgt_lang): next(r["value"] for r in s.metric_rows() if r["metric"] == "accuracy_mean") for s in scores}
+    return table, items, accuracy
+
+
+def test_with_xx_yy_pairs_the_columns_keep_to_the_pivot_and_xx_yy_gets_its_interval() -> None:
+    base_metrics, base_items, base_acc = _all_pairs_evaluation(noise=1.4, seed=0)
+    trained_metrics, trained_items, trained_acc = _all_pairs_evaluation(noise=1.1, seed=0)
+    report = build_comparison(
+        [
+            VariantResult("base", "base", {}, {}, base_metrics, "ab" * 32, items=base_items, trained=False),
+            VariantResult("trained", "trained", {"train.steps": 10}, {}, trained_metrics, "cd" * 32, items=trained_items),
+        ],
+        baseline="base",
+        untrained_base="base",
+        resamples=300,
+    )
+    specs = [c.spec for c in report.columns]
+    assert specs == [
+        "retrieval/corpus-dev/group:xx-yy/accuracy_mean",
+        "retrieval/corpus-dev/group:tatoeba-major8/accuracy_mean",
+        "retrieval/corpus-dev/mean/accuracy_mean",
+    ]
+    for name, accuracy in (("base", base_acc), ("trained", trained_acc)):
+        pivot_pairs = [v for (src, tgt), v in accuracy.items() if tgt == "eng_Latn"]
+        xx_yy = [v for (src, tgt), v in accuracy.items() if "eng_Latn" not in (src, tgt)]
+        assert len(pivot_pairs) == 3 and len(xx_yy) == 3
+        values = report.values[name]
+        # the group and the mean are over (xx, English) only, as the evaluation's own headline
+        assert values["retrieval/corpus-dev/mean/accuracy_mean"] == pytest.approx(np.mean(pivot_pairs))
+        assert values["retrieval/corpus-dev/group:tatoeba-major8/accuracy_mean"] == pytest.approx(np.mean(pivot_pairs))
+        assert values["retrieval/corpus-dev/group:xx-yy/accuracy_mean"] == pytest.approx(np.mean(xx_yy))
+    records = {r["column"]: r for r in report.intervals if r["against"] == "baseline"}
+    xx_yy_record = records["retrieval/corpus-dev/group:xx-yy/accuracy_mean"]
+    assert xx_yy_record["strata"] == 3 and xx_yy_record["items"] == 3 * 2 * 60  # three pairs, both directions
+    assert records["retrieval/corpus-dev/mean/accuracy_mean"]["strata"] == 3
+    for record in records.values():
+        # the interval is around the column's own delta (the paired mean difference, unweighted over pairs)
+        assert record["bootstrap_delta"] == pytest.approx(record["delta"], abs=1e-6)
+        assert record["low"] <= record["delta"] <= record["high"]
+    trained_row = next(line for line in report.markdown.splitlines() if line.startswith("| trained "))
+    assert "no CI" not in trained_row
