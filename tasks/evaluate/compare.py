@@ -181,12 +181,16 @@ def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
     return out
 
 
-def _scored_pivot(rows: Sequence[Mapping[str, Any]], benchmark: str, dataset: str) -> str | None:
-    """The pivot of a dataset that also scored xx-yy pairs (it has a `group:xx-yy` row), else None."""
-    ours = [r for r in rows if r["benchmark"] == benchmark and r["dataset"] == dataset]
-    if not any(r["src_lang"] == XX_YY_CODE for r in ours):
-        return None
-    return dataset_pivot((r["src_lang"], r["tgt_lang"]) for r in ours if not is_group_code(r["src_lang"]))
+def _xx_yy_pivots(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str | None]:
+    """(benchmark, dataset) -> pivot, for each dataset that also scored xx-yy pairs (it has a
+    `group:xx-yy` row); the pivot is None where `dataset_pivot` cannot tell one."""
+    scored = {(r["benchmark"], r["dataset"]) for r in rows if r["src_lang"] == XX_YY_CODE}
+    return {
+        key: dataset_pivot(
+            (r["src_lang"], r["tgt_lang"]) for r in rows if (r["benchmark"], r["dataset"]) == key and not is_group_code(r["src_lang"])
+        )
+        for key in scored
+    }
 
 
 def column_value(rows: Sequence[Mapping[str, Any]], column: Column) -> float | None:
@@ -194,7 +198,7 @@ def column_value(rows: Sequence[Mapping[str, Any]], column: Column) -> float | N
 
     In a dataset with xx-yy pairs, a language, group or mean column keeps to the pivot pairs
     (a group's rows per other target language and the xx-yy pairs are not its members)."""
-    pivot = None if column.lang == XX_YY_CODE else _scored_pivot(rows, column.benchmark, column.dataset)
+    pivot = None if column.lang == XX_YY_CODE else _xx_yy_pivots(rows).get((column.benchmark, column.dataset))
     values = [
         r["value"]
         for r in rows
@@ -258,7 +262,7 @@ def _paired(row: _Side, ref: _Side) -> pl.DataFrame | None:
     return joined.select("benchmark", "dataset", "src_lang", "tgt_lang", (pl.col("correct") - pl.col("correct_ref")).alias("diff"))
 
 
-def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_datasets: frozenset[tuple[str, str]] = frozenset()) -> list[np.ndarray]:
+def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_pivots: Mapping[tuple[str, str], str | None]) -> list[np.ndarray]:
     """The column's paired differences, one array per language pair (both directions' queries).
 
     paired_bootstrap averages strata unweighted; a group column is the mean over target
@@ -267,9 +271,7 @@ def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_datasets: frozens
     frame = paired.filter((pl.col("benchmark") == column.benchmark) & (pl.col("dataset") == column.dataset))
     # As the values, where the dataset scored xx-yy pairs: the pivot pairs, or for the xx-yy
     # column the pairs without the pivot (one stratum each, unweighted as the group:xx-yy row).
-    pivot = None
-    if (column.benchmark, column.dataset) in xx_yy_datasets:
-        pivot = dataset_pivot(frame.select("src_lang", "tgt_lang").unique().iter_rows())
+    pivot = xx_yy_pivots.get((column.benchmark, column.dataset))
     if column.lang == XX_YY_CODE:
         if pivot is None:
             return []
@@ -298,9 +300,9 @@ def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_datasets: frozens
 class _Intervals:
     """Bootstrap intervals of one side against another, each pair computed once; and their records."""
 
-    def __init__(self, columns: Sequence[Column], resamples: int, xx_yy_datasets: frozenset[tuple[str, str]] = frozenset()) -> None:
+    def __init__(self, columns: Sequence[Column], resamples: int, xx_yy_pivots: Mapping[tuple[str, str], str | None]) -> None:
         self.columns = [c for c in columns if c.has_items]
-        self.xx_yy_datasets = xx_yy_datasets
+        self.xx_yy_pivots = xx_yy_pivots
         self.resamples = resamples
         self.records: list[dict[str, Any]] = []
         self._done: dict[tuple[str, int, str, int, str], dict[str, BootstrapInterval | None]] = {}
@@ -313,7 +315,7 @@ class _Intervals:
         paired = _paired(row, ref) if self.columns else None
         out: dict[str, BootstrapInterval | None] = {}
         for column in self.columns:
-            strata = _column_strata(paired, column, self.xx_yy_datasets) if paired is not None else []
+            strata = _column_strata(paired, column, self.xx_yy_pivots) if paired is not None else []
             interval = paired_bootstrap(strata, resamples=self.resamples) if strata else None
             out[column.spec] = interval
             self.records.append(self._record(row, ref, against, column, interval, paired is not None))
@@ -479,13 +481,10 @@ def build_comparison(
         r.name: {c.spec: (column_value(rows_of[r.name], c) if rows_of[r.name] is not None else None) for c in chosen}
         for r in results
     }
-    scored_xx_yy = frozenset(
-        (row["benchmark"], row["dataset"])
-        for table in [*tables, *(r.base_metrics for r in results if r.base_metrics is not None)]
-        for row in _metric_rows(table)
-        if row["src_lang"] == XX_YY_CODE
-    )
-    intervals = _Intervals(chosen, resamples, scored_xx_yy)
+    xx_yy_pivots: dict[tuple[str, str], str | None] = {}
+    for rows in [*(v for v in rows_of.values() if v is not None), *(_metric_rows(r.base_metrics) for r in results if r.base_metrics is not None)]:
+        xx_yy_pivots |= _xx_yy_pivots(rows)
+    intervals = _Intervals(chosen, resamples, xx_yy_pivots)
 
     members: dict[str, list[VariantResult]] = {}
     for r in results:
