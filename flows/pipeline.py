@@ -139,17 +139,23 @@ def commit_task(
     wall_time_s: float,
     allow_empty: bool = False,
     keyed: KeyedConfig | None = None,
+    rebuild_of: str | None = None,
+    attempt: int = 0,
 ) -> str:
-    """Commit the stage's manifest; `keyed`: the keyed config its plan computed (StepPlan.keyed)."""
+    """Commit the stage's manifest; `keyed`: the keyed config its plan computed (StepPlan.keyed).
+    A key another run committed meanwhile is used as it is (its manifest is not rewritten)."""
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
     records = []
-    for shard_id in shard_ids:
+    for shard_id in shard_ids if not store.is_committed(stage_name, key) else ():
         record = store.completed_shard(stage_name, key, shard_id)
         if record is None:
             raise RuntimeError(f"shard {shard_id} of {stage_name}/{key[:12]} vanished before commit")
         records.append(record)
-    manifest = commit_stage(store, stage, key, validated_config(stage, config), input_keys, fingerprints, records, wall_time_s, allow_empty=allow_empty, keyed=keyed)
+    manifest = commit_stage(
+        store, stage, key, validated_config(stage, config), input_keys, fingerprints, records, wall_time_s,
+        allow_empty=allow_empty, keyed=keyed, rebuild_of=rebuild_of, attempt=attempt,
+    )  # fmt: skip
     uri = store.uri(stage_name, key)
     create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
     for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
@@ -260,8 +266,6 @@ def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> No
     stage_config = config.stage_configs[step.stage]
     as_json = stage_config.model_dump(mode="json")
     remember_config(stage_registry()[step.stage], as_json, stage_config)  # the tasks here need not validate it again
-    if step.forced:
-        store.delete(step.stage, step.key)
     started = time.perf_counter()
     shards = plan_shards_task(store.root_uri, step.stage, as_json, step.input_keys)
     futures = build_shard_task.map(
@@ -269,7 +273,10 @@ def run_step(config: PipelineConfig, store: ArtifactStore, step: StepPlan) -> No
     )
     done = shard_results(futures, step.stage, store, step.key, shards)
     allow_empty = step.stage in config.settings.allow_empty
-    commit_task(store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done], time.perf_counter() - started, allow_empty, step.keyed)
+    commit_task(
+        store.root_uri, step.stage, step.key, as_json, step.input_keys, step.fingerprints, [d["shard_id"] for d in done],
+        time.perf_counter() - started, allow_empty, step.keyed, step.rebuild_of, step.attempt,
+    )  # fmt: skip
 
 
 @flow(name="xlembed-pipeline", log_prints=True)
@@ -298,7 +305,7 @@ def pipeline_flow(
             run_step(config, store, step)
         else:
             logger.info("%s: cached %s", step.stage, step.key[:12])
-        store.set_ref(config.name, step.stage, step.key, note="; ".join(step.reasons))
+        store.set_ref(config.name, step.stage, step.key, note="; ".join(step.reasons), expected=step.ref_key)
         keys[step.stage] = step.key
     rows = [{"stage": s.stage, "action": s.action, "key": s.key[:12], "why": "; ".join(s.reasons)} for s in plan]
     create_table_artifact(rows, key=f"{config.name.replace('_', '-')}-run", description=f"what pipeline {config.name} did")

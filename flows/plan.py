@@ -15,6 +15,8 @@ from storage import ArtifactNotFound, ArtifactStore
 from storage.content_hash import HashStats, hash_stats
 from storage.keys import KEY_SCHEME, KEY_SCHEMES
 from storage.lineage import flatten
+from storage.manifest import Ref
+from storage.refs import current_version, next_attempt
 from tasks.stage import KeyedConfig, Stage, keyed_parts, source_fingerprints, stage_key
 
 Action = Literal["cached", "compute", "skip"]
@@ -34,6 +36,12 @@ class StepPlan:
     # the stage's config as its key sees it, computed once here; the commit writes it into the
     # manifest (None: a step made by hand; the commit computes it)
     keyed: KeyedConfig | None = None
+    # the pipeline's ref when planned: the run moves it from this key only (compare-and-swap)
+    ref_key: str | None = None
+    # a rebuild (forced, or of a damaged version) is built beside the version it replaces, under
+    # `key` = attempt_key(rebuild_of, attempt); a first build has rebuild_of None
+    rebuild_of: str | None = None
+    attempt: int = 0
 
 
 class Plan(list[StepPlan]):
@@ -99,10 +107,9 @@ def fingerprint_changes(old: Any, new: Any, prefix: str, paths: Mapping[str, str
 
 
 def _why_stale(
-    store: ArtifactStore, pipeline: str, stage: Stage[Any], keyed: KeyedConfig, input_keys: Mapping[str, str], prints: Mapping[str, Any], paths: Mapping[str, str]
+    store: ArtifactStore, pipeline: str, stage: Stage[Any], keyed: KeyedConfig, input_keys: Mapping[str, str], prints: Mapping[str, Any], paths: Mapping[str, str], ref: Ref | None
 ) -> tuple[list[str], bool]:
     """Why the stage must compute, and whether its last artifact predates the key scheme."""
-    ref = store.read_ref(pipeline, stage.name)
     if ref is None:
         return [f"never built by pipeline {pipeline!r}"], False
     try:
@@ -195,23 +202,32 @@ def _plan_step(
     input_keys = {i: keys[i] for i in stage.input_names(keys)}
     prints = source_fingerprints(stage, stage_config)
     keyed = keyed_parts(stage_config)
-    key = keys[name] = stage_key(stage, stage_config, input_keys, prints, keyed=keyed)
-    rekeyed = False
+    config_key = stage_key(stage, stage_config, input_keys, prints, keyed=keyed)
+    ref = store.read_ref(config.name, name)
+    version = current_version(store, config.name, name, config_key, ref)
+    key, rekeyed, attempt = version or config_key, False, 0
     if forced:
-        action, reasons = "compute", ["forced (--force)"]
+        action, reasons = "compute", ["forced (--force)" + (": a new version beside the current one" if version else "")]
+        if version is not None:
+            key, attempt = next_attempt(store, name, config_key)
     elif name not in targets and name not in needed:
         action, reasons = "skip", ["not selected"]
-    elif store.is_committed(name, key) and (damage := store.size_problems(name, key)):
-        # a cached file was truncated or removed: rebuild it now rather than fail downstream
+    elif version is not None and (damage := store.size_problems(name, version)):
+        # a cached file was truncated or removed: build a sound version beside it rather than fail downstream
         action, reasons, forced = "compute", [f"cached artifact damaged ({damage[0]}{' ...' if len(damage) > 1 else ''}): rebuilding"], True
-    elif store.is_committed(name, key):
+        key, attempt = next_attempt(store, name, config_key)
+    elif version is not None:
         action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
     else:
         action = "compute"
-        reasons, rekeyed = _why_stale(store, config.name, stage, keyed, input_keys, prints, hashing.paths)
+        reasons, rekeyed = _why_stale(store, config.name, stage, keyed, input_keys, prints, hashing.paths, ref)
         if name not in targets:
             reasons = ["needed as input, not built: " + "; ".join(reasons)]
-    return StepPlan(name, key, action, reasons, input_keys, prints, forced=forced, rekeyed=rekeyed, keyed=keyed)
+    keys[name] = key
+    return StepPlan(
+        name, key, action, reasons, input_keys, prints, forced=forced, rekeyed=rekeyed, keyed=keyed,
+        ref_key=ref.key if ref is not None else None, rebuild_of=config_key if attempt else None, attempt=attempt,
+    )  # fmt: skip
 
 
 def check_plan_data(config: PipelineConfig, plan: Iterable[StepPlan], stages: Mapping[str, Stage[Any]]) -> list[str]:

@@ -3,11 +3,14 @@
 from storage.keys import InvalidNameError, artifact_key, canonical_json, check_key, check_name
 from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
 from storage.store import (
+    AlreadyCommitted,
     ArtifactNotFound,
     ArtifactRef,
     ArtifactStore,
     CorruptArtifact,
     DamagedArtifact,
+    DamagedRef,
+    RefConflict,
     RootNotFound,
     SchemaMismatch,
     StoreAccessError,
@@ -19,16 +22,19 @@ from storage.store import (
 )
 
 __all__ = [
+    "AlreadyCommitted",
     "ArtifactNotFound",
     "ArtifactRef",
     "ArtifactStore",
     "ColumnSchema",
     "CorruptArtifact",
     "DamagedArtifact",
+    "DamagedRef",
     "FileEntry",
     "InvalidNameError",
     "Manifest",
     "Ref",
+    "RefConflict",
     "RefEntry",
     "RootNotFound",
     "SchemaMismatch",

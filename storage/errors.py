@@ -40,6 +40,16 @@ class CorruptArtifact(StoreError):
     """A committed file that no longer matches its manifest: readers refuse it rather than use it."""
 
 
+class AlreadyCommitted(StoreError):
+    """A write into an artifact that is committed: committed artifacts are never modified, so the
+    writer uses the committed version instead (another run finished the same key first)."""
+
+
+class RefConflict(StoreError):
+    """A ref moved between the moment a writer read it and its update (compare-and-swap failed),
+    or two stores' refs diverged; the message names both keys and what to do."""
+
+
 class RootNotFound(StoreError):
     """The artifact root (a local folder, or an object-store bucket) does not exist."""
 

@@ -107,7 +107,7 @@ def build_index(
     written at the root itself)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     manifests = store.list_manifests()
-    refs = store.list_refs()
+    refs = store.list_refs(damaged=[])  # a malformed ref is reported by `verify`; the page shows the rest
     by_key = {(m.stage, m.key): m for m in manifests}
     pointing: dict[tuple[str, str], list[str]] = {}
     for ref in refs:

@@ -56,6 +56,19 @@ def artifact_key(
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
+def attempt_key(config_key: str, attempt: int) -> str:
+    """The key of the `attempt`-th rebuild (1, 2, ...) of the artifact keyed `config_key`.
+
+    A forced rebuild never writes into, or deletes, the version it replaces: it builds beside it
+    under this key, and the ref moves once the new version is committed. The number is part of
+    the key (not a random id) so that a forced rebuild that was killed resumes where it stopped
+    when it is run again."""
+    check_key(config_key)
+    if attempt < 1:
+        raise ValueError(f"attempt numbers start at 1, not {attempt}")
+    return hashlib.sha256(f"xlembed-rebuild\0{config_key}\0{attempt}".encode()).hexdigest()
+
+
 def check_key(key: str) -> str:
     """Keys become path components: only 64 lowercase hex digits are accepted."""
     if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):

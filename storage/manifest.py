@@ -87,6 +87,15 @@ class Manifest(BaseModel):
     dropped: dict[str, int] = Field(default_factory=dict)
     metrics: dict[str, Any] = Field(default_factory=dict)
     package_version: str
+    # A forced rebuild is committed beside the version it replaces, under
+    # `storage.keys.attempt_key(rebuild_of, attempt)`; a first build has neither.
+    rebuild_of: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    attempt: int = Field(default=0, ge=0)
+
+    @property
+    def config_key(self) -> str:
+        """The key its config, code and inputs give (the same for every rebuild of them)."""
+        return self.rebuild_of or self.key
 
     @property
     def total_bytes(self) -> int:
@@ -107,6 +116,13 @@ class RefEntry(BaseModel):
     key: str = Field(pattern=r"^[0-9a-f]{64}$")
     at: str
     note: str = ""
+    # the config key the version was built for, when it is a rebuild (`Manifest.rebuild_of`):
+    # a later run of the same config finds the rebuild through the ref without reading manifests
+    config_key: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @property
+    def built_for(self) -> str:
+        return self.config_key or self.key
 
 
 class Ref(BaseModel):

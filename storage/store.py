@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -37,8 +36,10 @@ import pyarrow.parquet as pq
 
 from storage.checkpoint_files import CHECKPOINTS_DIR, CheckpointFiles
 from storage.errors import (  # the store's errors live there, re-exported here
+    AlreadyCommitted,
     ArtifactNotFound,
     CorruptArtifact,
+    RefConflict,
     RootNotFound,
     SchemaMismatch,
     StoreAccessError,
@@ -62,6 +63,12 @@ MAX_ROWS_PER_FILE = 1_000_000
 REF_HISTORY_LIMIT = 200
 _HASH_CHUNK = 1 << 20
 _GLOB_CHARS = "*?["
+# `set_ref(expected=ANY_VALUE)`: move the ref whatever it points to now
+ANY_VALUE = object()
+
+
+def _short(key: object) -> str:
+    return key[:12] if isinstance(key, str) else "nothing"
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,15 @@ class DamagedArtifact:
 
     stage: str
     key: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class DamagedRef:
+    """A ref file that cannot be parsed: what it points to is unknown."""
+
+    pipeline: str
+    stage: str
     problem: str
 
 
@@ -366,6 +382,13 @@ class ArtifactStore:
             self.fs.invalidate_cache(path)
         return self.fs.exists(path)
 
+    def refuse_committed(self, stage: str, key: str) -> None:
+        """Raise AlreadyCommitted before writing into a committed artifact: every write into an
+        artifact directory checks this first, so a second builder of the same key (a concurrent
+        run that finished later) never replaces a file of the version the first one committed."""
+        if self.is_committed(stage, key):
+            raise AlreadyCommitted(f"{stage}/{key[:12]} is already committed (by another run); committed artifacts are never modified")
+
     def manifest(self, stage: str, key: str) -> Manifest:
         data = self._read_bytes(self._manifest_path(stage, key))
         if data is None:
@@ -493,6 +516,7 @@ class ArtifactStore:
     ) -> list[FileEntry]:
         """Stream tables into zstd Parquet part files; each file appears whole or not at all."""
         check_name(shard_id, "shard id")
+        self.refuse_committed(stage, key)
         base = self.artifact_dir(stage, key)
         entries: list[FileEntry] = []
         writer: _PartWriter | None = None
@@ -532,6 +556,7 @@ class ArtifactStore:
         base = self.artifact_dir(stage, key)
         entries = []
         for name, local in sorted(files.items()):
+            self.refuse_committed(stage, key)
             rel = f"files/{name}"
             FileEntry(path=rel, bytes=0, sha256="0" * 64)  # validates the name: relative, no '..'
             local = os.fspath(local)
@@ -565,6 +590,7 @@ class ArtifactStore:
         return target
 
     def commit_shard(self, stage: str, key: str, record: ShardRecord) -> ShardRecord:
+        self.refuse_committed(stage, key)
         self.write_object(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
         return record
 
@@ -637,13 +663,6 @@ class ArtifactStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
-    def _pa_fs(self) -> Any:
-        if self.is_local:
-            return None
-        from pyarrow.fs import FSSpecHandler, PyFileSystem
-
-        return PyFileSystem(FSSpecHandler(self.fs))
-
     def size_problems(self, stage: str, key: str) -> list[str]:
         """A cheap check of a committed artifact: each file is there with its manifest's size
         (no hashing; one listing on object stores). Problems found, as `verify` words them."""
@@ -708,27 +727,45 @@ class ArtifactStore:
         data = self._read_bytes(path)
         return parse_record(Ref, data, path) if data is not None else None
 
-    def set_ref(self, pipeline: str, stage: str, key: str, note: str = "") -> Ref:
-        """Point `refs/{pipeline}/{stage}` at a committed key; the old value goes to history."""
+    def set_ref(self, pipeline: str, stage: str, key: str, note: str = "", *, expected: str | None | object = ANY_VALUE) -> Ref:
+        """Point `refs/{pipeline}/{stage}` at a committed key; the old value stays in the history.
+
+        `expected`: the key the caller read before (None: no ref yet). If the ref moved meanwhile
+        to anything but `key`, nothing is written and RefConflict names both keys (a ref moves
+        only by compare-and-swap, as git's `update-ref KEY OLD` does)."""
+        from storage.refs import update_ref
+
         if not self.is_committed(stage, key):
             raise ArtifactNotFound(f"cannot point {pipeline}/{stage} at uncommitted {stage}/{key}")
-        current = self.read_ref(pipeline, stage)
-        if current is not None and current.key == key:
-            return current
-        # history lists what the ref pointed to, newest first, the current value included
-        history = [RefEntry(key=key, at=utc_now(), note=note)] + (current.history if current else [])
-        ref = Ref(pipeline=pipeline, stage=stage, key=key, history=history[:REF_HISTORY_LIMIT])
-        self.write_object(self._ref_path(pipeline, stage), ref.model_dump_json(indent=2).encode("utf-8"))
-        return ref
+        rebuild_of = self.manifest(stage, key).rebuild_of
+
+        def change(current: Ref | None) -> Ref | None:
+            if current is not None and current.key == key:
+                return None
+            was = current.key if current is not None else None
+            if expected is not ANY_VALUE and was != expected:
+                raise RefConflict(
+                    f"refs/{pipeline}/{stage} moved from {_short(expected)} to {_short(was)} while this run built {key[:12]}; "
+                    f"the ref was left as it is and {stage}/{key[:12]} is kept: "
+                    f"`xlembed artifacts rollback {pipeline} {stage} --to {key[:12]}` points it there"
+                )
+            entry = RefEntry(key=key, at=utc_now(), note=note, config_key=rebuild_of)
+            history = [entry] + (current.history if current else [])
+            return Ref(pipeline=pipeline, stage=stage, key=key, history=history[:REF_HISTORY_LIMIT])
+
+        return update_ref(self, pipeline, stage, change)
 
     def write_ref(self, ref: Ref) -> Ref:
-        """Store a ref as given (history included): for copying refs between stores."""
+        """Store a ref as given (history included), unconditionally: for tests and repairs;
+        copies between stores go through `storage.transfer.copy_refs`, which merges."""
         if not self.is_committed(ref.stage, ref.key):
             raise ArtifactNotFound(f"cannot write ref {ref.pipeline}/{ref.stage}: {ref.stage}/{ref.key} is not committed here")
         self.write_object(self._ref_path(ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
         return ref
 
-    def list_refs(self) -> list[Ref]:
+    def list_refs(self, damaged: list[DamagedRef] | None = None) -> list[Ref]:
+        """Every ref. A ref file that cannot be parsed raises, unless `damaged` is given: then it
+        is reported there and the others are still listed."""
         base = f"{self.root_path}/{REFS_DIR}"
         self.fs.invalidate_cache(base)
         try:
@@ -736,21 +773,86 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         blobs = self._cat_existing(paths)
-        return sorted((parse_record(Ref, b, p) for p, b in blobs.items()), key=lambda r: (r.pipeline, r.stage))
+        refs = []
+        for path, blob in blobs.items():
+            try:
+                refs.append(parse_record(Ref, blob, path))
+            except StoreError as exc:
+                if damaged is None:
+                    raise
+                pipeline, _, stage = path[len(base) + 1 :].removesuffix(".json").partition("/")
+                damaged.append(DamagedRef(pipeline, stage, str(exc)))
+        return sorted(refs, key=lambda r: (r.pipeline, r.stage))
+
+    def read_versioned(self, path: str) -> tuple[bytes | None, Any]:
+        """An object's bytes and a token for `write_if_unchanged` (local: the bytes; S3: the ETag)."""
+        if self.is_local:
+            data = self._read_bytes(path)
+            return data, data
+        self.fs.invalidate_cache(path)
+        try:
+            etag = self.fs.info(path)["ETag"]
+        except FileNotFoundError:
+            return None, None
+        # read after the ETag: if the object changed in between, the conditional write fails
+        return self._read_bytes(path), etag
+
+    def write_if_unchanged(self, path: str, data: bytes, token: Any) -> bool:
+        """Replace the object at `path` only if it is still what `read_versioned` returned with
+        `token` (None: only if it does not exist). False when it changed. Local roots compare
+        under an exclusive lock of `{root}/refs/.lock`; S3 uses conditional PUTs (If-Match /
+        If-None-Match), so no lock is needed across machines."""
+        if self.is_local:
+            with self._refs_lock():
+                if self._read_bytes(path) != token:
+                    return False
+                self.write_object(path, data)
+                return True
+        if token is None:
+            return self.write_object(path, data, exclusive=True)
+        bucket, key, _ = self.fs.split_path(path)
+        try:
+            self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfMatch=token)
+        except (FileExistsError, FileNotFoundError):
+            return False
+        except OSError as exc:
+            if "PreconditionFailed" in str(exc) or "412" in str(exc) or "ConditionalRequestConflict" in str(exc):
+                return False
+            raise
+        self.fs.invalidate_cache(path)
+        return True
+
+    @contextlib.contextmanager
+    def _refs_lock(self) -> Iterator[None]:
+        import fcntl
+
+        folder = Path(self.root_path) / REFS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     # ------------------------------------------------------------ maintenance
     def delete(self, stage: str, key: str) -> None:
-        """Uncommit first (remove the manifest), then the files, so readers never see a torso."""
+        """Uncommit first (remove the manifest), then the files, so readers never see a torso.
+        Only `gc` calls this: no build deletes or rewrites a committed artifact."""
         base = self.artifact_dir(stage, key)
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(f"{base}/{MANIFEST}")
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(base, recursive=True)
 
-    def uncommitted_keys(self) -> list[tuple[str, str]]:
-        """Artifact directories without a manifest: interrupted or in-progress runs."""
+    def uncommitted_keys(self, committed: set[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+        """Artifact directories without a manifest: interrupted or in-progress runs. `committed`:
+        the (stage, key) pairs known to have a manifest, damaged ones included."""
+        if committed is None:
+            damaged: list[DamagedArtifact] = []
+            committed = {(m.stage, m.key) for m in self.list_manifests(damaged=damaged)}
+            committed |= {(d.stage, d.key) for d in damaged}
         found = []
-        committed = {(m.stage, m.key) for m in self.list_manifests()}
         for stage in self.stages():
             try:
                 entries = self._ls_fresh(f"{self.root_path}/{stage}")
@@ -762,16 +864,29 @@ class ArtifactStore:
                     found.append((stage, key))
         return found
 
-    def garbage(self, keep_history: bool = False, include_partial: bool = False) -> list[tuple[str, str]]:
-        """Artifacts that no ref points to (nothing is deleted here)."""
+    def garbage(self, keep_history: bool = False, include_partial: bool = False, skipped: list[str] | None = None) -> list[tuple[str, str]]:
+        """Artifacts that no ref points to (nothing is deleted here).
+
+        What cannot be judged is kept and said in `skipped` (one line each): an artifact whose
+        manifest is damaged, and every artifact of a stage one of whose refs is malformed
+        (what that ref points to is unknown)."""
+        damaged_refs: list[DamagedRef] = []
+        damaged: list[DamagedArtifact] = []
         referenced: set[tuple[str, str]] = set()
-        for ref in self.list_refs():
+        for ref in self.list_refs(damaged=damaged_refs):
             referenced.add((ref.stage, ref.key))
             if keep_history:
                 referenced.update((ref.stage, h.key) for h in ref.history)
-        doomed = [(m.stage, m.key) for m in self.list_manifests() if (m.stage, m.key) not in referenced]
+        manifests = self.list_manifests(damaged=damaged)
+        protected = {d.stage for d in damaged_refs}
+        notes = [f"refs/{d.pipeline}/{d.stage} is malformed ({d.problem}): every {d.stage} artifact kept" for d in damaged_refs]
+        notes += [f"{d.stage}/{d.key[:12]} kept: {d.problem}" for d in damaged]
+        doomed = [(m.stage, m.key) for m in manifests if (m.stage, m.key) not in referenced and m.stage not in protected]
         if include_partial:
-            doomed += self.uncommitted_keys()
+            committed = {(m.stage, m.key) for m in manifests} | {(d.stage, d.key) for d in damaged}
+            doomed += [(stage, key) for stage, key in self.uncommitted_keys(committed) if stage not in protected]
+        if skipped is not None:
+            skipped.extend(notes)
         return doomed
 
 
@@ -812,6 +927,3 @@ class _PartWriter:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.tmp)
 
-
-def dump_json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)

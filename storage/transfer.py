@@ -2,8 +2,9 @@
 
 Each file is fetched to a local temporary file, hashed, compared with the source manifest,
 and only then written to the destination; the manifest is committed last, as for any
-run, so an interrupted copy leaves nothing visible. Artifacts the destination already
-has committed are skipped.
+run, so an interrupted copy leaves nothing visible. An artifact the destination already
+has committed is verified there before it is called present (and repaired from the source
+when the source has the same bytes). Refs are merged as git does (storage/refs.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storage.manifest import Manifest
+from storage.manifest import FileEntry, Manifest
+from storage.refs import RefCopyResult, copy_refs
 from storage.store import ArtifactStore, StoreError, sha256_file
+
+__all__ = ["CopyResult", "RefCopyResult", "copy_artifact", "copy_refs"]
 
 
 @dataclass(frozen=True)
@@ -24,26 +28,36 @@ class CopyResult:
     copied: bool  # False: the destination already had it
     files: int
     bytes: int
+    repaired: tuple[str, ...] = ()  # files of a present copy that were damaged and replaced
+
+
+def _fetch_verified(source: ArtifactStore, stage: str, key: str, entry: FileEntry, local: str) -> None:
+    source.fs.get_file(f"{source.artifact_dir(stage, key)}/{entry.path}", local)
+    digest = sha256_file(local)
+    if digest != entry.sha256 or os.path.getsize(local) != entry.bytes:
+        raise StoreError(
+            f"{source.uri(stage, key)}/{entry.path}: sha256 {digest[:16]}… does not match the manifest "
+            f"({entry.sha256[:16]}…); not copied"
+        )
 
 
 def copy_artifact(
     source: ArtifactStore, destination: ArtifactStore, stage: str, key: str, progress: Callable[[int], None] | None = None
 ) -> CopyResult:
-    """Copy one committed artifact; a file whose checksum differs from its manifest aborts the copy."""
+    """Copy one committed artifact; a file whose checksum differs from its manifest aborts the copy.
+
+    An artifact the destination has already committed is verified there (sizes and hashes
+    against its manifest) before it is called present: a damaged file is replaced from the
+    source when the source has the same bytes (same sha256), else the copy fails naming it."""
     manifest = source.manifest(stage, key)
     if destination.is_committed(stage, key):
-        return CopyResult(stage, key, False, len(manifest.files), manifest.total_bytes)
-    src_base, dst_base = source.artifact_dir(stage, key), destination.artifact_dir(stage, key)
+        repaired = _repair_present(source, destination, stage, key, manifest)
+        return CopyResult(stage, key, False, len(manifest.files), manifest.total_bytes, repaired)
+    dst_base = destination.artifact_dir(stage, key)
     with tempfile.TemporaryDirectory(prefix="xlembed-copy-") as scratch:
         for index, entry in enumerate(manifest.files):
             local = os.path.join(scratch, f"{index:06d}")
-            source.fs.get_file(f"{src_base}/{entry.path}", local)
-            digest = sha256_file(local)
-            if digest != entry.sha256 or os.path.getsize(local) != entry.bytes:
-                raise StoreError(
-                    f"{source.uri(stage, key)}/{entry.path}: sha256 {digest[:16]}… does not match the manifest "
-                    f"({entry.sha256[:16]}…); not copied"
-                )
+            _fetch_verified(source, stage, key, entry, local)
             destination.put_local_file(local, f"{dst_base}/{entry.path}")
             if progress is not None:
                 progress(entry.bytes)
@@ -51,13 +65,29 @@ def copy_artifact(
     return CopyResult(stage, key, True, len(manifest.files), manifest.total_bytes)
 
 
-def copy_refs(source: ArtifactStore, destination: ArtifactStore, pipelines: set[str] | None = None) -> int:
-    """Copy named refs whose artifacts the destination has; returns how many were written."""
-    written = 0
-    for ref in source.list_refs():
-        if pipelines is not None and ref.pipeline not in pipelines:
-            continue
-        if destination.is_committed(ref.stage, ref.key):
-            destination.write_ref(ref)
-            written += 1
-    return written
+def _repair_present(source: ArtifactStore, destination: ArtifactStore, stage: str, key: str, manifest: Manifest) -> tuple[str, ...]:
+    """Verify the destination's committed copy; put back the source's bytes for damaged files
+    whose manifest entry is the same on both sides (a repair restores what the destination's own
+    manifest says, so the committed version does not change)."""
+    problems = destination.verify(stage, key)
+    if not problems:
+        return ()
+    theirs = {entry.path: entry for entry in destination.manifest(stage, key).files}
+    ours = {entry.path: entry for entry in manifest.files}
+    damaged = sorted({problem.split(":", 1)[0] for problem in problems})
+    unfixable = [path for path in damaged if path not in ours or ours[path] != theirs.get(path)]
+    if unfixable:
+        raise StoreError(
+            f"{destination.uri(stage, key)}/{unfixable[0]} is damaged ({next(p for p in problems if p.startswith(unfixable[0]))}) "
+            f"and {source.root_uri} holds a different build of it, so it cannot be restored from there"
+        )
+    base = destination.artifact_dir(stage, key)
+    with tempfile.TemporaryDirectory(prefix="xlembed-repair-") as scratch:
+        for index, path in enumerate(damaged):
+            local = os.path.join(scratch, f"{index:06d}")
+            _fetch_verified(source, stage, key, ours[path], local)
+            destination.put_local_file(local, f"{base}/{path}")
+    still = destination.verify(stage, key)
+    if still:
+        raise StoreError(f"{destination.uri(stage, key)} is still damaged after the repair: {still[0]}")
+    return tuple(damaged)

@@ -25,6 +25,7 @@ import pyarrow as pa
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
 from storage import (
+    AlreadyCommitted,
     ArtifactRef,
     ArtifactStore,
     Manifest,
@@ -212,8 +213,16 @@ class ShardContext:
     metrics, and files to attach to the artifact (model weights, reports), written into
     `workdir` (a scratch folder that lives as long as the shard)."""
 
-    def __init__(self, shard_id: str, progress: Callable[[int], None] | None = None, workdir: Path | None = None, artifact_key: str | None = None) -> None:
+    def __init__(
+        self,
+        shard_id: str,
+        progress: Callable[[int], None] | None = None,
+        workdir: Path | None = None,
+        artifact_key: str | None = None,
+        built_elsewhere: Callable[[], bool] | None = None,
+    ) -> None:
         self.shard_id = shard_id
+        self._built_elsewhere = built_elsewhere
         self.artifact_key = artifact_key  # the key of the artifact being built (None outside run_shard)
         self.rows_in = 0
         self.dropped: Counter[str] = Counter()
@@ -222,6 +231,14 @@ class ShardContext:
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="xlembed-shard-"))
         self._progress = progress
         self._counts_rows = True  # until expect() names another unit
+
+    def raise_if_built_elsewhere(self) -> None:
+        """Call after waiting on a lock that another build of the same artifact held (training's
+        checkpoint lock): if that build finished this shard or committed the artifact meanwhile,
+        stop here; `run_shard` then returns what the other build committed instead of building
+        (and writing) it a second time."""
+        if self._built_elsewhere is not None and self._built_elsewhere():
+            raise AlreadyCommitted(f"shard {self.shard_id} was built by another run while this one waited")
 
     def attach(self, name: str, path: Path) -> None:
         """Store a local file as `files/{name}` of the artifact."""
@@ -407,16 +424,53 @@ def run_shard(
     shard: ShardSpec,
     progress: Callable[[int], None] | None = None,
 ) -> ShardRecord:
-    """Build one shard unless an earlier run finished it; its record is written after its files."""
-    done = store.completed_shard(stage.name, key, shard.shard_id)
+    """Build one shard unless an earlier run finished it; its record is written after its files.
+
+    Another run building the same key may finish first: then nothing is written here (the
+    store refuses writes into a committed artifact) and the committed shard is returned."""
+    done = _finished_shard(store, stage.name, key, shard.shard_id)
     if done is not None:
         return done
+    try:
+        return _build_shard(store, stage, key, config, input_keys, shard, progress)
+    except AlreadyCommitted:
+        done = _finished_shard(store, stage.name, key, shard.shard_id)
+        if done is None:
+            raise
+        return done
+
+
+def _finished_shard(store: ArtifactStore, stage: str, key: str, shard_id: str) -> ShardRecord | None:
+    """The shard's record if a run finished it (a committed artifact copied from another store
+    has no records: its manifest stands for them)."""
+    done = store.completed_shard(stage, key, shard_id)
+    if done is not None or not store.is_committed(stage, key):
+        return done
+    manifest = store.manifest(stage, key)
+    prefix = f"data/{shard_id}-"
+    files = [f for f in manifest.files if f.path.startswith(prefix)]
+    return ShardRecord(shard_id=shard_id, files=files, rows_out=sum(f.rows or 0 for f in files))
+
+
+def _build_shard(
+    store: ArtifactStore,
+    stage: Stage[Any],
+    key: str,
+    config: StageConfig,
+    input_keys: Mapping[str, str],
+    shard: ShardSpec,
+    progress: Callable[[int], None] | None,
+) -> ShardRecord:
     with _ONE_AT_A_TIME if stage.one_at_a_time else contextlib.nullcontext():
         raise_if_stopping(f"{stage.name} shard {shard.shard_id}: not started")
         started = time.perf_counter()
         inputs = resolve_inputs(store, stage, input_keys)
         with tempfile.TemporaryDirectory(prefix=f"xlembed-{stage.name}-") as workdir:
-            context = ShardContext(shard.shard_id, progress, Path(workdir), artifact_key=key)
+
+            def built_elsewhere() -> bool:
+                return store.is_committed(stage.name, key) or store.completed_shard(stage.name, key, shard.shard_id) is not None
+
+            context = ShardContext(shard.shard_id, progress, Path(workdir), artifact_key=key, built_elsewhere=built_elsewhere)
             tables = stage.build_shard(config, inputs, shard, context)
             if stage.schema is None:
                 if any(table.num_rows for table in tables):
@@ -463,10 +517,16 @@ def commit_stage(
     *,
     allow_empty: bool = False,
     keyed: KeyedConfig | None = None,
+    rebuild_of: str | None = None,
+    attempt: int = 0,
 ) -> Manifest:
     """Write the stage's manifest from its shard records. A table stage that kept no rows is an
     EmptyOutputError (nothing is committed, the ref stays) unless `allow_empty`. `keyed`:
-    `keyed_parts(config)` as the key was computed from (computed here when not given)."""
+    `keyed_parts(config)` as the key was computed from (computed here when not given).
+    `rebuild_of`/`attempt`: for a forced rebuild, the config key it rebuilds and its number.
+    If another run committed the key first, its manifest is returned and nothing is written."""
+    if store.is_committed(stage.name, key):
+        return store.manifest(stage.name, key)
     dropped: Counter[str] = Counter()
     for record in records:
         dropped.update(record.dropped)
@@ -498,8 +558,13 @@ def commit_stage(
         dropped=dict(sorted(dropped.items())),
         metrics=merge_metrics(r.metrics for r in records),
         package_version=PACKAGE_VERSION,
+        rebuild_of=rebuild_of,
+        attempt=attempt,
     )
-    return store.commit(manifest)
+    try:
+        return store.commit(manifest)
+    except AlreadyCommitted:  # the report was being attached when another run committed
+        return store.manifest(stage.name, key)
 
 
 def empty_output_message(stage: str, rows_in: int, dropped: Mapping[str, int]) -> str:
@@ -522,18 +587,34 @@ def run_stage(
     force: bool = False,
     progress: Callable[[int], None] | None = None,
     allow_empty: bool = False,
+    pipeline: str | None = None,
 ) -> tuple[ArtifactRef, Manifest]:
-    """Run a whole stage in this process (the Prefect flow fans shards out instead)."""
+    """Run a whole stage in this process (the Prefect flow fans shards out instead).
+
+    The version used is the one `pipeline`'s ref chose for this config (a forced rebuild), else
+    the first build. `force` builds a new version beside it (storage.keys.attempt_key) and
+    never deletes or rewrites the one it replaces; with `pipeline`, the ref then moves to it by
+    compare-and-swap."""
+    from storage.refs import current_version, next_attempt
+
     fingerprints = source_fingerprints(stage, config)
     keyed = keyed_parts(config)
-    key = stage_key(stage, config, input_keys, fingerprints, keyed=keyed)
-    if force:
-        store.delete(stage.name, key)
-    elif store.is_committed(stage.name, key):
-        return store.ref(stage.name, key), store.manifest(stage.name, key)
+    config_key = stage_key(stage, config, input_keys, fingerprints, keyed=keyed)
+    ref = store.read_ref(pipeline, stage.name) if pipeline else None
+    version = current_version(store, pipeline, stage.name, config_key) if pipeline else (config_key if store.is_committed(stage.name, config_key) else None)
+    if version is not None and not force:
+        if pipeline:
+            store.set_ref(pipeline, stage.name, version, note="up to date", expected=ref.key if ref else None)
+        return store.ref(stage.name, version), store.manifest(stage.name, version)
+    key, attempt = (config_key, 0) if version is None else next_attempt(store, stage.name, config_key)
     started = time.perf_counter()
     inputs = resolve_inputs(store, stage, input_keys)
     shards = stage.plan_shards(config, inputs)
     records = [run_shard(store, stage, key, config, input_keys, shard, progress) for shard in shards]
-    manifest = commit_stage(store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started, allow_empty=allow_empty, keyed=keyed)
+    manifest = commit_stage(
+        store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started,
+        allow_empty=allow_empty, keyed=keyed, rebuild_of=config_key if attempt else None, attempt=attempt,
+    )  # fmt: skip
+    if pipeline:
+        store.set_ref(pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None)
     return store.ref(stage.name, key), manifest

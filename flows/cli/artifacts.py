@@ -77,6 +77,11 @@ def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[
     return found[0]
 
 
+def _report_damaged_refs(damaged: list[Any]) -> None:
+    for item in damaged:
+        err.print(Text(f"damaged ref refs/{item.pipeline}/{item.stage}: {item.problem} (skipped)"), highlight=False)
+
+
 def _no_ref(store: Any, stage: str) -> str:
     raise fail(f"no ref points at a {stage} artifact in {store.root_uri}; give its key (xlembed artifacts ls {stage})", 2)
 
@@ -86,7 +91,8 @@ def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this 
     """List committed artifacts with rows, size, age and the refs pointing at them."""
     store = _store(root)
     refs: dict[tuple[str, str], list[str]] = {}
-    for ref in store.list_refs():
+    damaged_refs: list[Any] = []
+    for ref in store.list_refs(damaged=damaged_refs):
         refs.setdefault((ref.stage, ref.key), []).append(ref.pipeline)
     table = Table(title=f"artifacts in {store.root_uri}", title_justify="left")
     for column in ("stage", "key", "rows", "size", "age", "refs"):
@@ -102,6 +108,7 @@ def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this 
     out.print(table)
     for item in damaged:
         err.print(Text(f"damaged: {item.problem}"), highlight=False)
+    _report_damaged_refs(damaged_refs)
     if not manifests and not damaged:
         err.print("no artifacts")
 
@@ -377,7 +384,7 @@ def artifacts_index(
     out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, markup=False, soft_wrap=True)
 
 
-def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool) -> None:
+def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool, prefer: str | None, flags: tuple[str, str]) -> None:
     from storage.transfer import copy_artifact, copy_refs
 
     source, destination = _store(source_root), _store(destination_root, must_exist=False)
@@ -387,13 +394,53 @@ def _transfer(source_root: str, destination_root: str, stage: str | None, key: s
         targets = [(stage, _resolve(source, stage, key, None))]
     else:
         targets = [(m.stage, m.key) for m in source.list_manifests(stage)]
-    copied = 0
+    copied = repaired = 0
     for name, full in targets:
         result = copy_artifact(source, destination, name, full)
         copied += result.copied
-        out.print(f"{'copied ' if result.copied else 'present'} {name}/{full[:12]}  {result.files} files, {_size(result.bytes)}", highlight=False)
-    written = copy_refs(source, destination) if refs else 0
-    out.print(f"{copied} of {len(targets)} artifacts copied (checksums verified), {written} refs written to {destination.root_uri}", highlight=False)
+        repaired += bool(result.repaired)
+        if result.repaired:
+            state = "repaired"
+        else:
+            state = "copied  " if result.copied else "present "
+        out.print(f"{state} {name}/{full[:12]}  {result.files} files, {_size(result.bytes)}", highlight=False, markup=False)
+        for path in result.repaired:
+            out.print(f"    {path}: damaged in {destination.root_uri}; replaced by the verified copy", highlight=False, markup=False)
+    summary = f"{copied} of {len(targets)} artifacts copied, {len(targets) - copied} present (checksums verified on both sides)"
+    if repaired:
+        summary += f", {repaired} repaired"
+    if not refs:
+        out.print(f"{summary}; refs not copied", highlight=False, markup=False)
+        return
+    moved = copy_refs(source, destination, prefer=prefer, flags=flags)  # type: ignore[arg-type]
+    for line in moved.written + moved.kept_ahead:
+        out.print(f"ref {line}", highlight=False, markup=False)
+    out.print(f"{summary}; refs: {len(moved.written)} written, {moved.unchanged} up to date, {len(moved.kept_ahead)} kept (ahead), "
+              f"{len(moved.conflicts)} diverged in {destination.root_uri}", highlight=False, markup=False)  # fmt: skip
+    for line in moved.missing:
+        err.print(line, highlight=False, markup=False)
+    if moved.conflicts:
+        for line in moved.conflicts:
+            err.print(f"refused: {line}", highlight=False, markup=False)
+        raise fail(f"{len(moved.conflicts)} diverged ref(s) left as they were in {destination.root_uri}; pick a side with --theirs or --ours (--force: the source's side)")
+
+
+def _side(theirs: bool, ours: bool, force: bool, source_is: str) -> str | None:
+    """Which store's ref wins a divergence: `theirs` is the remote, `ours` the local root;
+    `--force` makes the destination like the source (as `git push --force` does)."""
+    if theirs + ours + force > 1:
+        raise fail("--theirs, --ours and --force exclude one another", 2)
+    if force:
+        return "source"
+    if theirs:
+        return "source" if source_is == "remote" else "destination"
+    if ours:
+        return "source" if source_is == "local" else "destination"
+    return None
+
+
+TheirsOpt = Annotated[bool, typer.Option("--theirs", help="where a ref has diverged, take the remote's version (histories are merged)")]
+OursOpt = Annotated[bool, typer.Option("--ours", help="where a ref has diverged, keep the local version (histories are merged)")]
 
 
 @artifacts_app.command("pull")
@@ -402,10 +449,14 @@ def artifacts_pull(
     stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
     key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
     refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
+    theirs: TheirsOpt = False,
+    ours: OursOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="where a ref has diverged, take the remote's (= --theirs)")] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Copy artifacts (and their refs) from REMOTE into the local root, verifying checksums."""
-    _transfer(remote, root, stage, key, refs)
+    """Copy artifacts (and their refs) from REMOTE into the local root, verifying checksums.
+    Refs fast-forward; a local ref that is ahead stays; a diverged one is refused unless a side is chosen."""
+    _transfer(remote, root, stage, key, refs, _side(theirs, ours, force, "remote"), ("--theirs", "--ours"))
 
 
 @artifacts_app.command("push")
@@ -414,10 +465,14 @@ def artifacts_push(
     stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
     key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
     refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
+    theirs: TheirsOpt = False,
+    ours: OursOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="where a ref has diverged, overwrite the remote's with the local (= --ours)")] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Copy artifacts (and their refs) from the local root to REMOTE, verifying checksums."""
-    _transfer(root, remote, stage, key, refs)
+    """Copy artifacts (and their refs) from the local root to REMOTE, verifying checksums.
+    Refs fast-forward; a remote ref that is ahead stays; a diverged one is refused unless a side is chosen."""
+    _transfer(root, remote, stage, key, refs, _side(theirs, ours, force, "local"), ("--ours", "--theirs"))
 
 
 @artifacts_app.command("diff")
@@ -473,7 +528,8 @@ def artifacts_verify(
         out.print(Text.assemble(("DAMAGED", "red"), f" {item.stage}/{item.key[:12]}"), highlight=False)
         out.print(f"    {item.problem}", highlight=False, markup=False)
     broken_refs = 0
-    for ref in store.list_refs():
+    damaged_refs: list[Any] = []
+    for ref in store.list_refs(damaged=damaged_refs):
         if (stage is None or ref.stage == stage) and not store.is_committed(ref.stage, ref.key):
             broken_refs += 1
             out.print(Text.assemble(("BROKEN REF", "red"), f" refs/{ref.pipeline}/{ref.stage} -> {ref.key[:12]}: no committed artifact (deleted?)"), highlight=False)
@@ -486,9 +542,14 @@ def artifacts_verify(
                 out.print(f"    {problem}", highlight=False, markup=False)
         else:
             out.print(f"[green]ok[/green]      {name}/{full[:12]}")
+    damaged_refs = [d for d in damaged_refs if stage is None or d.stage == stage]
+    for item in damaged_refs:
+        out.print(Text.assemble(("DAMAGED REF", "red"), f" refs/{item.pipeline}/{item.stage}: "), Text(item.problem), highlight=False)
     total = len(targets) + len(damaged)
-    if bad or broken_refs:
+    if bad or broken_refs or damaged_refs:
         problems = [f"{bad} of {total} artifacts failed verification"] if bad else []
+        if damaged_refs:
+            problems.append(f"{len(damaged_refs)} ref(s) are malformed (their files under refs/ cannot be parsed: restore them from a backup or remove them, then rerun the pipeline)")
         if broken_refs:
             problems.append(f"{broken_refs} ref(s) point at missing artifacts (rerun the pipeline, or `xlembed artifacts rollback PIPELINE STAGE`)")
         raise fail("; ".join(problems))
@@ -504,11 +565,14 @@ def artifacts_gc(
 ) -> None:
     """Remove artifacts no ref points to. A dry run unless --yes."""
     store = _store(root)
-    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial)
+    skipped: list[str] = []
+    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial, skipped=skipped)
     for stage, key in doomed:
         out.print(f"{'delete' if yes else 'would delete'} {stage}/{key[:12]}")
         if yes:
             store.delete(stage, key)
+    for line in skipped:
+        err.print(Text(f"skipped: {line}"), highlight=False)
     if not doomed:
         out.print("nothing to collect")
     elif not yes:
@@ -522,9 +586,13 @@ def artifacts_refs(root: StoreRootOpt = "artifacts") -> None:
     table = Table(title="refs", title_justify="left")
     for column in ("pipeline", "stage", "key", "versions", "since"):
         table.add_column(column)
-    for ref in store.list_refs():
+    damaged: list[Any] = []
+    for ref in store.list_refs(damaged=damaged):
         table.add_row(ref.pipeline, ref.stage, ref.key[:12], str(len(ref.history)), ref.history[0].at if ref.history else "")
+    for item in damaged:
+        table.add_row(item.pipeline, item.stage, Text("damaged", style="red"), "", "")
     out.print(table)
+    _report_damaged_refs(damaged)
 
 
 ROLLBACK_NOTE = "rollback from "

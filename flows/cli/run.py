@@ -103,7 +103,7 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
     if not any(step.action == "compute" for step in steps):
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
-                store.set_ref(cfg.name, step.stage, step.key, note="up to date")
+                store.set_ref(cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
         refresh_index(store, cfg)
         out.print("[green]Everything is up to date; nothing to compute.[/green]")
         server.stop()

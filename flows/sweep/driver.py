@@ -85,7 +85,7 @@ def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None
 
                     if once.ensure((step.stage, step.key), compute):
                         outcome.computed.append(step.stage)
-                store.set_ref(vplan.pipeline, step.stage, step.key, note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}")
+                store.set_ref(vplan.pipeline, step.stage, step.key, note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}", expected=step.ref_key)
                 outcome.keys[step.stage] = step.key
         except Interrupted:
             raise

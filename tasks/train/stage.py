@@ -182,6 +182,7 @@ def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
 
 def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
     with exclusive_checkpoints(checkpoint_dir_for(config, artifact_key(config, inputs, context))) as checkpoints:
+        context.raise_if_built_elsewhere()  # a concurrent run of this key may have finished while we waited
         result = build_train_shard(config, inputs, shard, context, checkpoints)
         # The attached files are copied by the store after this returns; the checkpoints are no
         # longer needed for resume once the model is exported (a failed upload reruns training).

@@ -21,7 +21,7 @@ def test_push_then_pull_round_trip(local_root: str, s3_root: str, kit: Any, tmp_
     runner = CliRunner()
     pushed = runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     assert pushed.exit_code == 0, pushed.output
-    assert "2 of 2 artifacts copied" in pushed.output and "1 refs written" in pushed.output
+    assert "2 of 2 artifacts copied" in pushed.output and "refs: 1 written" in pushed.output
     remote = ArtifactStore(s3_root)
     assert {m.key for m in remote.list_manifests()} == {first.key, second.key}
     assert all(remote.verify(m.stage, m.key) == [] for m in remote.list_manifests())
