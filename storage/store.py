@@ -67,6 +67,15 @@ _GLOB_CHARS = "*?["
 ANY_VALUE = object()
 
 
+def _precondition_failed(exc: BaseException) -> bool:
+    """A conditional S3 write that lost (412 PreconditionFailed, or 409 ConditionalRequestConflict
+    when two conditional writes race); s3fs turns both into a plain OSError."""
+    cause = exc.__cause__ or exc.__context__
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code", "") if cause is not None else ""
+    text = f"{code} {exc}"
+    return any(mark in text for mark in ("PreconditionFailed", "412", "ConditionalRequestConflict", "pre-conditions you specified did not hold"))
+
+
 def _short(key: object) -> str:
     return key[:12] if isinstance(key, str) else "nothing"
 
@@ -338,7 +347,7 @@ class ArtifactStore:
             except FileExistsError:
                 return False
             except OSError as exc:
-                if "PreconditionFailed" in str(exc) or "412" in str(exc):
+                if _precondition_failed(exc):
                     return False
                 raise
             return True
@@ -816,7 +825,7 @@ class ArtifactStore:
         except (FileExistsError, FileNotFoundError):
             return False
         except OSError as exc:
-            if "PreconditionFailed" in str(exc) or "412" in str(exc) or "ConditionalRequestConflict" in str(exc):
+            if _precondition_failed(exc):
                 return False
             raise
         self.fs.invalidate_cache(path)
