@@ -66,11 +66,19 @@ def test_flow_only_and_force(toy_pipeline: dict, prefect_server: None) -> None:
     assert sorted(committed(toy_pipeline["root"])) == ["corpus", "lengths"]
     store = ArtifactStore(toy_pipeline["root"])
     corpus_key = committed(toy_pipeline["root"])["corpus"][0]
-    shard = store.artifact_dir("corpus", corpus_key) + "/shards/pairs.json"
-    before = Path(shard).stat().st_mtime_ns
-    pipeline_flow(config_path=str(toy_pipeline["config"]), force=["corpus"])
-    assert Path(shard).stat().st_mtime_ns > before  # recomputed although cached
+    folder = Path(store.artifact_dir("corpus", corpus_key))
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    keys = pipeline_flow(config_path=str(toy_pipeline["config"]), force=["corpus"])
+    # recomputed although cached: as a new version beside the old one, which is left as it was
+    assert keys["corpus"] != corpus_key and store.manifest("corpus", keys["corpus"]).rebuild_of == corpus_key
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()} == before
+    assert store.read_ref("toy", "corpus").key == keys["corpus"]
+    assert [h.key for h in store.read_ref("toy", "corpus").history] == [keys["corpus"], corpus_key]
     assert sorted(committed(toy_pipeline["root"])) == ["corpus", "histogram", "lengths"]
+    # the rebuilt corpus is a new input: downstream stages are built on it, and a plain run keeps it
+    assert store.manifest("lengths", keys["lengths"]).input_keys["corpus"] == keys["corpus"]
+    again = pipeline_flow(config_path=str(toy_pipeline["config"]))
+    assert again == keys
 
 
 def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:

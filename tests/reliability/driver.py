@@ -5,7 +5,9 @@ in its own process, and can SIGKILL itself at a chosen storage event.
 
 SPEC: {"root": ..., "stages": [...names in order...], "configs": {name: section},
        "registry": "module:ATTR" (optional, else flows.stages),
-       "kill": {"stage": name, "event": N} (optional)}
+       "kill": {"stage": name, "event": N} (optional),
+       "pipeline": name (optional: use and move refs/{pipeline}/*, as `xlembed run` does),
+       "force": [names] (optional: rebuild these beside their current version, as `--force`)}
 
 Events are the store's writes, counted per stage: a part file written to (its temporary
 file growing), a part file closed, an object about to be put in place, one put in place, and
@@ -102,7 +104,7 @@ def run(spec: dict[str, Any]) -> dict[str, str]:
         input_keys = {n: keys[n] for n in stage.input_names(keys)}
         print(f"STAGE {name} START", flush=True)
         _state["stage"] = name
-        ref, _ = run_stage(store, stage, config, input_keys)
+        ref, _ = run_stage(store, stage, config, input_keys, force=name in spec.get("force", ()), pipeline=spec.get("pipeline"))
         _state["stage"] = None
         keys[name] = ref.key
         print(f"STAGE {name} DONE {ref.key}", flush=True)
