@@ -36,7 +36,7 @@ from tasks.evaluate.retrieval import (
     xx_yy_rows,
 )
 from tasks.evaluate.schema import ITEMS_SCHEMA
-from tasks.evaluate.tables import format_value, metric_scale
+from tasks.reporting.tables import format_value, metric_scale
 
 
 def unit(a: np.ndarray) -> np.ndarray:
