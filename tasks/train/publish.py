@@ -250,7 +250,7 @@ def measure_language_embedding(store: ArtifactStore, manifest: Any, model_dir: P
         return effect
     import numpy as np
 
-    from tasks.evaluate.retrieval import bitext_accuracy
+    from tasks.encoders.neighbours import bitext_accuracy
 
     encode = _language_encoder(model_dir, vectors, config)
     effect.groups = max(len(texts) for texts, _ in pairs.values())

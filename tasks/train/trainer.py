@@ -13,7 +13,7 @@ A step:
    the negatives are the whole batch;
 4. sum gradients over processes, check the loss is finite (else stop, keeping the last good
    checkpoint), clip, AdamW, LR schedule.
-Every `eval_every` steps rank 0 measures dev retrieval (tasks.evaluate.retrieval) and keeps
+Every `eval_every` steps rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
 the best weights; every `checkpoint_every` steps it writes a checkpoint (tasks.train.checkpoint).
 """
 
@@ -170,7 +170,7 @@ class Trainer:
     @torch.no_grad()
     def evaluate_dev(self, batch_size: int = 128) -> dict[str, float] | None:
         """Mean of both retrieval directions between the pivot and every language, on dev rows."""
-        from tasks.evaluate.retrieval import bitext_accuracy
+        from tasks.encoders.neighbours import bitext_accuracy
 
         if self.dev is None:
             return None

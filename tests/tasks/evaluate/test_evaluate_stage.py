@@ -360,7 +360,7 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     from safetensors.numpy import save_file
 
     from tasks.encoders import Encoder, EncoderSpec
-    from tasks.evaluate.retrieval import bitext_accuracy
+    from tasks.encoders.neighbours import bitext_accuracy
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
     from tasks.stage import ShardSpec, Stage, StageConfig
     from tasks.encoders.language_vectors import LANGUAGE_EMBEDDING_FILE, LANGUAGES_FILE
