@@ -1,8 +1,11 @@
-"""Issue 16, "Done means": the import graph of tasks/, flows/ and storage/, read from the source
+"""The import graph of tasks/, flows/ and storage/, read from the source
 with ast (imports at module level and inside functions; `if TYPE_CHECKING:` blocks, which never
 run, left out), has no cycle anywhere among the modules of tasks/, flows/ and storage/, no
 `tasks` -> `flows` and no `storage` -> `tasks` import, flows imports no private name (`_x`) of a
-stage module, and no test module imports a private name of the package."""
+stage module, and no test module imports a private name of the package. Grouped by package (the
+folders under tasks/, flows/ and storage/) it has no cycle either, and a stage package imports
+only the stages before it in the data flow and the shared floor (tasks/*.py, tasks/encoders,
+tasks/reporting); `xlembed export` (tasks/publish) sits above the stages."""
 
 from __future__ import annotations
 
@@ -136,6 +139,61 @@ report folder read from flows.sweep.report (flows.pipeline <-> flows.sweep <-> f
 
 def test_no_cycles_anywhere_in_tasks_flows_and_storage() -> None:
     assert cycles(graph()) == KNOWN_CYCLES
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: its folder directly under tasks/, flows/ or storage/
+    (`tasks.train` for tasks/train/objectives/base.py), or the top folder for a module that sits
+    right in it (`tasks` for tasks/stage.py)."""
+    parts = MODULES[module].relative_to(REPO).parts
+    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        for target in targets:
+            if package_of(module) != package_of(target):
+                out.setdefault(package_of(module), set()).add(package_of(target))
+    return out
+
+
+def test_packages_are_grouped_by_their_folder() -> None:
+    assert package_of("tasks.train.objectives.base") == "tasks.train"
+    assert package_of("tasks.train") == "tasks.train"
+    assert package_of("tasks.stage") == "tasks"
+    assert package_of("flows.sweep.report") == "flows.sweep" and package_of("flows.pipeline") == "flows"
+    assert package_graph({"tasks.train.trainer": {"tasks.encoders.neighbours", "tasks.train.data"}}) == {"tasks.train": {"tasks.encoders"}}
+
+
+KNOWN_PACKAGE_CYCLES: list[list[str]] = []
+"""Package cycles allowed to stay: none. A cycle of packages is one no module-level check sees
+(each module's imports point one way, the packages' both ways), so it is checked on its own."""
+
+
+def test_no_cycles_between_packages() -> None:
+    assert cycles(package_graph(graph())) == KNOWN_PACKAGE_CYCLES
+
+
+# The stages in data-flow order; a stage package may import only those before it.
+STAGE_ORDER = ("tasks.corpus", "tasks.base_model", "tasks.translate", "tasks.align", "tasks.train", "tasks.evaluate")
+# Below every stage: imported by any, importing none.
+FLOOR = ("tasks", "tasks.encoders", "tasks.reporting")
+
+
+def test_stage_packages_import_only_upstream_stages_and_the_floor() -> None:
+    packages = package_graph(graph())
+    wrong = []
+    for package, targets in packages.items():
+        if package in STAGE_ORDER:
+            allowed = {*STAGE_ORDER[: STAGE_ORDER.index(package)], *FLOOR, "storage"}
+        elif package in FLOOR:
+            allowed = {*FLOOR, "storage"}
+        else:
+            continue
+        wrong += [f"{package} -> {target}" for target in sorted(targets - allowed) if target.startswith("tasks")]
+    assert wrong == []
+    assert set(STAGE_ORDER) | set(FLOOR) | {"tasks.publish"} == {package_of(m) for m in MODULES if m.startswith("tasks")}
 
 
 def test_tasks_do_not_import_flows_and_storage_does_not_import_tasks() -> None:
