@@ -10,6 +10,7 @@ tasks/reporting); `xlembed export` (tasks/publish) sits above the stages."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,6 +218,23 @@ def test_flows_import_no_private_name_of_a_stage_module() -> None:
 
 
 TESTS = REPO / "tests"
+BENCHMARKS = REPO / "benchmarks"
+
+
+def test_benchmarks_import_nothing_from_the_tests() -> None:
+    """The tiny models and synthetic rows benchmarks share with the tests live in the package
+    (tasks/*/tiny.py): moving a test fixture never breaks a benchmark."""
+    wrong = []
+    for path in sorted(BENCHMARKS.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.Import):
+                wrong += [f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] == "tests"]
+            elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "tests":
+                wrong.append(f"{path.name}: from {node.module} import ...")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"tests/\S*\.py\b", node.value):
+                wrong.append(f"{path.name}: loads a file under tests/ ({node.value!r})")
+    assert wrong == []
 
 PRIVATE_IMPORTS_ALLOWED = {
     # tasks/encoders/encoder.py belongs to the pooling work (issue 16, "one home for each fact"),
