@@ -39,8 +39,8 @@ from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
 log = logging.getLogger(__name__)
 
-# 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap;
-# 4: a model trained with language vectors is scored with them (before: silently without)
+# Raised whenever the same inputs would score differently, so old artifacts are not reused;
+# CHANGELOG.md says what each version changed.
 CODE_VERSION = "4"
 REPORT_DIR = "report"
 # Attached paths of the per-query items: a contract with the sweep comparison, which reads them.
