@@ -83,7 +83,7 @@ DUEAM = Paper(
 
 # Objective (its `[train.objectives]` section name) -> (what it is, the papers it comes from).
 # A new objective without an entry is listed with its weight and "no citation recorded".
-OBJECTIVES: dict[str, tuple[str, tuple[Paper, ...]]] = {
+OBJECTIVE_CITATIONS: dict[str, tuple[str, tuple[Paper, ...]]] = {
     "translation_ranking": ("translation ranking (TR): in-batch softmax over cosine similarities of translation pairs", (DAP, WACSE)),
     "multiway_supcon": ("supervised contrastive loss over multi-way parallel rows", (MULTIWAY,)),
     "aligned_word_prediction": ("aligned word prediction (AWP): predict the aligned word of the translation", (WACSE,)),
@@ -393,7 +393,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     md += ["## Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
     cited: dict[str, Paper] = {}
     for objective, weight in metrics.get("objectives", {}).items():
-        what, papers = OBJECTIVES.get(objective, ("", ()))
+        what, papers = OBJECTIVE_CITATIONS.get(objective, ("", ()))
         for paper in papers:
             cited[paper.key] = paper
         source = "; ".join(p.short() for p in papers) or "no citation recorded"
