@@ -14,7 +14,6 @@ versions, `similarity_fn_name` and the training prefix as the default prompt.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
