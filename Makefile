@@ -1,11 +1,12 @@
 # Two entry points for a new user; both install everything first (into .venv).
 #   make demo   install, then run the offline demo pipeline end to end
 #   make test   install, then run the test suite
+#   make test-fast  everything not marked slow (no end-to-end Prefect or subprocess runs)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test benchmarks reliability-report clean
+.PHONY: install demo test test-fast benchmarks reliability-report clean
 
 install: $(VENV)/.installed
 
@@ -20,6 +21,9 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" -q
 
 # Every benchmark's ratios into docs/benchmarks.md (QUICK=1 for small sizes).
 benchmarks: install

@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     else:
         encoder_dir = args.encoder
         if encoder_dir is None:
-            from tests.tasks.encoders.conftest import build_tiny_model
+            from tasks.encoders.tiny import build_tiny_model
 
             encoder_dir = str(build_tiny_model(tmp / "encoder"))
         sim_sentences, sim_pairs, sim_langs = load_pairs(max(args.pairs, 200))

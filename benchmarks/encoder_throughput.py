@@ -17,7 +17,6 @@ sentence-transformers dir; the agreement check is skipped for ST dirs with a Den
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import sys
 import tempfile
@@ -32,13 +31,7 @@ import torch  # noqa: E402
 
 from tasks.encoders import POOLING_MODES, Encoder, EncoderSpec  # noqa: E402
 from tasks.encoders.pooling import pool  # noqa: E402
-
-
-def _test_builders():
-    spec = importlib.util.spec_from_file_location("encoder_test_builders", REPO / "tests/tasks/encoders/conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tasks.encoders.tiny import WORDS, build_tiny_model  # noqa: E402
 
 
 def sentences(n: int, words: dict[str, list[str]], seed: int = 0) -> list[str]:
@@ -70,10 +63,9 @@ def timed(fn, *args) -> tuple[float, np.ndarray]:
 def run_benchmark(quick: bool) -> list[dict]:
     """benchmarks/run_all.py protocol: sentences/s of the encoder vs the naive loop (tiny random BERT)."""
     n, batch_size = (600, 64) if quick else (4000, 64)
-    builders = _test_builders()
     with tempfile.TemporaryDirectory() as tmp:
-        enc = Encoder.load(EncoderSpec(str(builders.build_tiny_model(Path(tmp) / "tiny")), max_length=128, batch_size=batch_size))
-        texts = sentences(n, builders.WORDS)
+        enc = Encoder.load(EncoderSpec(str(build_tiny_model(Path(tmp) / "tiny")), max_length=128, batch_size=batch_size))
+        texts = sentences(n, WORDS)
         warm = texts[: batch_size * 2]
         enc.encode(warm)
         naive_encode(enc, warm, batch_size)
@@ -92,11 +84,10 @@ def main() -> None:
     parser.add_argument("--pooling", choices=POOLING_MODES, default=None)
     args = parser.parse_args()
 
-    builders = _test_builders()
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model or str(builders.build_tiny_model(Path(tmp) / "tiny"))
+        model = args.model or str(build_tiny_model(Path(tmp) / "tiny"))
         enc = Encoder.load(EncoderSpec(model, pooling=args.pooling, max_length=args.max_length, batch_size=args.batch_size))
-        texts = sentences(args.n, builders.WORDS)
+        texts = sentences(args.n, WORDS)
         lengths = [len(ids) for ids in enc.tokenizer(texts, truncation=True, max_length=enc.max_length)["input_ids"]]
         print(f"model {model} ({enc.pooling}, dim {enc.dim}, device {enc.device}, torch threads {torch.get_num_threads()})")
         print(f"{args.n} sentences, 3..120 words, tokens min/median/max {min(lengths)}/{int(np.median(lengths))}/{max(lengths)}, batch {args.batch_size}")

@@ -107,7 +107,7 @@ def stand_in_alignments(model_dir: Path, corpus: pa.Table, pivot: str, max_lengt
 
 def held_out_accuracy(model_dir: Path, test: dict[str, list[str]], pivot: str) -> dict[str, float]:
     from tasks.encoders.encoder import Encoder, EncoderSpec
-    from tasks.evaluate.retrieval import bitext_accuracy
+    from tasks.encoders.neighbours import bitext_accuracy
 
     enc = Encoder.load(EncoderSpec(model=str(model_dir), pooling="mean", max_length=128, batch_size=64))
     vec = {lang: enc.encode(texts) for lang, texts in test.items()}

@@ -27,9 +27,7 @@ deployments for `prefect deploy --all` with the file entrypoint
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -226,7 +224,3 @@ def serve(spec: DeploymentSpec, limit: int | None = None) -> None:
     from prefect import serve as prefect_serve
 
     prefect_serve(*build_deployments(spec), limit=limit, print_starting_message=True)
-
-
-def absolute_config(path: str | os.PathLike[str]) -> str:
-    return str(Path(path).expanduser().resolve())

@@ -174,12 +174,11 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     """Rewrite `{root}/index.html` and link it from this flow run's artifacts (`artifact_key`).
     The page is a view of the store, not part of a run's result: failing to write it is one
     warning line, never a failed run."""
-    from flows.sweep.report import SWEEPS_DIR
     from storage.index import index_url, write_index
 
     url = index_url(store)
     try:
-        page = write_index(store, reports_dir=SWEEPS_DIR)
+        page = write_index(store)
         create_link_artifact(url, link_text=url, key=artifact_key, description=f"index of the artifact store: {page.artifacts} artifacts, refs, reports")
     except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
         logger.warning("store index %s not refreshed: %s: %s", url, type(exc).__name__, exc)

@@ -114,10 +114,6 @@ class TemporaryServer:
                 process.kill()
                 process.wait()
 
-    def stderr_tail(self) -> str:
-        self._log.seek(0)
-        return self._log.read()[-4000:].decode("utf-8", "replace")
-
 
 def plain_prefect_setup() -> bool:
     """True when Prefect would start a temporary server of its own: no API URL in the

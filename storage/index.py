@@ -20,6 +20,8 @@ from storage.manifest import Manifest, Ref
 from storage.store import ArtifactStore
 
 INDEX_FILE = "index.html"
+# The folder under the root whose reports the index lists: where the sweep reports are written.
+REPORTS_DIR = "sweeps"
 REPORT_SUFFIXES = ("report.html", "report.md")
 IMAGE_SUFFIXES = (".png", ".svg", ".jpg")
 
@@ -100,7 +102,7 @@ def build_index(
     store: ArtifactStore,
     *,
     link_base: str = "",
-    reports_dir: str | None = "sweeps",
+    reports_dir: str | None = REPORTS_DIR,
     now: dt.datetime | None = None,
 ) -> IndexPage:
     """The page's HTML. Links are `link_base` + the path under the root ("" when the page is
@@ -131,7 +133,7 @@ def build_index(
     return IndexPage(document, len(manifests), page.links)
 
 
-def write_index(store: ArtifactStore, *, reports_dir: str | None = "sweeps") -> IndexPage:
+def write_index(store: ArtifactStore, *, reports_dir: str | None = REPORTS_DIR) -> IndexPage:
     """Build the page and write it whole to `{root}/index.html` (a temporary file renamed over
     it locally, one PUT on S3: a reader never sees half a page)."""
     page = build_index(store, reports_dir=reports_dir)

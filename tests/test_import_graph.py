@@ -1,12 +1,16 @@
-"""Issue 16, "Done means": the import graph of tasks/, flows/ and storage/, read from the source
+"""The import graph of tasks/, flows/ and storage/, read from the source
 with ast (imports at module level and inside functions; `if TYPE_CHECKING:` blocks, which never
 run, left out), has no cycle anywhere among the modules of tasks/, flows/ and storage/, no
 `tasks` -> `flows` and no `storage` -> `tasks` import, flows imports no private name (`_x`) of a
-stage module, and no test module imports a private name of the package."""
+stage module, and no test module imports a private name of the package. Grouped by package (the
+folders under tasks/, flows/ and storage/) it has no cycle either, and a stage package imports
+only the stages before it in the data flow and the shared floor (tasks/*.py, tasks/encoders,
+tasks/reporting); `xlembed export` (tasks/publish) sits above the stages."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,15 +131,67 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 
 KNOWN_CYCLES: list[list[str]] = []
-"""Cycles allowed to stay (none). Issue 16 left three, closed by imports inside functions; they
-were broken by moving the shared part into a module both sides import: the store's error
-classes into storage/errors.py (storage.errors <-> storage.store), the plan notes and index
-refresh of the CLI into flows/cli/common.py (flows.cli.run <-> flows.cli.sweep), and the sweep
-report folder read from flows.sweep.report (flows.pipeline <-> flows.sweep <-> flows.sweep.flow)."""
+"""Cycles allowed to stay: none. A cycle is broken by moving the shared part into a module both
+sides import (as storage/errors.py, flows/cli/common.py and tasks/reporting/ are)."""
 
 
 def test_no_cycles_anywhere_in_tasks_flows_and_storage() -> None:
     assert cycles(graph()) == KNOWN_CYCLES
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: its folder directly under tasks/, flows/ or storage/
+    (`tasks.train` for tasks/train/objectives/base.py), or the top folder for a module that sits
+    right in it (`tasks` for tasks/stage.py)."""
+    parts = MODULES[module].relative_to(REPO).parts
+    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        for target in targets:
+            if package_of(module) != package_of(target):
+                out.setdefault(package_of(module), set()).add(package_of(target))
+    return out
+
+
+def test_packages_are_grouped_by_their_folder() -> None:
+    assert package_of("tasks.train.objectives.base") == "tasks.train"
+    assert package_of("tasks.train") == "tasks.train"
+    assert package_of("tasks.stage") == "tasks"
+    assert package_of("flows.sweep.report") == "flows.sweep" and package_of("flows.pipeline") == "flows"
+    assert package_graph({"tasks.train.trainer": {"tasks.encoders.neighbours", "tasks.train.data"}}) == {"tasks.train": {"tasks.encoders"}}
+
+
+KNOWN_PACKAGE_CYCLES: list[list[str]] = []
+"""Package cycles allowed to stay: none. A cycle of packages is one no module-level check sees
+(each module's imports point one way, the packages' both ways), so it is checked on its own."""
+
+
+def test_no_cycles_between_packages() -> None:
+    assert cycles(package_graph(graph())) == KNOWN_PACKAGE_CYCLES
+
+
+# The stages in data-flow order; a stage package may import only those before it.
+STAGE_ORDER = ("tasks.corpus", "tasks.base_model", "tasks.translate", "tasks.align", "tasks.train", "tasks.evaluate")
+# Below every stage: imported by any, importing none.
+FLOOR = ("tasks", "tasks.encoders", "tasks.reporting")
+
+
+def test_stage_packages_import_only_upstream_stages_and_the_floor() -> None:
+    packages = package_graph(graph())
+    wrong = []
+    for package, targets in packages.items():
+        if package in STAGE_ORDER:
+            allowed = {*STAGE_ORDER[: STAGE_ORDER.index(package)], *FLOOR, "storage"}
+        elif package in FLOOR:
+            allowed = {*FLOOR, "storage"}
+        else:
+            continue
+        wrong += [f"{package} -> {target}" for target in sorted(targets - allowed) if target.startswith("tasks")]
+    assert wrong == []
+    assert set(STAGE_ORDER) | set(FLOOR) | {"tasks.publish"} == {package_of(m) for m in MODULES if m.startswith("tasks")}
 
 
 def test_tasks_do_not_import_flows_and_storage_does_not_import_tasks() -> None:
@@ -159,6 +215,23 @@ def test_flows_import_no_private_name_of_a_stage_module() -> None:
 
 
 TESTS = REPO / "tests"
+BENCHMARKS = REPO / "benchmarks"
+
+
+def test_benchmarks_import_nothing_from_the_tests() -> None:
+    """The tiny models and synthetic rows benchmarks share with the tests live in the package
+    (tasks/*/tiny.py): moving a test fixture never breaks a benchmark."""
+    wrong = []
+    for path in sorted(BENCHMARKS.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.Import):
+                wrong += [f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] == "tests"]
+            elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "tests":
+                wrong.append(f"{path.name}: from {node.module} import ...")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"tests/\S*\.py\b", node.value):
+                wrong.append(f"{path.name}: loads a file under tests/ ({node.value!r})")
+    assert wrong == []
 
 PRIVATE_IMPORTS_ALLOWED = {
     # tasks/encoders/encoder.py belongs to the pooling work (issue 16, "one home for each fact"),

@@ -42,7 +42,8 @@ def export(
 
 
 def _export_dataset(store: Any, stage: str, key: str, folder: Path, *, push: str | None, private: bool, layout: str, pivot: str | None) -> None:
-    from tasks.corpus.publish import ExportError, export_dataset, push_dataset
+    from tasks.publish import ExportError
+    from tasks.publish.dataset import export_dataset, push_dataset
 
     if layout not in ("multiway", "pairs", "both"):
         raise fail(f"--layout {layout!r}: use multiway, pairs or both", 2)
@@ -59,7 +60,8 @@ def _export_dataset(store: Any, stage: str, key: str, folder: Path, *, push: str
 
 
 def _export_model(store: Any, stage: str, key: str, directory: Path, *, push: str | None, private: bool, drop_language_embedding: bool) -> None:
-    from tasks.train.publish import ExportError, LanguageEmbeddingRefused, PushError, export_trained_model, push_to_hub
+    from tasks.publish import ExportError
+    from tasks.publish.model import LanguageEmbeddingRefused, PushError, export_trained_model, push_to_hub
 
     evaluation = None
     if stage == "evaluate":

@@ -14,8 +14,9 @@ from flows.sweep.grid import UNTRAINED_VARIANT, slug
 from flows.sweep.plan import SweepPlan
 from flows.sweep.toml_writer import toml_document
 from storage import ArtifactStore
+from storage.index import REPORTS_DIR
 
-SWEEPS_DIR = "sweeps"
+SWEEPS_DIR = REPORTS_DIR  # the store index lists the reports written here
 
 
 @dataclass(frozen=True)

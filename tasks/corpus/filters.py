@@ -138,20 +138,3 @@ def drop_rows(
 
 def min_langs_per_group(filters: CorpusFilters, langs: Sequence[str]) -> int:
     return min(filters.min_langs_per_group or len(langs), len(langs))
-
-
-def apply_filters(
-    frame: pl.DataFrame, langs: Sequence[str], filters: CorpusFilters, null_reason: str
-) -> tuple[pl.DataFrame, Counter[tuple[str, str]]]:
-    """Strip texts, drop failing rows (LID included, on every row that passed the rest) and
-    incomplete groups; return kept groups and drop counts per (language, reason).
-
-    The returned frame keeps the input columns (failing texts set to null) plus `n_rows`,
-    the number of rows each kept group still has.
-    """
-    langs = list(langs)
-    frame = mark_rows(frame, langs, filters)
-    check = lid.lid_check(filters.lid)
-    if check is not None:
-        frame, _ = mark_lid(frame, langs, check)
-    return drop_rows(frame, langs, min_langs_per_group(filters, langs), null_reason)

@@ -1,7 +1,7 @@
 """The language-ID vectors a model trained with `train.language_embedding = true` keeps beside its
 weights: `language_embedding.safetensors` (one row per language) and `languages.json` (the FLORES
 codes, in row order). transformers and sentence-transformers do not read them; the train stage
-writes them (tasks/train/export.py), the evaluate stage adds them as training did
+writes them (tasks/train/model_folder.py), the evaluate stage adds them as training did
 (`Encoder.encode(..., embedding_offset=...)`), and export measures what dropping them costs.
 
 One reader and one writer, so the three cannot disagree on the file names or the layout.

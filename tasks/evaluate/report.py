@@ -25,18 +25,14 @@ The Markdown links figures by file name (save `EvaluationReport.figures` next to
 HTML embeds them as base64 PNGs and loads nothing from outside. Every string that comes
 from data is escaped (`html.escape` in HTML, backslash escapes in Markdown).
 
-Plots use matplotlib's object API on the Agg canvas (`Figure` + `FigureCanvasAgg`, as
-matplotlib recommends for servers): no pyplot, no global backend switch, nothing left open.
-The style is matplotlib's default with the bundled DejaVu Sans font, set per figure, so the
-PNG bytes depend only on the inputs (and the matplotlib version), not on the machine's rc
-files or installed fonts.
+Figures are reproducible PNG bytes (tasks/reporting/figures.py: matplotlib's object API on
+the Agg canvas, the default style with the bundled font, set per figure).
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import io
 import math
 import re
 import warnings
@@ -48,14 +44,13 @@ import matplotlib
 import matplotlib.style
 import numpy as np
 import pyarrow as pa
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tasks.evaluate.benchmarks.registry import in_domain as benchmark_in_domain
 from tasks.evaluate.stats import DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
-from tasks.evaluate.tables import (
+from tasks.reporting.figures import STYLE, new_figure, png_bytes
+from tasks.reporting.tables import (
     CORRELATION_TOKENS,
     CSS,
     MARGIN_TOKENS,
@@ -95,7 +90,6 @@ DELTA_INTERVALS_FILE = "delta_intervals.png"
 DELTA_ROW_INCHES = 0.2  # per language / group row of the error-bar figure
 DELTA_MAX_LANGUAGES = 40  # language rows per panel beyond which a seeded sample is shown
 
-DPI = 100
 HIST_PANEL_INCHES = (3.5, 2.75)  # per language pair; exact in binary so pixel sizes are exact
 HIST_LEGEND_INCHES = 0.3  # band above the panels for the shared legend
 HIST_MAX_COLS = 4
@@ -123,10 +117,6 @@ _METRIC_ORDER = (
     "spearman",
     "pearson",
 )
-# matplotlib's default style (style.context drops backend/interactive keys) plus the bundled font,
-# so the output does not depend on the machine's matplotlibrc or installed fonts.
-_STYLE: list[Any] = ["default", {"font.family": ["DejaVu Sans"], "font.size": 8.0}]
-_SAVEFIG_METADATA = {"Software": None}
 
 
 @dataclass
@@ -288,19 +278,6 @@ def _units_note(metrics: set[str]) -> str:
 # Figures
 
 
-def _new_figure(width_in: float, height_in: float, layout: str | None = "constrained") -> Figure:
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout=layout)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png_bytes(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, metadata=_SAVEFIG_METADATA)
-    fig.clear()
-    return buffer.getvalue()
-
-
 def _finite(values: np.ndarray, what: str) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
@@ -326,7 +303,7 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
     """PNG: one panel per language pair, histograms of matched vs shuffled cosines on a shared x range
     from the lowest cosine (rounded down to 0.1, at least -1) to 1.
 
-    Panels are HIST_PANEL_INCHES at DPI each, HIST_MAX_COLS to a row, under a HIST_LEGEND_INCHES band; densities, so pairs of
+    Panels are HIST_PANEL_INCHES at figures.DPI each, HIST_MAX_COLS to a row, under a HIST_LEGEND_INCHES band; densities, so pairs of
     any size compare; dashed lines mark the means, which the panel's corner also gives.
     """
     if not pairs:
@@ -339,8 +316,8 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
     panel_w, panel_h = HIST_PANEL_INCHES
     left, right, top, bottom = 0.55, 0.1, 0.3, 0.5  # per panel: tick labels + ylabel, title, xlabel
     width, height = ncols * panel_w, nrows * panel_h + HIST_LEGEND_INCHES
-    with matplotlib.style.context(_STYLE):
-        fig = _new_figure(width, height, layout=None)
+    with matplotlib.style.context(STYLE):
+        fig = new_figure(width, height, layout=None)
         axes = fig.subplots(
             nrows,
             ncols,
@@ -408,7 +385,7 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
         )
         with warnings.catch_warnings():  # scripts DejaVu Sans lacks render as boxes; no warning per glyph
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return _png_bytes(fig)
+            return png_bytes(fig)
 
 
 def _pca_2d(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -471,8 +448,8 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
     concepts = list(dict.fromkeys(word_map.concept))
     members = {c: [i for i, ci in enumerate(word_map.concept) if ci == c] for c in concepts}
 
-    with matplotlib.style.context(_STYLE):
-        fig = _new_figure(*MAP_INCHES)
+    with matplotlib.style.context(STYLE):
+        fig = new_figure(*MAP_INCHES)
         ax = fig.add_subplot()
         for concept in concepts:
             idx = members[concept]
@@ -524,7 +501,7 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
         ax.grid(True, linewidth=0.3, alpha=0.5)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return _png_bytes(fig)
+            return png_bytes(fig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -711,8 +688,8 @@ def delta_interval_figure(deltas: Sequence[DeltaInterval], seed: int = 0) -> byt
         langs = [langs[i] for i in _sample(len(langs), DELTA_MAX_LANGUAGES, seed)]
         shown[name] = heads + langs
     heights = [len(rows) * DELTA_ROW_INCHES + 0.9 for rows in shown.values()]
-    with matplotlib.style.context(_STYLE):
-        fig = _new_figure(7.0, sum(heights))
+    with matplotlib.style.context(STYLE):
+        fig = new_figure(7.0, sum(heights))
         axes = fig.subplots(len(shown), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
         for ax, (name, rows) in zip(axes, shown.items()):
             y = np.arange(len(rows))[::-1]
@@ -736,7 +713,7 @@ def delta_interval_figure(deltas: Sequence[DeltaInterval], seed: int = 0) -> byt
             ax.grid(True, axis="x", linewidth=0.3, alpha=0.5)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return _png_bytes(fig)
+            return png_bytes(fig)
 
 
 # ---------------------------------------------------------------------------------------------

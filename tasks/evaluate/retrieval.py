@@ -1,17 +1,12 @@
-"""Bitext retrieval: top-1 accuracy and margin of cosine nearest-neighbour search, both directions.
+"""Bitext retrieval as the evaluate stage scores it: top-1 accuracy and margin, both directions.
 
 As in DAP and WACSE (and unlike XTREME, which reports one direction), every query row i of
-``src`` should retrieve row i of ``tgt`` among all ``tgt`` rows, and vice versa. Embeddings
-are float32, L2-normalised (cosine = inner product); search is exact (faiss IndexFlatIP), and
-ties go the way faiss breaks them (the lower index in practice).
+``src`` should retrieve row i of ``tgt`` among all ``tgt`` rows, and vice versa. The search
+and the per-query outcomes (correct, margin) are tasks/encoders/neighbours.py's; this module
+turns them into metric rows, per-query items and the xx-yy summaries. Candidate pools may
+hold extra rows after the translations (distractors, which make the task harder without
+adding queries).
 
-Besides accuracy, every query gets a margin: cos(query, its translation) minus the highest
-cosine of the query with any other candidate. It is positive exactly when the query is
-answered correctly (up to ties) and, unlike accuracy, it keeps moving when accuracy is at
-its ceiling. Candidate pools may hold extra rows after the translations (distractors, which
-make the task harder without adding queries).
-
-    >>> src_to_tgt, tgt_to_src = bitext_accuracy(kaz_embeddings, eng_embeddings)
     >>> scored = score_pair(kaz_embeddings, eng_embeddings, src_lang="kaz", tgt_lang="eng", dataset="tatoeba")
     >>> scored.metric_rows(), scored.items()   # metrics-table rows, ITEMS_SCHEMA table
 """
@@ -24,105 +19,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-import faiss
 import numpy as np
 import pyarrow as pa
 
+from tasks.encoders.neighbours import QueryOutcomes, aligned_pair, as_unit_float32, query_outcomes
 from tasks.languages import group_code, to_flores
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.schema import ITEMS_SCHEMA
 
 __all__ = [
-    "NO_OTHER_CANDIDATE_COSINE",
     "XX_YY_GROUP",
     "PairRetrieval",
-    "QueryOutcomes",
-    "as_unit_float32",
-    "bitext_accuracy",
     "dataset_pivot",
     "multiway_pair_scores",
     "multiway_retrieval_rows",
-    "nearest_neighbours",
-    "query_outcomes",
     "retrieval_rows",
     "score_pair",
     "tatoeba_rows",
     "xx_yy_rows",
 ]
 
-NORM_TOLERANCE = 1e-2
-# The "best other candidate" of a query whose pool holds only its translation: the lowest
-# possible cosine, so the margin stays finite and positive (the query cannot be wrong).
-NO_OTHER_CANDIDATE_COSINE = -1.0
 # Summary rows over the pairs of two non-pivot languages: src_lang "group:xx-yy", tgt_lang null.
 XX_YY_GROUP = "xx-yy"
 DIRECTIONS = ("src_tgt", "tgt_src")
-
-
-def as_unit_float32(name: str, x: np.ndarray) -> np.ndarray:
-    """``x`` as a C-contiguous float32 matrix, checked to have L2-normalised rows.
-
-    Raises ValueError (naming ``name``) for a non-2-D or empty array, non-finite values, or
-    rows whose norm is off 1 by more than 1e-2 (normalise before evaluating: cosine needs it).
-    """
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"{name}: expected a non-empty 2-D array, got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
-    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-    bad = np.flatnonzero(np.abs(norms - 1) > NORM_TOLERANCE)
-    if bad.size:
-        raise ValueError(f"{name}: {bad.size} rows are not L2-normalised (row {bad[0]} has norm {norms[bad[0]]:.4f})")
-    return x
-
-
-def nearest_neighbours(queries: np.ndarray, base: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Exact inner-product k-NN of each query row among ``base`` rows: (similarities, indices), (n, k).
-
-    Where ``base`` has fewer than k rows, faiss pads with index -1 (and a huge negative similarity)."""
-    if queries.shape[1] != base.shape[1]:
-        raise ValueError(f"dimension mismatch: queries have {queries.shape[1]}, base {base.shape[1]}")
-    index = faiss.IndexFlatIP(base.shape[1])
-    index.add(base)
-    return index.search(queries, k)
-
-
-# ------------------------------------------------------------------ per-query outcomes
-
-
-@dataclass(frozen=True)
-class QueryOutcomes:
-    """One retrieval direction, per query: top-1 correct, and the margin of the translation."""
-
-    correct: np.ndarray  # bool, (n,)
-    margin: np.ndarray  # float32, (n,): cos(query, translation) - max cos(query, other candidate)
-
-    def __len__(self) -> int:
-        return int(self.correct.shape[0])
-
-    @property
-    def accuracy(self) -> float:
-        return float(np.mean(self.correct))
-
-
-def query_outcomes(queries: np.ndarray, candidates: np.ndarray) -> QueryOutcomes:
-    """Query i's translation is candidate row i; rows of ``candidates`` past the queries are distractors.
-
-    Vectorised: one exact top-2 search; the translation's cosine is the row-wise dot product
-    of matched rows; the best wrong candidate is the top-1 hit unless that is the translation,
-    then the top-2 hit. Both arrays must already be unit float32 (see :func:`as_unit_float32`).
-    """
-    n = queries.shape[0]
-    if candidates.shape[0] < n:
-        raise ValueError(f"{candidates.shape[0]} candidates for {n} queries: every query needs its translation among them")
-    similarities, indices = nearest_neighbours(queries, candidates, 2)
-    truth = np.arange(n)
-    true_cosine = np.einsum("ij,ij->i", queries, candidates[:n])
-    top_is_true = indices[:, 0] == truth
-    second = np.where(indices[:, 1] >= 0, similarities[:, 1], NO_OTHER_CANDIDATE_COSINE)
-    best_wrong = np.where(top_is_true, second, similarities[:, 0])
-    return QueryOutcomes(top_is_true, (true_cosine - best_wrong).astype(np.float32))
 
 
 @dataclass(frozen=True)
@@ -170,14 +89,6 @@ class PairRetrieval:
         return pa.Table.from_pydict(columns, schema=ITEMS_SCHEMA)
 
 
-def _aligned_pair(src: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    src = as_unit_float32("src", src)
-    tgt = as_unit_float32("tgt", tgt)
-    if src.shape != tgt.shape:
-        raise ValueError(f"src and tgt must have the same shape (row i translates row i), got {src.shape} and {tgt.shape}")
-    return src, tgt
-
-
 def score_pair(
     src: np.ndarray,
     tgt: np.ndarray,
@@ -195,7 +106,7 @@ def score_pair(
     tgt->src queries; they are never queries themselves. Distractors must not repeat a
     translation's text (a duplicate would count as a wrong answer): remove those first.
     """
-    src, tgt = _aligned_pair(src, tgt)
+    src, tgt = aligned_pair(src, tgt)
 
     def pool(aligned: np.ndarray, extra: np.ndarray | None, name: str) -> np.ndarray:
         if extra is None or len(extra) == 0:
@@ -216,12 +127,6 @@ def score_pair(
 
 
 # ------------------------------------------------------------------ metric rows
-
-
-def bitext_accuracy(src: np.ndarray, tgt: np.ndarray) -> tuple[float, float]:
-    """(src->tgt, tgt->src) top-1 accuracy, where row i of ``src`` translates row i of ``tgt``."""
-    src, tgt = _aligned_pair(src, tgt)
-    return query_outcomes(src, tgt).accuracy, query_outcomes(tgt, src).accuracy
 
 
 def retrieval_rows(

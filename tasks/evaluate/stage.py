@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.encoders.language_vectors import read_language_vectors
-from tasks.evaluate.benchmarks.registry import headline_metric
+from tasks.evaluate.benchmarks.registry import headline_metric, main_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
@@ -39,8 +39,8 @@ from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
 log = logging.getLogger(__name__)
 
-# 2: margin_mean rows, per-query items, distractors, xx-yy pairs; 3: training-corpus overlap;
-# 4: a model trained with language vectors is scored with them (before: silently without)
+# Raised whenever the same inputs would score differently, so old artifacts are not reused;
+# CHANGELOG.md says what each version changed.
 CODE_VERSION = "4"
 REPORT_DIR = "report"
 # Attached paths of the per-query items: a contract with the sweep comparison, which reads them.
@@ -329,11 +329,10 @@ def training_overlap(sentence_sets: Sequence[Any], inputs: Inputs) -> pa.Table:
 
 def _attach_model_card(config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None) -> None:
     """The scored trained model's card, with these results, as `model-card.md`."""
-    from tasks.train.model_card import CARD_FILE, EvaluationResults, render_model_card
-    from tasks.train.publish import card_facts
+    from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
     train = inputs["train"]
-    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics)
+    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric)
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
     context.attach(CARD_FILE, path)

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.stats
 
 from tasks.evaluate.groups import metric_row
-from tasks.evaluate.retrieval import as_unit_float32
+from tasks.encoders.neighbours import as_unit_float32
 
 __all__ = ["paired_cosine", "spearman", "sts_rows"]
 

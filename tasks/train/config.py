@@ -108,7 +108,7 @@ class AlignedWordPredictionConfig(ObjectiveConfig):
         le=1.0,
         description=(
             "share of each sentence's aligned words masked per step, all in one masked copy (at least one word); 1.0 = every "
-            "aligned word, as WACSE eq. 4 sums over them (the default since issue 14; 0.15 was the default before)"
+            "aligned word, as WACSE eq. 4 sums over them"
         ),
     )
     reduction: Literal["per_row", "per_word"] = Field(

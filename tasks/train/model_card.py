@@ -15,12 +15,14 @@ yet), by the evaluate stage (stored in its artifact as `model-card.md`) and by `
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from storage import ArtifactStore
 from tasks.encoders.pooling import recorded_pooling
 from tasks.languages import is_group_code
 
@@ -81,7 +83,7 @@ DUEAM = Paper(
 
 # Objective (its `[train.objectives]` section name) -> (what it is, the papers it comes from).
 # A new objective without an entry is listed with its weight and "no citation recorded".
-OBJECTIVES: dict[str, tuple[str, tuple[Paper, ...]]] = {
+OBJECTIVE_CITATIONS: dict[str, tuple[str, tuple[Paper, ...]]] = {
     "translation_ranking": ("translation ranking (TR): in-batch softmax over cosine similarities of translation pairs", (DAP, WACSE)),
     "multiway_supcon": ("supervised contrastive loss over multi-way parallel rows", (MULTIWAY,)),
     "aligned_word_prediction": ("aligned word prediction (AWP): predict the aligned word of the translation", (WACSE,)),
@@ -198,6 +200,29 @@ def _stage_facts(manifest: Any) -> dict[str, Any] | None:
     return {"key": manifest.key, "rows": manifest.rows_out, "model": cfg.get("model") or cfg.get("backend") or cfg.get("aligner")}
 
 
+def _input_manifests(store: ArtifactStore, manifest: Any) -> dict[str, Any]:
+    from storage import ArtifactNotFound
+
+    found: dict[str, Any] = {}
+    for name, key in manifest.input_keys.items():
+        try:
+            found[name] = store.manifest(name, key)
+        except ArtifactNotFound:
+            found[name] = None  # collected by gc: the card says what it can
+    return found
+
+
+def card_facts(store: ArtifactStore, train_key: str) -> CardFacts:
+    """The card's facts about train artifact `train_key`, from its manifest, its inputs' manifests
+    and its `metrics.json` (the manifest's metrics leave out the language list)."""
+    manifest = store.manifest("train", train_key)
+    metrics = dict(manifest.metrics)
+    if "languages" not in metrics and any(f.path == "files/metrics.json" for f in manifest.attached_files):
+        recorded = json.loads((store.attached_dir("train", train_key) / "metrics.json").read_text(encoding="utf-8"))
+        metrics["languages"] = recorded.get("languages", [])
+    return CardFacts.from_manifests(train_key, manifest.config, metrics, _input_manifests(store, manifest))
+
+
 @dataclass
 class EvaluationResults:
     """The main metric per benchmark, dataset and language pair of one evaluate artifact."""
@@ -207,9 +232,17 @@ class EvaluationResults:
     encoder: dict[str, Any]  # the evaluate config's encoder settings (prefix, max_length, pooling)
 
     @classmethod
-    def from_tables(cls, key: str | None, metrics: pa.Table, encoder: Mapping[str, Any], base_metrics: pa.Table | None = None) -> EvaluationResults:
-        from tasks.evaluate.benchmarks.registry import main_metric  # the one table of main metrics
-
+    def from_tables(
+        cls,
+        key: str | None,
+        metrics: pa.Table,
+        encoder: Mapping[str, Any],
+        base_metrics: pa.Table | None = None,
+        *,
+        main_metric: Callable[[str], str | None],
+    ) -> EvaluationResults:
+        """`main_metric`: a benchmark's main metric (None: keep all its rows), the evaluate
+        stage's `benchmarks.main_metric`; passed in because train sits below evaluate."""
         base = {}
         if base_metrics is not None:
             base = {_row_id(r): r["value"] for r in base_metrics.to_pylist()}
@@ -360,7 +393,7 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     md += ["## Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
     cited: dict[str, Paper] = {}
     for objective, weight in metrics.get("objectives", {}).items():
-        what, papers = OBJECTIVES.get(objective, ("", ()))
+        what, papers = OBJECTIVE_CITATIONS.get(objective, ("", ()))
         for paper in papers:
             cited[paper.key] = paper
         source = "; ".join(p.short() for p in papers) or "no citation recorded"

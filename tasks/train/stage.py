@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks; one run at
 if TYPE_CHECKING:
     from tasks.train.checkpoint import StoreCheckpoints
 
-CODE_VERSION = "3"  # 2: one-to-one word pairs by score, RTL without the CLS label, random language embeddings, AWP as in the paper; 3: transformers' LR schedules (warmup from 0)
+CODE_VERSION = "3"  # raised whenever the same inputs would train another model; CHANGELOG.md says what each changed
 log = logging.getLogger(__name__)
 
 

@@ -13,7 +13,7 @@ A step:
    the negatives are the whole batch;
 4. sum gradients over processes, check the loss is finite (else stop, keeping the last good
    checkpoint), clip, AdamW, LR schedule.
-Every `eval_every` steps rank 0 measures dev retrieval (tasks.evaluate.retrieval) and keeps
+Every `eval_every` steps rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
 the best weights; every `checkpoint_every` steps it writes a checkpoint (tasks.train.checkpoint).
 """
 
@@ -170,7 +170,7 @@ class Trainer:
     @torch.no_grad()
     def evaluate_dev(self, batch_size: int = 128) -> dict[str, float] | None:
         """Mean of both retrieval directions between the pivot and every language, on dev rows."""
-        from tasks.evaluate.retrieval import bitext_accuracy
+        from tasks.encoders.neighbours import bitext_accuracy
 
         if self.dev is None:
             return None
@@ -312,7 +312,7 @@ class Trainer:
         `log_every` steps; curves also go to the `report_to` reporters (tasks.train.reporters).
         `on_checkpoint` gets each checkpoint's folder once it is written (rank 0; the store
         mirror, tasks.train.checkpoint.StoreCheckpoints.upload)."""
-        from tasks.train.export import export_model, write_curves
+        from tasks.train.model_folder import save_model, write_curves
 
         config = self.config
         self.checkpoint_dir = checkpoint_dir
@@ -376,7 +376,7 @@ class Trainer:
             self._interpolate_with_base(config.interpolation)
         out_dir.mkdir(parents=True, exist_ok=True)
         metrics = self._metrics(state, train_seconds)
-        export_model(self.model, self.tokenizer, out_dir / "model", pooling=config.pooling, max_length=config.max_length,
+        save_model(self.model, self.tokenizer, out_dir / "model", pooling=config.pooling, max_length=config.max_length,
                      langs=self.data.langs, card=_model_card(config, metrics))  # fmt: skip
         write_curves(state["curves"], out_dir / "curves.parquet", out_dir / "curves.png", title=f"train: {', '.join(self.objectives)}")
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")

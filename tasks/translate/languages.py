@@ -87,14 +87,6 @@ def nllb_code(code: str) -> str:
     return token
 
 
-def flores_of_nllb(token: str) -> str:
-    """The FLORES-200 code the corpus stores for an NLLB language token (sat_Beng -> sat_Olck)."""
-    for flores, nllb in _FLORES_TO_NLLB.items():
-        if token == nllb:
-            return flores
-    return token
-
-
 def script_pattern(code: str) -> str:
     """A regex (Rust/polars syntax) matching one letter in the script a FLORES code names."""
     script = code.rpartition("_")[2]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, ShardRecord
-from tasks.evaluate.tables import CSS, Cell, Table, html_escape, html_table, md_code_free, md_escape, md_table
+from tasks.reporting.tables import CSS, Cell, Table, html_escape, html_table, md_code_free, md_escape, md_table
 from tasks.stage import merge_metrics
 from tasks.translate.config import TranslateConfig
 from tasks.translate.filters import REASONS

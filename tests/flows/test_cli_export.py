@@ -18,7 +18,7 @@ from storage import ArtifactStore
 from storage.transfer import copy_artifact, copy_refs
 from tasks.train.model_card import front_matter
 from tests.storage.conftest import s3_root, s3_server  # noqa: F401 - the moto S3 fixtures
-from tests.tasks.encoders.conftest import build_tiny_model
+from tasks.encoders.tiny import build_tiny_model
 from tests.tasks.train.publish_fixtures import build_store
 
 TOKEN = "hf_testtoken_5b8e1c"  # distinctive, so a leak is easy to spot

@@ -22,8 +22,8 @@ from tasks.train.data import TrainingData
 from tasks.train.objectives import OBJECTIVES, SentenceObjective, TrainContext, register_objective
 from tasks.train.trainer import Trainer, TrainInputs
 from tasks.train.views import encode_views
-from tests.tasks.encoders.conftest import build_tiny_model
-from tests.tasks.train.conftest import multiway_rows
+from tasks.encoders.tiny import build_tiny_model
+from tasks.train.tiny import multiway_rows
 
 
 class PullToPivotConfig(ObjectiveConfig):

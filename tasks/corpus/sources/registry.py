@@ -1,4 +1,4 @@
-"""What a corpus source is, and the one registry of them (issue 16 §1).
+"""What a corpus source is, and the one registry of them.
 
 A source is a class: a pydantic config model (one `[[corpus.sources]]` table, `kind` naming
 the class) that also knows its languages, how to read its groups, what content keys it and

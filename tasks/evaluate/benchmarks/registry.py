@@ -1,4 +1,4 @@
-"""What a benchmark is, and the one registry of them (issue 16 §1).
+"""What a benchmark is, and the one registry of them.
 
 A benchmark is a class: a pydantic config model (one `[[evaluate.benchmarks]]` table, `kind`
 naming the class) that also knows how to check its files, fingerprint them, score a model

@@ -13,9 +13,9 @@ words of a sentence are masked at once, in one copy per direction (`mask_fractio
 default): one extra forward and backward over the batch, whatever the number of aligned words.
 A copy per word would multiply that pass by the number of aligned words (about 7 per FLORES
 row at 32 tokens in benchmarks/train_step.py). `mask_fraction` < 1 masks that share of each
-sentence's aligned words instead (at least one), drawn from (seed, step); 0.15 was the default
-before issue 14 and shrank AWP about 5x against TR and WTR (110 labelled tokens per batch of
-32 FLORES rows instead of 550).
+sentence's aligned words instead (at least one), drawn from (seed, step); a share of 0.15 (BERT's
+masking rate) shrinks AWP about 5x against TR and WTR (110 labelled tokens per batch of 32
+FLORES rows instead of 550).
 
 Loss: summed token cross-entropy divided by 2N (N rows; eq. 5), or with `reduction="per_word"`
 by the number of masked words of the batch (both directions). Rows without alignments

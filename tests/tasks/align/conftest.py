@@ -33,6 +33,6 @@ def wsp_aligner(tiny_wspalign_dir: Path):
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tasks.encoders.conftest import build_tiny_model
+    from tasks.encoders.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-encoder"))

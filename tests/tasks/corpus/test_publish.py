@@ -20,7 +20,8 @@ import yaml
 
 from storage import ArtifactStore, Manifest
 from tasks.corpus.config import CorpusConfig
-from tasks.corpus.publish import LICENCES, ExportError, export_dataset, hub_language, push_dataset, size_category, source_dataset
+from tasks.publish import ExportError
+from tasks.publish.dataset import LICENCES, export_dataset, hub_language, push_dataset, size_category, source_dataset
 from tasks.corpus.stage import CORPUS_STAGE
 from tasks.stage import run_stage
 

@@ -13,7 +13,7 @@ import torch
 import transformers
 
 from tasks.encoders import POOLING_MODES, Encoder, EncoderLoadError, EncoderSpec
-from tests.tasks.encoders.conftest import synthetic_sentences
+from tasks.encoders.tiny import synthetic_sentences
 
 TEXTS = [
     "the river",

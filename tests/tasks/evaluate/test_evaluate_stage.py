@@ -199,7 +199,7 @@ def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path
         seed: int = 0
 
     def attach_model(config, inputs, shard, context):  # stands in for the train stage: a model under model/
-        from tests.tasks.encoders.conftest import build_tiny_model
+        from tasks.encoders.tiny import build_tiny_model
 
         context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
         return []
@@ -360,11 +360,11 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     from safetensors.numpy import save_file
 
     from tasks.encoders import Encoder, EncoderSpec
-    from tasks.evaluate.retrieval import bitext_accuracy
+    from tasks.encoders.neighbours import bitext_accuracy
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
     from tasks.stage import ShardSpec, Stage, StageConfig
     from tasks.encoders.language_vectors import LANGUAGE_EMBEDDING_FILE, LANGUAGES_FILE
-    from tests.tasks.encoders.conftest import build_tiny_model
+    from tasks.encoders.tiny import build_tiny_model
 
     vectors = np.random.default_rng(0).normal(0.0, 0.5, size=(2, 32)).astype(np.float32)  # large: they move every vector
 

@@ -13,7 +13,6 @@ import pytest
 
 from tasks.evaluate.report import (
     DELTA_INTERVALS_FILE,
-    DPI,
     EMBEDDING_MAP_FILE,
     HIST_LEGEND_INCHES,
     HIST_MAX_COLS,
@@ -28,6 +27,7 @@ from tasks.evaluate.report import (
     paired_delta_intervals,
     similarity_histogram,
 )
+from tasks.reporting.figures import DPI
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""tasks.evaluate.retrieval (bitext accuracy), groups (paper groups, group averages) and mteb_bridge (rows)."""
+"""tasks.encoders.neighbours (bitext accuracy), tasks.evaluate.retrieval (metric rows), groups (paper groups, group averages) and mteb_bridge (rows)."""
 
 from __future__ import annotations
 
@@ -23,20 +23,18 @@ from tasks.evaluate.groups import (
     metric_row,
     rows_table,
 )
+from tasks.encoders.neighbours import NO_OTHER_CANDIDATE_COSINE, bitext_accuracy, query_outcomes
 from tasks.evaluate.retrieval import (
-    NO_OTHER_CANDIDATE_COSINE,
-    bitext_accuracy,
     dataset_pivot,
     multiway_pair_scores,
     multiway_retrieval_rows,
-    query_outcomes,
     retrieval_rows,
     score_pair,
     tatoeba_rows,
     xx_yy_rows,
 )
 from tasks.evaluate.schema import ITEMS_SCHEMA
-from tasks.evaluate.tables import format_value, metric_scale
+from tasks.reporting.tables import format_value, metric_scale
 
 
 def unit(a: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from tasks.evaluate.stage import EVALUATE_STAGE
 from tasks.stage import run_stage
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
-from tests.tasks.train.conftest import LANGS, multiway_rows
+from tasks.train.tiny import LANGS, multiway_rows
 
 PREFIX = "query: "
 

@@ -23,7 +23,7 @@ from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.train.data import BatchPlan, WordPairs, add_alignments, word_char_spans_flat, build_training_data, tokenize, word_char_spans
 from benchmarks.data_prep import naive_add_alignments as reference_add_alignments
 from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
-from tests.tasks.encoders.conftest import WORDS, synthetic_sentences
+from tasks.encoders.tiny import WORDS, synthetic_sentences
 
 LANGS = {"eng_Latn": "en", "fra_Latn": "fr", "kaz_Cyrl": "kk", "swh_Latn": "sw"}
 

@@ -25,7 +25,7 @@ from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
 from tasks.train.trainer import Trainer, TrainingStopped, TrainInputs
 from tests.storage.conftest import S3Server, s3_server  # noqa: F401 - the moto fixture, shared
-from tests.tasks.train.conftest import LANGS, multiway_rows
+from tasks.train.tiny import LANGS, multiway_rows
 
 
 def train_config(checkpoint_dir: Path, **overrides) -> TrainConfig:

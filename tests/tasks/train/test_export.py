@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from tasks.encoders import Encoder, EncoderSpec
-from tasks.train.export import save_sentence_transformer
+from tasks.train.model_folder import save_sentence_transformer
 from tasks.train.model_card import CARD_FILE, front_matter, hub_language
-from tasks.train.publish import ExportError, LanguageEmbeddingRefused, export_trained_model, newest_evaluation
+from tasks.publish import ExportError
+from tasks.publish.model import LanguageEmbeddingRefused, export_trained_model, newest_evaluation
 from tests.tasks.train.publish_fixtures import PREFIX, build_store, evaluate_model
 
 TEXTS = ["the river city 1.", "la ville 2.", "a much longer sentence about the river and the city 3."]

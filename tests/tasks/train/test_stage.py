@@ -16,7 +16,7 @@ from tasks.stage import run_stage
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
 from tasks.train.stage import checkpoint_dir_for
-from tests.tasks.train.conftest import LANGS, multiway_rows
+from tasks.train.tiny import LANGS, multiway_rows
 
 
 def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from storage import ArtifactStore
-from tasks.corpus.publish import export_dataset
+from tasks.publish.dataset import export_dataset
 from tasks.translate import engine
 from tasks.translate import stage as translate_stage_module
 from tasks.translate.report import SAMPLES_PER_OUTCOME

@@ -37,9 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, Manifest
-from tasks.languages import ISO639_1_TO_3
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.stage import DataError
+from tasks.languages import ISO639_1_TO_3
+from tasks.publish import ExportError
 
 Layout = Literal["multiway", "pairs", "both"]
 MACHINE_SOURCE_PREFIX = "nllb:"  # the translate stage's `source` of translated rows
@@ -79,10 +79,6 @@ def source_dataset(source: Mapping[str, Any], locations: Iterable[str] = ()) -> 
         return _MATCH_BY_KIND[source["kind"]]
     text = " ".join([str(source.get("name", "")), *map(str, locations)]).lower()
     return next((dataset for needle, dataset in _MATCH_BY_NAME if needle in text), None)
-
-
-class ExportError(DataError):
-    """An artifact that cannot be exported as a dataset, or a folder that cannot take it."""
 
 
 @dataclass

@@ -7,14 +7,13 @@ beside it (`language_embedding.safetensors` + `languages.json`); transformers an
 sentence-transformers do not apply them.
 
 `save_sentence_transformer` writes the folder a user publishes (`xlembed export`, see
-tasks/train/publish.py) with sentence-transformers' own saving, so the folder records the library
+tasks/publish/model.py) with sentence-transformers' own saving, so the folder records the library
 versions, `similarity_fn_name` and the training prefix as the default prompt.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def export_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max_length: int, langs: list[str], card: str) -> Path:
+def save_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max_length: int, langs: list[str], card: str) -> Path:
     """Write `encoder` (a DualEncoder) as a transformers + sentence-transformers directory."""
     mode = sentence_transformers_mode(pooling)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -169,8 +168,3 @@ def plot_curves(table: pa.Table, png_path: Path, *, title: str) -> None:
     fig.tight_layout()
     fig.savefig(str(png_path), dpi=110)
     plt.close(fig)
-
-
-def copy_file(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)

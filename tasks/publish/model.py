@@ -4,7 +4,7 @@ and optionally onto the model hub. `xlembed export` (flows/cli/export.py) calls 
     export = export_trained_model(store, train_key, Path("my-model"))
     url = push_to_hub(export.folder, "me/my-model")
 
-The folder is written by sentence-transformers' own saving (tasks/train/export.py), from the
+The folder is written by sentence-transformers' own saving (tasks/train/model_folder.py), from the
 train artifact's `model/` (read through the store, so a local and an s3:// root behave the same).
 
 The card: the evaluate stage stores, for the trained model it scored, a card with its results
@@ -24,7 +24,6 @@ rows); `drop_language_embedding=True` exports without it and writes the measurem
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -38,16 +37,14 @@ import pyarrow.compute as pc
 from storage import ArtifactStore
 from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
 from tasks.encoders.pooling import recorded_pooling
-from tasks.train.model_card import CARD_FILE, CardFacts, EvaluationResults, render_model_card
+from tasks.evaluate.benchmarks.registry import main_metric
+from tasks.publish import ExportError
+from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
 log = logging.getLogger(__name__)
 
 PLACEHOLDER_NAME = "path/to/exported-model"  # the model name in a card's usage snippet before it has a repo id
 MEASURE_GROUPS = 200  # dev rows per language the language-embedding measurement encodes
-
-
-class ExportError(ValueError):
-    """The artifact cannot be exported as asked; the message says why and what to do."""
 
 
 class LanguageEmbeddingRefused(ExportError):
@@ -93,29 +90,6 @@ def newest_evaluation(store: ArtifactStore, train_key: str) -> str | None:
     return max(evaluations, key=lambda m: m.created_at).key if evaluations else None
 
 
-def _input_manifests(store: ArtifactStore, manifest: Any) -> dict[str, Any]:
-    from storage import ArtifactNotFound
-
-    found: dict[str, Any] = {}
-    for name, key in manifest.input_keys.items():
-        try:
-            found[name] = store.manifest(name, key)
-        except ArtifactNotFound:
-            found[name] = None  # collected by gc: the card says what it can
-    return found
-
-
-def card_facts(store: ArtifactStore, train_key: str) -> CardFacts:
-    """The card's facts about train artifact `train_key`, from its manifest, its inputs' manifests
-    and its `metrics.json` (the manifest's metrics leave out the language list)."""
-    manifest = store.manifest("train", train_key)
-    metrics = dict(manifest.metrics)
-    if "languages" not in metrics and any(f.path == "files/metrics.json" for f in manifest.attached_files):
-        recorded = json.loads((store.attached_dir("train", train_key) / "metrics.json").read_text(encoding="utf-8"))
-        metrics["languages"] = recorded.get("languages", [])
-    return CardFacts.from_manifests(train_key, manifest.config, metrics, _input_manifests(store, manifest))
-
-
 def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationResults:
     """An evaluate artifact's metrics (and the untrained base's, when it scored it too) for a card."""
     import pyarrow.parquet as pq
@@ -126,7 +100,7 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
         base = pq.read_table(store.attached_dir("evaluate", evaluate_key) / "report" / "base_metrics.parquet")
     encoder = dict(manifest.config.get("encoder", {}))
     encoder.setdefault("max_length", 128)
-    return EvaluationResults.from_tables(evaluate_key, store.read_table("evaluate", evaluate_key), encoder, base)
+    return EvaluationResults.from_tables(evaluate_key, store.read_table("evaluate", evaluate_key), encoder, base, main_metric=main_metric)
 
 
 def _empty_target(out_dir: Path) -> None:
@@ -145,7 +119,7 @@ def export_trained_model(
 ) -> ModelExport:
     """Write the train artifact `train_key` into `out_dir` (new or empty) as a sentence-transformers
     folder with a README.md model card; see the module docstring for the card and the refusal."""
-    from tasks.train.export import save_sentence_transformer
+    from tasks.train.model_folder import save_sentence_transformer
 
     _empty_target(out_dir)
     manifest = store.manifest("train", train_key)
@@ -250,7 +224,7 @@ def measure_language_embedding(store: ArtifactStore, manifest: Any, model_dir: P
         return effect
     import numpy as np
 
-    from tasks.evaluate.retrieval import bitext_accuracy
+    from tasks.encoders.neighbours import bitext_accuracy
 
     encode = _language_encoder(model_dir, vectors, config)
     effect.groups = max(len(texts) for texts, _ in pairs.values())
