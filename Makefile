@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-fast benchmarks reliability-report clean
+.PHONY: install demo test test-fast benchmarks gpu-check reliability-report clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,13 @@ test-fast: install
 # Every benchmark's ratios into docs/benchmarks.md (QUICK=1 for small sizes).
 benchmarks: install
 	$(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,)
+
+# On a CUDA machine: the tests that must hold on the GPU and the GPU benchmarks, one table, <= 8 min
+# (benchmarks/gpu_check.py). Needs only torch, transformers, numpy, pyarrow, polars, pydantic,
+# safetensors, fsspec and pytest: GPU_PYTHON=python3 runs it without this venv.
+GPU_PYTHON ?= $(BIN)/python
+gpu-check:
+	PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py
 
 # Regenerate docs/reliability.md (LONG=1: the 20+ kill variant).
 reliability-report: install

@@ -24,16 +24,17 @@ The old name "cls_before_pooler" is refused with its new name ("cls").
 
 Inputs are tokenised with the model's fast tokenizer (required), truncated to `max_length`
 tokens (capped at the tokenizer's `model_max_length`), sorted by tokenised length, padded
-per batch and run under `torch.inference_mode()` (bf16 autocast on CUDA only); outputs come
-back in input order. Batch size and device change speed, not results (up to float noise),
-so `EncoderSpec.keyed()` leaves them out of cache keys.
+per batch and run under `torch.inference_mode()` in `EncoderSpec.precision`
+(tasks/encoders/precision.py: fp32 with TF32 off by default, or bf16 autocast on any device);
+outputs come back in input order. Batch size and device change speed, not results (up to
+float noise), so `EncoderSpec.keyed()` leaves them out of cache keys; a precision other than
+fp32 is keyed.
 
 Importing this module does not import torch or transformers; `Encoder.load` does.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -54,6 +55,7 @@ from tasks.encoders.pooling import (
     require_pooler,
     warn_cls_with_pooler,
 )
+from tasks.encoders.precision import Precision, check_precision, compute_precision
 
 if TYPE_CHECKING:
     import torch
@@ -93,6 +95,7 @@ class EncoderSpec:
     batch_size         texts per forward pass
     device             None = "cuda" when available, else "cpu"
     trust_remote_code  passed to transformers as given; never turned on implicitly
+    precision          "fp32" (default) or "bf16" (tasks/encoders/precision.py)
     """
 
     model: str
@@ -102,6 +105,7 @@ class EncoderSpec:
     batch_size: int = 64
     device: str | None = None
     trust_remote_code: bool = False
+    precision: Precision = "fp32"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -116,6 +120,7 @@ class EncoderSpec:
                 raise ValueError(f"EncoderSpec.{name} must be a positive integer, got {value!r}")
         if not isinstance(self.trust_remote_code, bool):
             raise ValueError(f"EncoderSpec.trust_remote_code must be a bool, got {self.trust_remote_code!r}")
+        check_precision(self.precision, "EncoderSpec.precision")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -128,9 +133,12 @@ class EncoderSpec:
         return cls(**data)
 
     def keyed(self) -> dict[str, Any]:
-        """The fields that can change the vectors (for cache keys): all but batch_size and device."""
+        """The fields that can change the vectors (for cache keys): all but batch_size and device,
+        and precision at its default fp32 (keys made before it existed stay valid)."""
         data = self.to_dict()
         del data["batch_size"], data["device"]
+        if data["precision"] == "fp32":
+            del data["precision"]
         return data
 
 
@@ -330,8 +338,7 @@ class Encoder:
 
         names = ("input_ids", "attention_mask", "token_type_ids")
         inputs = {k: torch_from(batch[k], self.device) for k in names if k in batch}
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" else contextlib.nullcontext()
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), compute_precision(self.device.type, self.spec.precision):
             if offset is not None:  # the word embeddings plus the offset; positions and LayerNorm follow inside the model
                 word_embeddings = self.model.get_input_embeddings()
                 inputs["inputs_embeds"] = word_embeddings(inputs.pop("input_ids")) + offset.to(word_embeddings.weight.dtype)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 
 __all__ = [
@@ -59,12 +58,34 @@ def as_unit_float32(name: str, x: np.ndarray) -> np.ndarray:
 def nearest_neighbours(queries: np.ndarray, base: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Exact inner-product k-NN of each query row among ``base`` rows: (similarities, indices), (n, k).
 
-    Where ``base`` has fewer than k rows, faiss pads with index -1 (and a huge negative similarity)."""
+    Where ``base`` has fewer than k rows, faiss pads with index -1 (and a huge negative similarity).
+    Without faiss installed (a GPU machine set up with the numeric stack only, `make gpu-check`)
+    the same exact search runs in numpy: the same neighbours up to float rounding; exact ties
+    may be ordered differently (numpy keeps the lower index first)."""
     if queries.shape[1] != base.shape[1]:
         raise ValueError(f"dimension mismatch: queries have {queries.shape[1]}, base {base.shape[1]}")
+    try:
+        import faiss
+    except ImportError:
+        return _exact_search(queries, base, k)
     index = faiss.IndexFlatIP(base.shape[1])
     index.add(base)
     return index.search(queries, k)
+
+
+FAISS_PAD_SIMILARITY = np.float32(-3.4028235e38)  # what IndexFlatIP gives the slots past base's last row
+
+
+def _exact_search(queries: np.ndarray, base: np.ndarray, k: int, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    found = min(k, len(base))
+    sims = np.full((len(queries), k), FAISS_PAD_SIMILARITY, dtype=np.float32)
+    ids = np.full((len(queries), k), -1, dtype=np.int64)
+    for start in range(0, len(queries), block):
+        scores = queries[start : start + block] @ base.T
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :found]
+        ids[start : start + block, :found] = order
+        sims[start : start + block, :found] = np.take_along_axis(scores, order, axis=1)
+    return sims, ids
 
 
 @dataclass(frozen=True)

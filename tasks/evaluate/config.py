@@ -8,8 +8,9 @@ from typing import Annotated, Any
 from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
 from tasks.encoders.pooling import Pooling, check_pooling, keyed_pooling
+from tasks.encoders.precision import Precision
 from tasks.evaluate.benchmarks.registry import Benchmark, validate_benchmark
-from tasks.stage import NOT_KEYED, StageConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
 
 
 class EncoderSettings(StageConfig):
@@ -24,6 +25,11 @@ class EncoderSettings(StageConfig):
     max_length: int = Field(default=128, ge=8, le=8192)
     batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
+    precision: Precision = Field(
+        default="fp32",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description="fp32 (TF32 off: a GPU scores as the CPU does) or bf16 (autocast, faster on GPUs, changes scores: keyed)",
+    )
 
     @field_validator("pooling", mode="before")
     @classmethod

@@ -107,6 +107,7 @@ class _Evaluation:
                 max_length=settings.max_length,
                 batch_size=settings.batch_size,
                 device=settings.device,
+                precision=settings.precision,
             )
         )
         self.rows: list[dict[str, Any]] = []

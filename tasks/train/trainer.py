@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import torch
 from torch import nn
 
+from tasks.encoders.precision import full_fp32_matmuls
 from tasks.stop import Interrupted, stop_requested
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
@@ -96,6 +97,9 @@ class Trainer:
         self.device = torch.device(device)
         use_bf16 = config.precision == "bf16" and self.device.type == "cuda"
         self.autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
+        # fp32 means IEEE float32 matmuls, backward passes included: TF32 (which a process may
+        # have switched on) would give a GPU run other weights than a CPU run under one key
+        self.step_precision = contextlib.nullcontext if use_bf16 else full_fp32_matmuls
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(inputs.base_dir), use_fast=True)
         if not getattr(self.tokenizer, "is_fast", False):
@@ -185,7 +189,7 @@ class Trainer:
             ids = torch.from_numpy(dev["ids"][idx, :width]).to(self.device)
             att = torch.from_numpy((np.arange(width)[None, :] < dev["lengths"][idx][:, None]).astype(np.int64)).to(self.device)
             langs = torch.from_numpy(dev["lang_of"][idx]).to(self.device)
-            with self.autocast():
+            with self.autocast(), self.step_precision():
                 emb, _ = self.model(ids, att, langs)
             vectors[idx] = emb.float().cpu().numpy()
         self.model.train(was_training)
@@ -236,6 +240,10 @@ class Trainer:
     def backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
         """The step's forward and backward passes: every parameter's `.grad` holds the gradient of
         the global batch's loss (summed over processes). Returns (loss, loss per objective)."""
+        with self.step_precision():
+            return self._backward_step(step)
+
+    def _backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
         config = self.config
         torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + self.rank)
         full = self.plan.batch(step)

@@ -158,11 +158,9 @@ class QualityFilters(StageConfig):
 
 
 def _resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import ctranslate2
+    from tasks.translate.cuda_check import resolve_translate_device
 
-    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    return resolve_translate_device(device)
 
 
 def _resolve_compute_type(compute_type: str, device: str) -> str:
@@ -186,7 +184,8 @@ class TranslateConfig(StageConfig):
 
     `device` and `compute_type` "auto" are resolved when the config is validated (CUDA when
     a GPU is visible; int8 on CPU, int8_float16 on GPU), and the resolved values are part of
-    the artifact key, since they change the translations.
+    the artifact key, since they change the translations. On a machine with a GPU, "auto" and
+    "cuda" are refused there when CTranslate2 cannot use it (tasks/translate/cuda_check.py).
     """
 
     source_lang: str = Field(default="eng_Latn", description="the language of the rows that are translated")
@@ -208,7 +207,7 @@ class TranslateConfig(StageConfig):
     @model_validator(mode="before")
     @classmethod
     def _resolve_auto(cls, data: Any) -> Any:
-        if isinstance(data, dict) and (data.get("device", "auto") == "auto" or data.get("compute_type", "auto") == "auto"):
+        if isinstance(data, dict) and (data.get("device", "auto") in ("auto", "cuda") or data.get("compute_type", "auto") == "auto"):
             data = dict(data)
             device = data.get("device", "auto")
             if device in ("auto", "cpu", "cuda"):

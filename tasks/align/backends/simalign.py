@@ -25,7 +25,8 @@ from pydantic import Field
 
 from tasks.align.backends.base import AlignBackend, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import Links, empty_links, split_by_pair
-from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint
+from tasks.encoders.precision import Precision
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint
 
 PAIRS_PER_BATCH = 256
 
@@ -45,6 +46,7 @@ class SimalignSettings(StageConfig):
     max_length: int = Field(default=256, ge=8, le=8192, description="tokens; longer sentences are dropped")
     batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED)
+    precision: Precision = Field(default="fp32", json_schema_extra=KEYED_UNLESS_DEFAULT, description="fp32 (TF32 off) or bf16 autocast")
 
     def located_fields(self) -> set[str]:
         # a local encoder folder is keyed by its files' contents (the backend's fingerprint), not its path
@@ -80,7 +82,8 @@ class SimAligner(AlignBackend):
         if not model:
             raise ValueError("simalign needs an encoder: the pipeline's base_model stage, or [align.simalign] model = DIR")
         spec = EncoderSpec(
-            model=str(model), prefix=settings.prefix, max_length=settings.max_length, batch_size=settings.batch_size, device=settings.device
+            model=str(model), prefix=settings.prefix, max_length=settings.max_length, batch_size=settings.batch_size, device=settings.device,
+            precision=settings.precision,
         )
         return cls(Encoder.load(spec), settings)
 

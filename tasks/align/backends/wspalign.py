@@ -18,7 +18,9 @@ The authors run the transformers question-answering pipeline one question at a t
     null score = P(start=0)·P(end=0), then the best span of width <= max_answer_tokens from
     a [rows, length, width] band of P(start)·P(end); a span wins over the null answer when
     its score is >= the null score (the pipeline's stable sort keeps the span on a tie);
-  * bf16/fp16 autocast on CUDA; softmax and decoding in float32.
+  * fp32 with TF32 off by default, so a GPU gives the CPU's links; `precision = "bf16"`
+    autocasts the model (keyed: on the H100 it changed the links of 1 pair in 64); softmax
+    and decoding in float32 either way.
 
 `align_reference` is the one-question-at-a-time procedure (string questions, tokenizer pair
 encoding, one forward per question, the pipeline's numpy decoding) that tests and the
@@ -27,7 +29,6 @@ benchmark compare against.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,12 +40,10 @@ from pydantic import Field, ValidationInfo, model_validator
 
 from tasks.align.backends.base import AlignBackend, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
-from tasks.stage import NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint, local_source_paths
+from tasks.encoders.precision import Precision, compute_precision
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint, local_source_paths
 
 log = logging.getLogger(__name__)
-
-Precision = Literal["auto", "float32", "bfloat16", "float16"]
-
 
 class WspalignSettings(StageConfig):
     """Span-prediction alignment with a WSPAlign question-answering checkpoint (`[align.wspalign]`).
@@ -79,7 +78,9 @@ class WspalignSettings(StageConfig):
     max_answer_tokens: int = Field(default=15, ge=1, le=128, description="longest predicted span, in tokens")
     batch_tokens: int = Field(default=16_384, ge=256, json_schema_extra=NOT_KEYED, description="padded tokens per forward batch")
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
-    precision: Precision = Field(default="auto", json_schema_extra=NOT_KEYED, description="auto: bfloat16 on CUDA, float32 on CPU")
+    precision: Precision = Field(
+        default="fp32", json_schema_extra=KEYED_UNLESS_DEFAULT, description="fp32 (TF32 off: the CPU's links on a GPU) or bf16 autocast"
+    )
 
     def located_fields(self) -> set[str]:
         # a local model folder is keyed by its files' contents (the backend's fingerprint), not its path
@@ -166,10 +167,6 @@ class WspAligner(AlignBackend):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.cls_id = tokenizer.cls_token_id
         self.token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
-        precision = settings.precision
-        if precision == "auto":
-            precision = "bfloat16" if self.device.type == "cuda" else "float32"
-        self.autocast_dtype = None if precision == "float32" else getattr(torch, precision)
 
     @classmethod
     def load(cls, settings: WspalignSettings, base_model: Path | None = None) -> WspAligner:
@@ -367,10 +364,7 @@ class WspAligner(AlignBackend):
         batch = self.assemble_questions(tok, q_sent, c_sent, first, end)
         names = ("input_ids", "attention_mask", "token_type_ids")
         inputs = {k: torch.from_numpy(batch[k]).to(self.device) for k in names if k in batch}
-        autocast = (
-            torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None else contextlib.nullcontext()
-        )
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), compute_precision(self.device.type, self.settings.precision):
             output = self.model(**inputs)
         with torch.inference_mode():
             ids = inputs["input_ids"]
@@ -422,7 +416,7 @@ class WspAligner(AlignBackend):
             inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
             if self.token_types:
                 inputs["token_type_ids"] = torch.tensor([enc["token_type_ids"]], device=self.device)
-            with torch.inference_mode():
+            with torch.inference_mode(), compute_precision(self.device.type, self.settings.precision):
                 output = self.model(**inputs)
             start = output.start_logits[0].float().cpu().numpy()
             end = output.end_logits[0].float().cpu().numpy()

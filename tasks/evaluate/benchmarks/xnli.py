@@ -259,6 +259,7 @@ class _Batches:
     def __init__(self, encoder: Any, bench: XnliBenchmark, prefix: str) -> None:
         self.tokenizer = encoder.tokenizer
         self.device = encoder.device
+        self.precision = encoder.spec.precision
         self.mode = bench.mode
         self.max_length = bench.max_length
         self.prefix = prefix
@@ -277,12 +278,10 @@ class _Batches:
         return self._tokens([self.prefix + p for p in premises]), self._tokens([self.prefix + h for h in hypotheses])
 
 
-def _autocast(device: Any) -> Any:
-    import contextlib
+def _autocast(device: Any, precision: str) -> Any:
+    from tasks.encoders.precision import compute_precision
 
-    import torch
-
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    return compute_precision(device.type, precision)
 
 
 def fine_tune(spec: Any, bench: XnliBenchmark, prefix: str, train: NliPairs, lr: float, progress: Callable[[int], None] | None = None) -> tuple[Any, _Batches]:
@@ -315,7 +314,7 @@ def fine_tune(spec: Any, bench: XnliBenchmark, prefix: str, train: NliPairs, lr:
             optimizer.zero_grad(set_to_none=True)
             for part_start in range(0, len(batch), micro):
                 part = batch[part_start : part_start + micro]
-                with _autocast(encoder.device):
+                with _autocast(encoder.device, spec.precision):
                     logits = model(*batches.inputs(train, part))
                 loss = torch.nn.functional.cross_entropy(logits, labels[torch.from_numpy(part).to(encoder.device)], reduction="sum") / len(batch)
                 loss.backward()
@@ -332,7 +331,7 @@ def predict(model: Any, batches: _Batches, pairs: NliPairs, batch_size: int) -> 
     import torch
 
     out = []
-    with torch.inference_mode(), _autocast(batches.device):
+    with torch.inference_mode(), _autocast(batches.device, batches.precision):
         for start in range(0, len(pairs), batch_size):
             index = np.arange(start, min(start + batch_size, len(pairs)))
             out.append(model(*batches.inputs(pairs, index)).argmax(-1).cpu().numpy())
@@ -384,7 +383,8 @@ def xnli_rows(
     train, dev, test = load_xnli_data(bench)
     if drop is not None:
         drop("xnli_no_gold_label", train.no_gold + sum(p.no_gold for p in (*dev.values(), *test.values())))
-    spec = EncoderSpec(model=str(model_dir), pooling=encoder.pooling, max_length=bench.max_length, batch_size=bench.eval_batch_size, device=encoder.device)
+    spec = EncoderSpec(model=str(model_dir), pooling=encoder.pooling, max_length=bench.max_length, batch_size=bench.eval_batch_size, device=encoder.device,
+                       precision=encoder.precision)  # fmt: skip
     accuracy: dict[float, dict[str, dict[str, float]]] = {}
     for lr in bench.learning_rates:
         model, batches = fine_tune(spec, bench, encoder.prefix, train, lr, progress)

@@ -87,3 +87,33 @@ def test_model_loading_refuses_pickles_and_missing_dirs(tmp_path) -> None:
     (tmp_path / "pytorch_model.bin").write_bytes(b"x")
     with pytest.raises(WspalignLoadError, match="no .safetensors"):
         WspAligner.load(WspalignSettings(source="local", model=str(tmp_path)))
+
+
+def forward_precisions(aligner: WspAligner, sentences: list[list[str]], pairs: np.ndarray) -> set[tuple[str, object]]:
+    """(float32 matmul precision, dtype of the first linear layer's output) of every forward pass."""
+    import torch
+
+    seen = set()
+    linear = next(m for m in aligner.model.modules() if isinstance(m, torch.nn.Linear))
+    handle = linear.register_forward_hook(lambda _m, _i, out: seen.add((torch.get_float32_matmul_precision(), out.dtype)))
+    try:
+        aligner.align(sentences, [], pairs)
+        aligner.align_reference(sentences[pairs[0, 0]], sentences[pairs[0, 1]])
+    finally:
+        handle.remove()
+    return seen
+
+
+def test_default_precision_is_fp32_with_tf32_off_and_bf16_autocasts_when_asked(tiny_wspalign_dir) -> None:
+    import torch
+
+    sentences, pairs = build({lang: rows[:1] for lang, rows in SENTENCES.items()})
+    fp32 = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), device="cpu"))
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")  # TF32 on, as a process may have left it
+    try:
+        assert forward_precisions(fp32, sentences, pairs) == {("highest", torch.float32)}
+    finally:
+        torch.set_float32_matmul_precision(before)
+    bf16 = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), device="cpu", precision="bf16"))
+    assert {dtype for _, dtype in forward_precisions(bf16, sentences, pairs)} == {torch.bfloat16}

@@ -331,3 +331,51 @@ def test_embedding_offset_matches_the_trainers_language_vector(encoders: dict[st
     np.testing.assert_allclose(encoder.encode(texts, embedding_offset=np.zeros(encoder.hidden_size)), plain, atol=1e-6)
     with pytest.raises(ValueError, match="embedding_offset has shape"):
         encoder.encode(texts, embedding_offset=np.zeros(encoder.hidden_size + 1))
+
+
+# ---------------------------------------------------------------------- precision
+
+# How close vectors from two computations of one model must be, per precision: fp32 differs
+# by float rounding only (device, batch shape); bf16 keeps about 3 significant digits.
+TOLERANCE = {"fp32": {"atol": 1e-5, "rtol": 1e-5}, "bf16": {"atol": 3e-2, "rtol": 3e-2}}
+
+
+def matmul_precision_in_forward(encoder: Encoder, texts: list[str]) -> list[tuple[str, torch.dtype]]:
+    """(float32 matmul precision, output dtype of the first linear layer) seen in each forward pass."""
+    seen = []
+    linear = next(m for m in encoder.model.modules() if isinstance(m, torch.nn.Linear))
+    handle = linear.register_forward_hook(lambda _m, _i, out: seen.append((torch.get_float32_matmul_precision(), out.dtype)))
+    try:
+        encoder.encode(texts)
+    finally:
+        handle.remove()
+    return seen
+
+
+def test_default_precision_is_fp32_with_tf32_off_whatever_the_process_set(encoders, reference_model):
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")  # what a notebook or another library may have left
+    try:
+        seen = matmul_precision_in_forward(encoders["mean"], TEXTS)
+        assert seen and all(s == ("highest", torch.float32) for s in seen)
+        assert torch.get_float32_matmul_precision() == "medium"  # put back after
+    finally:
+        torch.set_float32_matmul_precision(before)
+    expected = np.stack([manual(reference_model, t, "mean") for t in TEXTS])
+    np.testing.assert_allclose(encoders["mean"].encode(TEXTS), expected, **TOLERANCE["fp32"])
+
+
+def test_bf16_autocasts_on_any_device_and_differs_from_fp32_beyond_float_noise(tiny_model_dir, encoders):
+    bf16 = Encoder.load(EncoderSpec(str(tiny_model_dir), pooling="mean", batch_size=3, precision="bf16"))
+    assert {dtype for _, dtype in matmul_precision_in_forward(bf16, TEXTS)} == {torch.bfloat16}
+    got, fp32 = bf16.encode(TEXTS), encoders["mean"].encode(TEXTS)
+    np.testing.assert_allclose(got, fp32, **TOLERANCE["bf16"])
+    fp32_noise = np.abs(np.concatenate([encoders["mean"].encode([t]) for t in TEXTS]) - fp32).max()  # batch shape only
+    assert np.abs(got - fp32).max() > 10 * fp32_noise  # measured: 3.3e-5 against 3e-8 on the tiny model
+
+
+def test_precision_is_keyed_only_when_not_fp32():
+    assert "precision" not in EncoderSpec("m").keyed()
+    assert EncoderSpec("m", precision="bf16").keyed()["precision"] == "bf16"
+    with pytest.raises(ValueError, match="EncoderSpec.precision must be one of"):
+        EncoderSpec("m", precision="bfloat16")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from tasks.evaluate.groups import (
     metric_row,
     rows_table,
 )
-from tasks.encoders.neighbours import NO_OTHER_CANDIDATE_COSINE, bitext_accuracy, query_outcomes
+from tasks.encoders.neighbours import NO_OTHER_CANDIDATE_COSINE, bitext_accuracy, nearest_neighbours, query_outcomes
 from tasks.evaluate.retrieval import (
     dataset_pivot,
     multiway_pair_scores,
@@ -328,3 +329,15 @@ def test_run_mteb_without_mteb_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mteb" else real_find_spec(name, *a))
     with pytest.raises(mteb_bridge.MtebNotInstalledError, match=r"pip install 'xlembed\[mteb\]'.*datasets must also be cached"):
         mteb_bridge.run_mteb(tmp_path, ["STS22"], tmp_path / "cache")
+
+
+@pytest.mark.parametrize("k", [1, 3, 12])
+def test_without_faiss_the_search_finds_the_same_neighbours(monkeypatch, k):
+    rng = np.random.default_rng(5)
+    queries = rng.standard_normal((40, 16)).astype(np.float32)
+    base = rng.standard_normal((10, 16)).astype(np.float32)
+    with_faiss = nearest_neighbours(queries, base, k)
+    monkeypatch.setitem(sys.modules, "faiss", None)  # an `import faiss` now raises ImportError
+    without = nearest_neighbours(queries, base, k)
+    np.testing.assert_array_equal(without[1], with_faiss[1])  # k = 12 > 10 rows: both pad with -1
+    np.testing.assert_allclose(without[0], with_faiss[0], rtol=1e-5, atol=1e-5)

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
-    return {name: p.grad.detach().clone() for name, p in trainer.module.named_parameters() if p.grad is not None}
+    """Every parameter's gradient, on the CPU (the workers' files are read back there)."""
+    return {name: p.grad.detach().to("cpu", copy=True) for name, p in trainer.module.named_parameters() if p.grad is not None}
 
 
 def test_a_process_whose_rows_have_no_aligned_word_sums_the_one_process_gradient(tmp_path, tiny_model_dir, corpus_table, alignment_table):

@@ -37,7 +37,8 @@ def config(**overrides) -> TrainConfig:
 
 
 def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in trainer.module.state_dict().items()}
+    """The trainer's tensors, on the CPU (a GPU run's weights compare with files read back)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in trainer.module.state_dict().items()}
 
 
 def run(cfg, inputs, tmp_path, name="run"):
@@ -75,10 +76,10 @@ def test_all_objectives_train_and_export_loads_in_transformers_and_sentence_tran
 
     trainer.model.load_state_dict(load_file(str(tmp_path / "run" / "ckpt" / "best-model.safetensors")))
     trainer.model.eval()
-    enc = trainer.tokenizer(texts, padding=True, return_tensors="pt")
+    enc = trainer.tokenizer(texts, padding=True, return_tensors="pt").to(trainer.device)
     with torch.no_grad():
         want, _ = trainer.model(enc["input_ids"], enc["attention_mask"])
-    np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+    np.testing.assert_allclose(got, want.cpu().numpy(), atol=1e-5)
 
 
 def step_gradient(cfg: TrainConfig, inputs: TrainInputs, step: int = 0) -> torch.Tensor:
@@ -86,7 +87,7 @@ def step_gradient(cfg: TrainConfig, inputs: TrainInputs, step: int = 0) -> torch
     whose first update is about lr * sign(gradient) and hides most differences)."""
     trainer = Trainer(cfg, inputs)
     trainer.backward_step(step)
-    return torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in trainer.params])
+    return torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device) for p in trainer.params])
 
 
 def test_grad_cache_gives_the_plain_step_gradient_at_dropout_zero(inputs):

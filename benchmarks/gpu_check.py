@@ -1,0 +1,287 @@
+"""`make gpu-check`: on one CUDA GPU, the tests that must hold there and the GPU benchmarks, in
+one summary table, within about 8 minutes.
+
+    python benchmarks/gpu_check.py          # a CUDA machine; says so in one line and exits 2 on others
+    python benchmarks/gpu_check.py --cpu    # the same steps at tiny sizes on the CPU (its test runs this)
+
+1. pytest on CUDA: GradCache = plain gradient, exact resume, DDP gradient, batched WSPAlign =
+   the one-question reference, Encoder = sentence-transformers, precision (fp32 default).
+2. Train, TR at XLM-R base's shape (random weights), max length 32, synthetic rows, bf16:
+   batch 1024 plain and GradCache (chunk 256); beside them sentence-transformers'
+   MultipleNegativesRankingLoss / CachedMultipleNegativesRankingLoss (mini batch 256) on the
+   same model, rows, batch and max length when sentence-transformers is importable.
+3. WSPAlign at XLM-R base's shape (QA head) on 64 synthetic pairs: questions/s in fp32 (the
+   default) and bf16, and how many pairs' links equal the one-question reference (fp32).
+
+Examples/s and tokens/s count the rows and the real (unpadded) tokens of a step; MFU is
+model FLOPs / s (6 x non-embedding parameters x tokens for a training step, 2 x for a forward)
+over `--peak-tflops` (H100 SXM dense bf16: 989). Peak memory: torch.cuda.max_memory_allocated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GPU_TESTS = [
+    "tests/tasks/train/test_trainer.py::test_grad_cache_gives_the_plain_step_gradient_at_dropout_zero",
+    "tests/tasks/train/test_trainer.py::test_stopped_run_resumes_to_identical_weights",
+    "tests/tasks/train/test_trainer.py::test_two_gloo_processes_match_one_process",
+    "tests/tasks/train/test_distributed.py",
+    "tests/tasks/align/test_wspalign.py",
+    "tests/tasks/encoders/test_encoder.py",
+    "tests/tasks/test_precision.py",
+]
+CPU_TESTS = ["tests/tasks/test_precision.py"]  # the smoke checks the mechanics; CI runs the rest anyway
+
+
+def run_tests(paths: list[str], device_note: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *paths],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)  # fmt: skip
+        seconds = time.perf_counter() - started
+        tests = failures = skipped = 0
+        for suite in ET.parse(report).getroot().iter("testsuite") if report.exists() else []:
+            tests += int(suite.get("tests", 0))
+            failures += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+            skipped += int(suite.get("skipped", 0))
+    if done.returncode not in (0, 1) or failures:
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
+    return {"what": f"pytest on {device_note}: {len(paths)} selections", "passed": tests - failures - skipped, "failed": failures,
+            "skipped": skipped, "seconds": seconds, "ok": done.returncode == 0}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- train
+
+
+def train_inputs(n_groups: int, base: Path):
+    import pyarrow as pa
+
+    from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
+    from tasks.corpus.schema import CORPUS_SCHEMA
+    from tasks.train.trainer import TrainInputs
+    from tests.tasks.train.conftest import multiway_rows
+
+    corpus, align = multiway_rows(n_groups, dev_every=10**9)
+    return TrainInputs(pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base)
+
+
+def _sync(device) -> None:  # noqa: ANN001
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _reset_peak(device) -> None:  # noqa: ANN001
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak(device) -> float | None:  # noqa: ANN001
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None
+
+
+def bench_xlembed(inputs, batch: int, chunk: int | None, args) -> tuple[dict, list[list[str]]]:  # noqa: ANN001
+    """One TR step timed `args.repeat` times after a warm-up; also the step's rows as text pairs."""
+    from tasks.train.config import TrainConfig
+    from tasks.train.trainer import Trainer
+
+    cfg = TrainConfig.model_validate({"steps": 1, "batch_size": batch, "max_length": args.max_length, "eval_every": 0, "dropout": 0.0,
+                                      "precision": args.precision, "grad_cache_chunk": chunk, "device": args.device,
+                                      "objectives": {"translation_ranking": {"weight": 1.0}}})  # fmt: skip
+    trainer = Trainer(cfg, inputs)
+    _reset_peak(trainer.device)
+    trainer.train_step(0)
+    times = []
+    for _ in range(args.repeat):
+        _sync(trainer.device)
+        t0 = time.perf_counter()
+        trainer.train_step(0)
+        _sync(trainer.device)
+        times.append(time.perf_counter() - t0)
+    step = trainer.plan.batch(0)
+    ids = step.text_ids[step.text_ids >= 0]
+    tokens = int(trainer.data.lengths[ids].sum())
+    both = step.text_ids[(step.text_ids[:, :2] >= 0).all(axis=1), :2]
+    texts = trainer.data.texts.take(both.reshape(-1)).to_pylist()
+    texts = [texts[i : i + 2] for i in range(0, len(texts), 2)]
+    non_embedding = sum(p.numel() for n, p in trainer.model.named_parameters() if "embed" not in n)
+    seconds = float(np.median(times))
+    name = f"xlembed TR, batch {batch}" + (f", GradCache chunk {chunk}" if chunk else ", plain")
+    row = {"what": name, "examples/s": batch / seconds, "tokens/s": tokens / seconds,
+           "MFU": 6 * non_embedding * tokens / seconds / (args.peak_tflops * 1e12), "peak GiB": _peak(trainer.device)}  # fmt: skip
+    del trainer
+    return row, texts
+
+
+def bench_sentence_transformers(model_dir: Path, texts: list[list[str]], cached: bool, args) -> dict:  # noqa: ANN001
+    """sentence-transformers training the same model on the same (anchor, positive) rows: its
+    losses' forward, backward and AdamW step, as its trainer runs them, without the data loader."""
+    import torch
+    from sentence_transformers import SentenceTransformer, losses, models
+
+    device = torch.device(args.device)
+    transformer = models.Transformer(str(model_dir), max_seq_length=args.max_length)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension(), "cls")], device=str(device))
+    loss = losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.chunk) if cached else losses.MultipleNegativesRankingLoss(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.type == "cuda")
+    anchors, positives = [a for a, _ in texts], [p for _, p in texts]
+    use_bf16 = args.precision == "bf16" and device.type == "cuda"
+    prepare = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 renamed it
+
+    def step() -> None:
+        features = [{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in prepare(side).items()} for side in (anchors, positives)]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
+            value = loss(features, None)
+        value.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    _reset_peak(device)
+    step()
+    times = []
+    for _ in range(args.repeat):
+        _sync(device)
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    seconds = float(np.median(times))
+    name = "sentence-transformers " + (f"CachedMNRL, batch {len(texts)}, mini batch {args.chunk}" if cached else f"MNRL, batch {len(texts)}")
+    return {"what": name, "examples/s": len(texts) / seconds, "peak GiB": _peak(device)}
+
+
+# ------------------------------------------------------------------------------- align
+
+
+def bench_wspalign(model_dir: Path, n_pairs: int, reference_pairs: int, args) -> list[dict]:  # noqa: ANN001
+    from benchmarks.align_throughput import load_pairs
+    from tasks.align.backends.wspalign import WspAligner, WspalignSettings
+
+    sentences, pairs, _ = load_pairs(n_pairs, synthetic=True)
+    rows = []
+    for precision in ("fp32", "bf16"):
+        aligner = WspAligner.load(WspalignSettings(source="local", model=str(model_dir), device=args.device, precision=precision))
+        fits = aligner.sequence_lengths(aligner.tokenize(sentences), pairs) <= aligner.settings.max_seq_length
+        # every question of a pair holds both sentences, the markers and the special tokens
+        words = np.array([len(sentences[a]) + len(sentences[b]) for a, b in pairs])
+        tokens = int((aligner.sequence_lengths(aligner.tokenize(sentences), pairs) * words)[fits].sum())
+        questions = int(words[fits].sum())
+        aligner.align(sentences, [], pairs[:2])  # warm-up
+        _reset_peak(aligner.device)
+        _sync(aligner.device)
+        t0 = time.perf_counter()
+        links = aligner.align(sentences, [], pairs)
+        _sync(aligner.device)
+        seconds = time.perf_counter() - t0
+        non_embedding = sum(p.numel() for n, p in aligner.model.named_parameters() if "embed" not in n)
+        row = {"what": f"WSPAlign batched, {precision}, {n_pairs} pairs", "questions/s": questions / seconds, "tokens/s": tokens / seconds,
+               "MFU": 2 * non_embedding * tokens / seconds / (args.peak_tflops * 1e12), "peak GiB": _peak(aligner.device)}  # fmt: skip
+        if precision == "fp32":
+            same = 0
+            for (a, b), got in list(zip(pairs, links))[:reference_pairs]:
+                want = aligner.align_reference(sentences[a], sentences[b])
+                same += got is not None and all(np.array_equal(x, y) for x, y in zip(got[:2], want[:2]))
+            row["identical links"] = f"{same}/{min(reference_pairs, len(pairs))}"
+        rows.append(row)
+        del aligner
+    return rows
+
+
+# ------------------------------------------------------------------------------- main
+
+
+COLUMNS = ("examples/s", "tokens/s", "MFU", "questions/s", "identical links", "peak GiB")
+
+
+def table(rows: list[dict], tests: dict, device: str) -> str:
+    def cell(value) -> str:  # noqa: ANN001
+        if value is None:
+            return ""
+        return f"{value:,.1f}" if isinstance(value, float) else str(value)
+
+    lines = [f"gpu-check on {device}", "", "| what | " + " | ".join(COLUMNS) + " |", "| --- |" + " ---: |" * len(COLUMNS)]
+    for row in rows:
+        values = [f"{row['MFU']:.1%}" if c == "MFU" and c in row else cell(row.get(c)) for c in COLUMNS]
+        lines.append(f"| {row['what']} | " + " | ".join(values) + " |")
+    lines.append("")
+    lines.append(f"{tests['what']}: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped ({tests['seconds']:.0f} s)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="tiny sizes on the CPU: checks the script itself")
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU (H100 SXM: 989)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-tests", action="store_true")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if not args.cpu and not torch.cuda.is_available():
+        print(f"gpu-check: no CUDA device visible to torch {torch.__version__}; run it on a GPU machine (or --cpu for the small CPU smoke)")
+        return 2
+    args.device = "cpu" if args.cpu else "cuda"
+    device_name = "CPU (smoke, tiny sizes)" if args.cpu else torch.cuda.get_device_name(0)
+    started = time.perf_counter()
+    tests = {"what": "pytest skipped", "passed": 0, "failed": 0, "skipped": 0, "seconds": 0.0, "ok": True}
+    if not args.skip_tests:
+        tests = run_tests(CPU_TESTS if args.cpu else GPU_TESTS, device_name)
+
+    from benchmarks.shapes import build_xlmr_shape
+    from benchmarks.train_step import scratch_dir
+
+    scratch = scratch_dir("xlembed-gpu-check-")
+    if args.cpu:
+        from tasks.align.tiny import tiny_wspalign_dir
+        from tests.tasks.encoders.conftest import build_tiny_model
+
+        args.max_length, args.precision, args.chunk = 16, "fp32", 4
+        encoder_dir, qa_dir = build_tiny_model(scratch / "encoder"), tiny_wspalign_dir(0)
+        batch, n_groups, n_pairs, reference_pairs = 16, 40, 6, 6
+    else:
+        args.max_length, args.precision, args.chunk = 32, "bf16", 256
+        encoder_dir = build_xlmr_shape(scratch / "encoder", head="encoder")
+        qa_dir = build_xlmr_shape(scratch / "qa", head="qa")
+        batch, n_groups, n_pairs, reference_pairs = 1024, 1100, 64, 64
+
+    rows = []
+    inputs = train_inputs(n_groups, encoder_dir)
+    plain, texts = bench_xlembed(inputs, batch, None, args)
+    cached, _ = bench_xlembed(inputs, batch, args.chunk, args)
+    rows += [plain, cached]
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        rows.append({"what": "sentence-transformers not importable: no comparison"})
+    else:
+        for use_cache in (False, True):
+            rows.append(bench_sentence_transformers(encoder_dir, texts, use_cache, args))
+    rows += bench_wspalign(qa_dir, n_pairs, reference_pairs, args)
+    print(table(rows, tests, device_name))
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; precision of the train rows: {args.precision}; max length {args.max_length}")
+    return 0 if tests["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""benchmarks/gpu_check.py (`make gpu-check`): it refuses a machine without CUDA in one line, and
+its --cpu smoke runs every step (pytest, train plain and GradCache, sentence-transformers,
+WSPAlign against the reference) at tiny sizes and prints the one summary table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "benchmarks/gpu_check.py", *args], cwd=ROOT, env=env or ENV, capture_output=True, text=True, timeout=900)
+
+
+def test_without_cuda_it_says_so_in_one_line_and_exits_nonzero() -> None:
+    done = run(env={**ENV, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 2
+    assert done.stdout.strip().count("\n") == 0 and "no CUDA device visible" in done.stdout and "--cpu" in done.stdout
+
+
+def test_the_cpu_smoke_runs_every_step_and_prints_the_table() -> None:
+    done = run("--cpu", "--repeat", "1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "| what | examples/s | tokens/s | MFU | questions/s | identical links | peak GiB |" in out
+    for row in ("xlembed TR, batch 16, plain", "xlembed TR, batch 16, GradCache chunk 4", "WSPAlign batched, fp32", "WSPAlign batched, bf16"):
+        assert f"| {row}" in out, row
+    assert "| 6/6 |" in out  # fp32 batched links equal the one-question reference on every pair
+    assert "pytest on CPU" in out and " 0 failed" in out
+    pytest.importorskip("sentence_transformers")
+    assert "| sentence-transformers MNRL, batch 16 |" in out and "CachedMNRL" in out
