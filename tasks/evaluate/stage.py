@@ -304,7 +304,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         _attach_items(context, BASE_ITEMS_FILE, base_items)
     evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
     if "train" in inputs:
-        _attach_model_card(config, inputs, context, metrics, base_metrics)
+        _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
     if leakage.num_rows:
         from tasks.evaluate.leakage import leakage_summary
@@ -327,13 +327,17 @@ def training_overlap(sentence_sets: Sequence[Any], inputs: Inputs) -> pa.Table:
     return overlap_table(sentence_sets, training_keys(training_table(inputs)))
 
 
-def _attach_model_card(config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None) -> None:
-    """The scored trained model's card, with these results, as `model-card.md`."""
+def _attach_model_card(
+    config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None,
+    items: pa.Table, base_items: pa.Table | None,
+) -> None:  # fmt: skip
+    """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
     from tasks.train.model_card import CARD_FILE, EvaluationResults, render_model_card
     from tasks.train.publish import card_facts
 
     train = inputs["train"]
-    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics)
+    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics,
+                                            items=items, base_items=base_items, seed=config.seed)  # fmt: skip
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
     context.attach(CARD_FILE, path)

@@ -120,13 +120,19 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
     """An evaluate artifact's metrics (and the untrained base's, when it scored it too) for a card."""
     import pyarrow.parquet as pq
 
+    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE
+
     manifest = store.manifest("evaluate", evaluate_key)
-    base = None
-    if any(f.path == "files/report/base_metrics.parquet" for f in manifest.attached_files):
-        base = pq.read_table(store.attached_dir("evaluate", evaluate_key) / "report" / "base_metrics.parquet")
+    attached = {f.path.removeprefix("files/") for f in manifest.attached_files}
+    folder = store.attached_dir("evaluate", evaluate_key) if attached else None
+
+    def table(path: str) -> Any:
+        return pq.read_table(folder / path) if path in attached else None
+
     encoder = dict(manifest.config.get("encoder", {}))
     encoder.setdefault("max_length", 128)
-    return EvaluationResults.from_tables(evaluate_key, store.read_table("evaluate", evaluate_key), encoder, base)
+    return EvaluationResults.from_tables(evaluate_key, store.read_table("evaluate", evaluate_key), encoder, table("report/base_metrics.parquet"),
+                                         items=table(ITEMS_FILE), base_items=table(BASE_ITEMS_FILE), seed=int(manifest.config.get("seed", 0)))  # fmt: skip
 
 
 def _empty_target(out_dir: Path) -> None:

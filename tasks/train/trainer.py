@@ -417,6 +417,7 @@ class Trainer:
             "dropped": dict(self.data.dropped),
             "best_step": state.get("best_step") or steps,
             "dev": state.get("best_scores"),
+            "dev_groups": int(self.dev["table"].shape[0]) if self.dev is not None else None,
             "dev_base": state.get("base_scores"),
             "final_losses": final_losses,
             "train_seconds": round(train_seconds, 2),
