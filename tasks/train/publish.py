@@ -43,6 +43,9 @@ from tasks.train.model_card import CARD_FILE, CardFacts, EvaluationResults, rend
 log = logging.getLogger(__name__)
 
 PLACEHOLDER_NAME = "path/to/exported-model"  # the model name in a card's usage snippet before it has a repo id
+# The evaluate artifact's per-query items (tasks/evaluate/stage.py ITEMS_FILE, BASE_ITEMS_FILE; that
+# module imports this one, so the paths are spelled here; tests/tasks/train/test_export.py checks them)
+EVALUATE_ITEMS, EVALUATE_BASE_ITEMS = "items.parquet", "items/base_items.parquet"
 MEASURE_GROUPS = 200  # dev rows per language the language-embedding measurement encodes
 
 
@@ -120,8 +123,6 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
     """An evaluate artifact's metrics (and the untrained base's, when it scored it too) for a card."""
     import pyarrow.parquet as pq
 
-    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE
-
     manifest = store.manifest("evaluate", evaluate_key)
     attached = {f.path.removeprefix("files/") for f in manifest.attached_files}
     folder = store.attached_dir("evaluate", evaluate_key) if attached else None
@@ -132,7 +133,7 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
     encoder = dict(manifest.config.get("encoder", {}))
     encoder.setdefault("max_length", 128)
     return EvaluationResults.from_tables(evaluate_key, store.read_table("evaluate", evaluate_key), encoder, table("report/base_metrics.parquet"),
-                                         items=table(ITEMS_FILE), base_items=table(BASE_ITEMS_FILE), seed=int(manifest.config.get("seed", 0)))  # fmt: skip
+                                         items=table(EVALUATE_ITEMS), base_items=table(EVALUATE_BASE_ITEMS), seed=int(manifest.config.get("seed", 0)))  # fmt: skip
 
 
 def _empty_target(out_dir: Path) -> None:

