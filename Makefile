@@ -1,28 +1,41 @@
-# Two entry points for a new user; both install everything first (into .venv).
-#   make demo   install, then run the offline demo pipeline end to end
-#   make test   install, then run the test suite
-#   make test-fast  everything not marked slow (no end-to-end Prefect or subprocess runs)
+# Two entry points for a new user; each installs what it needs first (into .venv).
+#   make demo   install xlembed (no extras), then run the offline demo pipeline end to end
+#   make test   install xlembed with the `test` extra (task runners, eflomal, fastText, moto,
+#               pytest, ruff, ...), then lint and run the test suite
+# Each install has its own stamp: `make test` after `make demo` adds the test extra.
+# `make install` is the developer's install (the test extra: what `make test` runs on).
+#   make test-fast  lint, then everything not marked slow (no end-to-end Prefect or subprocess runs)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-fast benchmarks gpu-check reliability-report clean
+.PHONY: install install-demo demo test test-fast lint benchmarks gpu-check reliability-report clean
 
 install: $(VENV)/.installed
+install-demo: $(VENV)/.installed-demo
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-demo: pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	touch $@
+
+$(VENV)/.installed: pyproject.toml constraints.txt | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
-demo: install
+demo: install-demo
 	$(BIN)/xlembed run configs/demo.toml
 
-test: install
+lint: install
+	$(BIN)/ruff check .
+
+test: lint
 	$(BIN)/python -m pytest
 
-test-fast: install
+test-fast: lint
 	$(BIN)/python -m pytest -m "not slow" -q
 
 # Every benchmark's ratios into docs/benchmarks.md (QUICK=1 for small sizes).

@@ -107,3 +107,34 @@ def test_a_missing_fasttext_names_its_extra(monkeypatch, tmp_path):
     hide(monkeypatch, "fasttext")
     with pytest.raises(MissingExtraError, match=r"lid backend 'fasttext' needs fasttext, .*pip install 'xlembed\[fasttext\]'"):
         FastTextIdentifier(str(tmp_path / "model.bin"))
+
+
+def make_dry_run(target: str, tmp_path: Path) -> list[str]:
+    """The commands `make TARGET` would run on a fresh clone (no .venv yet), from make itself."""
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def test_make_demo_installs_xlembed_without_extras_and_make_test_adds_the_test_extra(tmp_path):
+    demo = make_dry_run("demo", tmp_path)
+    installs = [line for line in demo if "pip install" in line and "-c constraints.txt" in line]
+    assert len(installs) == 1 and installs[0].endswith("-e ."), demo
+    assert not any("[test]" in line for line in demo)
+    assert any(line.endswith("xlembed run configs/demo.toml") for line in demo)
+    test = make_dry_run("test", tmp_path)
+    assert any(line.endswith("-e '.[test]'") for line in test), test
+    stamps = {line.split()[-1] for line in demo + test if line.startswith("touch ")}
+    assert len(stamps) == 2, f"demo and test installs share a stamp: {stamps}"
+
+
+def test_constraints_pin_public_versions_and_the_license_is_an_spdx_expression():
+    from packaging.licenses import canonicalize_license_expression
+
+    local = {name: pinned for name, pinned in constraint_pins().items() if "+" in pinned}
+    assert local == {}, f"local version labels ({local}) are not on PyPI: pin the public version"
+    assert isinstance(PROJECT["license"], str), "a license table is deprecated: use an SPDX expression"
+    assert canonicalize_license_expression(PROJECT["license"]) == PROJECT["license"]
+    backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert any(Requirement(r).name == "setuptools" and not Requirement(r).specifier.contains("76.9") for r in backend)

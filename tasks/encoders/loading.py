@@ -4,7 +4,9 @@ transformers 5 prints a multi-line "LOAD REPORT ... MISSING" table and a "Loadin
 bar for every model whose checkpoint lacks some weights. E5 checkpoints (the offline base
 model) have no pooler weights, which is expected here: the pooler is dropped, so "pooler"
 pooling is refused for them rather than computed by random weights ("cls" is the first token
-either way; tasks/encoders/pooling.py). The report is replaced by one line: a debug line when only the
+either way; tasks/encoders/pooling.py). An exported folder carries an all-zero pooler in their
+place (tasks/train/model_folder.py: so that plain `AutoModel` loads it without a report); all-zero
+pooler weights count as none. The report is replaced by one line: a debug line when only the
 pooler was missing, a warning naming the other missing or unexpected weights otherwise.
 """
 
@@ -44,7 +46,8 @@ def load_auto_model(model_dir: str, **kwargs: Any) -> Any:
     with quiet_transformers():
         model, info = transformers.AutoModel.from_pretrained(model_dir, output_loading_info=True, **kwargs)
     missing = list(info.get("missing_keys", ()))
-    if getattr(model, "pooler", None) is not None and any(k.startswith("pooler.") for k in missing):
+    pooler = getattr(model, "pooler", None)
+    if pooler is not None and (any(k.startswith("pooler.") for k in missing) or is_placeholder_pooler(pooler)):
         model.pooler = None
         log.debug("%s has no pooler weights: pooler removed ('pooler' pooling unavailable)", model_dir)
     other = [k for k in missing if not k.startswith("pooler.")]
@@ -55,3 +58,8 @@ def load_auto_model(model_dir: str, **kwargs: Any) -> Any:
             model_dir, len(other), ", ".join(sorted(other)[:5]) or "none", len(unexpected), ", ".join(sorted(unexpected)[:5]) or "none",
         )  # fmt: skip
     return model
+
+
+def is_placeholder_pooler(pooler: Any) -> bool:
+    """Whether a loaded pooler is the all-zero placeholder an export writes for a model without one."""
+    return all(not bool(p.detach().any()) for p in pooler.parameters())

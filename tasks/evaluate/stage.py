@@ -305,7 +305,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         _attach_items(context, BASE_ITEMS_FILE, base_items)
     evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
     if "train" in inputs:
-        _attach_model_card(config, inputs, context, metrics, base_metrics)
+        _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
     if leakage.num_rows:
         from tasks.evaluate.leakage import leakage_summary
@@ -328,12 +328,19 @@ def training_overlap(sentence_sets: Sequence[Any], inputs: Inputs) -> pa.Table:
     return overlap_table(sentence_sets, training_keys(training_table(inputs)))
 
 
-def _attach_model_card(config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None) -> None:
-    """The scored trained model's card, with these results, as `model-card.md`."""
+def _attach_model_card(
+    config: EvaluateConfig, inputs: Inputs, context: ShardContext, metrics: pa.Table, base_metrics: pa.Table | None,
+    items: pa.Table, base_items: pa.Table | None,
+) -> None:  # fmt: skip
+    """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
+    from tasks.evaluate.report import paired_delta_intervals
     from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
     train = inputs["train"]
-    results = EvaluationResults.from_tables(None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric)
+    results = EvaluationResults.from_tables(
+        None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric,
+        items=items, base_items=base_items, seed=config.seed, paired_intervals=paired_delta_intervals,
+    )  # fmt: skip
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
     context.attach(CARD_FILE, path)

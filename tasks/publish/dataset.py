@@ -9,12 +9,18 @@ such a folder with `huggingface_hub`.
 
 Configs (`layout`):
 
-- `multiway`: one row per translation group: `group_id`, `source` (the corpus source the
-  group was read from) and one text column per language (FLORES-200 code; null where the
-  group has no row in that language).
+- `multiway`: one row per translation group: one text column per language (FLORES-200 code;
+  null where the group has no row in that language), then `group_id` and `source` (the
+  corpus source the group was read from).
 - `pairs`: one config `{pivot}-{lang}` per other language, the rows of the groups that have
-  both (same columns, two languages). The pivot is the translate stage's source language, or
-  the language with the most rows in a corpus.
+  both: `anchor` (the pivot's text), `positive` (the other language's), `group_id`, `source`.
+  The pivot is the translate stage's source language, or the language with the most rows in
+  a corpus.
+
+Text columns come first because sentence-transformers' trainers take a dataset's leading
+columns as the model's inputs (and `anchor`/`positive` name a pair as its losses do). The
+corpus's `dev` split is exported as `validation`, the name `datasets` and the hub use; the
+card's `dataset_info` lists each config's features and split sizes.
 
 The artifact is streamed: both stages write a group's rows next to each other (the corpus in
 source order, translate in group order), so a batch is turned into groups once the next
@@ -42,6 +48,8 @@ from tasks.languages import ISO639_1_TO_3
 from tasks.publish import ExportError
 
 Layout = Literal["multiway", "pairs", "both"]
+HUB_SPLITS = {"dev": "validation"}  # the corpus's split names as the hub names them
+PAIR_COLUMNS = ("anchor", "positive")  # a pair config's text columns: the pivot's text, the other language's
 MACHINE_SOURCE_PREFIX = "nllb:"  # the translate stage's `source` of translated rows
 ROWS_PER_FILE = 1_000_000
 CARD = "README.md"
@@ -190,9 +198,14 @@ class _SplitWriter:
         return names
 
 
-def _schema(languages: Sequence[str]) -> pa.Schema:
+def _schema(text_columns: Sequence[str]) -> pa.Schema:
     fields = [pa.field("group_id", pa.string(), nullable=False), pa.field("source", pa.string(), nullable=False)]
-    return pa.schema(fields + [pa.field(lang, pa.string()) for lang in languages])
+    return pa.schema([pa.field(name, pa.string()) for name in text_columns] + fields)
+
+
+def _text_columns(config: str, langs: Sequence[str]) -> list[str]:
+    """A config's text column names: the languages in `multiway`, `anchor`/`positive` in a pair."""
+    return list(langs) if config == "multiway" else list(PAIR_COLUMNS)
 
 
 # --------------------------------------------------------------------------- export
@@ -258,14 +271,16 @@ def export_dataset(
             wide = _wide(frame, languages)
             groups += wide.height
             for split, part in wide.partition_by("split", as_dict=True, maintain_order=True).items():
-                split_name = str(split[0])
+                split_name = HUB_SPLITS.get(str(split[0]), str(split[0]))
                 for config, langs in views.items():
                     rows = part if config == "multiway" else part.filter(pl.all_horizontal(pl.col(lang).is_not_null() for lang in langs))
                     if rows.height:
                         writer = writers.get((config, split_name))
                         if writer is None:
-                            writer = writers[(config, split_name)] = _SplitWriter(partial, config, split_name, _schema(langs), rows_per_file)
-                        writer.write(rows.select("group_id", "source", *langs).to_arrow().cast(writer.schema))
+                            schema = _schema(_text_columns(config, langs))
+                            writer = writers[(config, split_name)] = _SplitWriter(partial, config, split_name, schema, rows_per_file)
+                        texts = [pl.col(lang).alias(name) for name, lang in zip(_text_columns(config, langs), langs)]
+                        writer.write(rows.select(*texts, "group_id", "source").to_arrow().cast(writer.schema))
         expected = manifest.metrics.get("groups")
         if isinstance(expected, int) and expected != groups:
             raise ExportError(f"{stage} {key[:12]}: wrote {groups:,} groups, the manifest counts {expected:,} (a group's rows are not together)")
@@ -429,6 +444,14 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
             {"config_name": c.name, **({"default": True} if i == 0 else {}), "data_files": [{"split": s, "path": f"data/{c.name}/{s}-*.parquet"} for s in c.rows]}
             for i, c in enumerate(configs)
         ],
+        "dataset_info": [
+            {
+                "config_name": c.name,
+                "features": [{"name": f.name, "dtype": "string"} for f in _schema(_text_columns(c.name, c.languages))],
+                "splits": [{"name": split, "num_examples": rows} for split, rows in c.rows.items()],
+            }
+            for c in configs
+        ],
     }
     languages = sorted({lang for c in configs for lang in c.languages}, key=lambda lang: (lang != (all_langs or [lang])[0], lang))
     rows_by_lang = corpus_languages(manifest)
@@ -442,7 +465,9 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
         "## Configs",
         "",
         "`multiway` has one row per group and a text column per language (FLORES-200 codes; null where the group has no row in it). "
-        "Each `{pivot}-{lang}` config holds the groups that have both languages. `source` names the corpus source the group was read from.",
+        "Each `{pivot}-{lang}` config holds the groups that have both languages, as `anchor` (the pivot's text) and `positive` "
+        "(the other language's): the column names of sentence-transformers' losses, which take the leading columns as inputs. "
+        "`group_id` and `source` (the corpus source the group was read from) come last. The corpus's dev split is `validation`.",
         "",
         _table(["config", "languages", *sorted({s for c in configs for s in c.rows}, key=_split_order)],
                [[c.name, len(c.languages), *[c.rows.get(s, 0) for s in sorted({s for c in configs for s in c.rows}, key=_split_order)]] for c in configs]),

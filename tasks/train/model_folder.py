@@ -54,6 +54,8 @@ def save_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max
     tokenizer.save_pretrained(str(out_dir))
     for stray in out_dir.glob("*.bin"):
         stray.unlink()
+    set_tokenizer_max_length(out_dir, max_length)
+    write_placeholder_pooler(out_dir)
     dim = encoder.hidden_size
     _write_json(out_dir / "modules.json", _ST_MODULES)
     _write_json(out_dir / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
@@ -83,15 +85,76 @@ def save_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max
 PROMPT_NAMES = ("query", "document")
 
 
+def _is_pooler_key(key: str) -> bool:
+    return key.startswith("pooler.") or ".pooler." in key
+
+
 def has_pooler_weights(model_dir: Path) -> bool:
-    """Whether the transformers checkpoint in `model_dir` holds trained pooler weights."""
+    """Whether the transformers checkpoint in `model_dir` holds trained pooler weights (the all-zero
+    placeholder of `write_placeholder_pooler` is none)."""
     from safetensors import safe_open
 
     for path in sorted(Path(model_dir).glob("*.safetensors")):
         with safe_open(str(path), framework="pt") as f:
-            if any(k.startswith("pooler.") or ".pooler." in k for k in f.keys()):
+            if any(f.get_tensor(key).any() for key in filter(_is_pooler_key, f.keys())):
                 return True
     return False
+
+
+def set_tokenizer_max_length(model_dir: Path, max_length: int) -> None:
+    """Make the saved tokenizer.json truncate at `max_length`, as the folder's encoder does.
+
+    A fast tokenizer saves the truncation of its last call into tokenizer.json (in the train
+    artifact: the training length), and plain `tokenizers` applies it on load. tokenizer_config's
+    `model_max_length` is left as it is: sentence-transformers sets it in an exported folder, and
+    in the train artifact it must not cap the evaluate stage's own max_length."""
+    tokenizer_json = model_dir / "tokenizer.json"
+    if tokenizer_json.is_file():
+        spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+        truncation = spec.get("truncation") or {"direction": "Right", "strategy": "LongestFirst", "stride": 0}
+        spec["truncation"] = {**truncation, "max_length": max_length}
+        tokenizer_json.write_text(json.dumps(spec, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def write_placeholder_pooler(model_dir: Path) -> list[str]:
+    """Add all-zero weights for a pooler that the model's class builds but the checkpoint lacks.
+
+    E5 has no trained pooler; without its weights every `AutoModel.from_pretrained` of the folder
+    prints transformers' "MISSING ... newly initialized" report and fills the pooler with random
+    numbers. Zeros make `pooler_output` plainly empty (tanh(0) = 0) and the load silent; xlembed's
+    loader treats an all-zero pooler as none, so "pooler" pooling stays refused. Returns the keys
+    written (none when the checkpoint has a pooler or the class builds none)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(str(model_dir))
+    with torch.device("meta"):
+        skeleton = AutoModel.from_config(config)
+    wanted = {k: v for k, v in skeleton.state_dict().items() if _is_pooler_key(k)}
+    if not wanted:
+        return []
+    index_path = model_dir / "model.safetensors.index.json"
+    if index_path.is_file():
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+        present = set(index["weight_map"])
+    else:
+        from safetensors import safe_open
+
+        with safe_open(str(model_dir / "model.safetensors"), framework="pt") as f:
+            present = set(f.keys())
+    missing = {k: torch.zeros(v.shape, dtype=v.dtype) for k, v in wanted.items() if k not in present}
+    if not missing:
+        return []
+    if index_path.is_file():
+        save_file(missing, str(model_dir / "model-pooler.safetensors"), metadata={"format": "pt"})
+        index["weight_map"].update({k: "model-pooler.safetensors" for k in missing})
+        index_path.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    else:
+        weights = load_file(str(model_dir / "model.safetensors"))
+        weights.update({k: v.to(next(iter(weights.values())).dtype) for k, v in missing.items()})
+        save_file(weights, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+    return sorted(missing)
 
 
 def save_sentence_transformer(model_dir: Path, out_dir: Path, *, pooling: str, max_seq_length: int, prefix: str) -> Path:
@@ -124,6 +187,8 @@ def save_sentence_transformer(model_dir: Path, out_dir: Path, *, pooling: str, m
             device="cpu",
         )
         model.save(str(out_dir), create_model_card=False)
+    set_tokenizer_max_length(out_dir, max_seq_length)
+    write_placeholder_pooler(out_dir)
     return out_dir
 
 

@@ -2,7 +2,8 @@
 shard's progress (StepMonitor: the bar, or a line every `log_every` steps), TensorBoard
 event files, and Weights & Biases or MLflow where installed (`report_to` in `[train]`).
 
-TensorBoard files are written with tensorboardX's event writer (pure Python over protobuf,
+Tags are `train/...` (losses, lr, grad norm, examples/s) and `eval/...` (dev accuracy, mean and per
+language); the run's settings are written as hparams when it ends. TensorBoard files are written with tensorboardX's event writer (pure Python over protobuf,
 which the tree has already; the `tensorboard` package, with its grpcio and web server, is only
 needed to look at them) into `{checkpoint dir}/tensorboard/` while training, so
 `tensorboard --logdir ~/.cache/xlembed/train-checkpoints` shows a run live, and are copied
@@ -38,8 +39,16 @@ class Reporter(Protocol):
 _writers = itertools.count()
 
 
+def tensorboard_tag(metric: str) -> str:
+    """A curve's metric name as a TensorBoard tag: what the training loop measures on the training
+    batches under `train/` (train/loss/translation_ranking, train/lr, train/examples_per_second),
+    what it measures on the dev rows under `eval/` (eval/dev_accuracy, eval/dev_accuracy/kaz_Cyrl)."""
+    return f"eval/{metric}" if metric.startswith("dev_") else f"train/{metric}"
+
+
 class TensorBoardReporter:
-    """Scalars as TensorBoard event files (tag = the curve's metric name: loss/translation_ranking, lr, ...).
+    """Scalars as TensorBoard event files (tags: `tensorboard_tag`), and the run's settings as
+    hparams (TensorBoard's HParams tab, with the final dev accuracy and loss as its metrics).
 
     Written synchronously (tensorboardX's EventsWriter, not its queue-and-thread SummaryWriter),
     so `flush()` at a checkpoint puts every step up to it on disk."""
@@ -58,8 +67,18 @@ class TensorBoardReporter:
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
 
-        summary = Summary(value=[Summary.Value(tag=name, simple_value=float(value)) for name, value in values.items()])
+        summary = Summary(value=[Summary.Value(tag=tensorboard_tag(name), simple_value=float(value)) for name, value in values.items()])
         self.writer.write_event(Event(wall_time=time.time(), step=step, summary=summary))
+
+    def hparams(self, settings: dict[str, Any], results: dict[str, float]) -> None:
+        """The run's settings (flattened, TensorBoard's types) against its final metrics (tags as in `scalars`)."""
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import hparams
+
+        flat = {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in _flat(settings).items()}
+        metrics = {tensorboard_tag(k): float(v) for k, v in results.items()}
+        for summary in hparams(flat, metrics):
+            self.writer.write_event(Event(wall_time=time.time(), summary=summary))
 
     def flush(self) -> None:
         self.writer.flush()
@@ -132,6 +151,7 @@ class StepMonitor:
         self.started = time.perf_counter()
         self.reported_curves = reported_curves  # a resumed run's curves are in the event files already
         self.reporters = open_reporters(list(self.config.report_to), checkpoint_dir, start, checkpoint_dir.name, self.config.model_dump(mode="json"))
+        self.last_step_seconds = time.perf_counter()
         if progress is not None:
             progress.expect(self.config.steps, "steps", done=start)
 
@@ -147,6 +167,11 @@ class StepMonitor:
 
     def step(self, done: int, values: dict[str, float], curves: list[dict[str, Any]]) -> None:
         self._report_curves(curves)
+        now = time.perf_counter()
+        if now > self.last_step_seconds:  # wall-clock: to the reporters only, never into the artifact's curves
+            for reporter in self.reporters:
+                reporter.scalars(done, {"examples_per_second": self.config.batch_size / (now - self.last_step_seconds)})
+        self.last_step_seconds = now
         if done % self.config.checkpoint_every == 0:  # what a checkpoint keeps is on disk
             for reporter in self.reporters:
                 reporter.flush()
@@ -175,7 +200,10 @@ class StepMonitor:
         import shutil
 
         self._report_curves(curves)
+        final = {c["metric"]: float(c["value"]) for c in curves if c["metric"] == "loss" or c["metric"].startswith("dev_accuracy")}
         for reporter in self.reporters:
+            if isinstance(reporter, TensorBoardReporter):
+                reporter.hparams(self.config.model_dump(mode="json"), final)
             reporter.close()
         logs = self.checkpoint_dir / TENSORBOARD_DIR
         if logs.is_dir():

@@ -155,7 +155,7 @@ def write_model_card(config: TrainConfig, inputs: Inputs, metrics: dict[str, Any
     from tasks.train.model_card import CardFacts, render_model_card
 
     facts = CardFacts.from_manifests(None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()})
-    path.write_text(render_model_card(facts), encoding="utf-8")
+    path.write_text(render_model_card(facts, train_folder=True), encoding="utf-8")
 
 
 @contextlib.contextmanager

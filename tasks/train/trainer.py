@@ -338,7 +338,7 @@ class Trainer:
         if start == 0 and is_main and config.eval_every:
             scores = self.evaluate_dev()
             if scores is not None:
-                state["curves"] += [{"step": 0, "metric": "dev_accuracy", "value": scores["mean"]}]
+                state["curves"] += dev_curves(0, scores)
                 state["base_scores"] = scores
         started = time.perf_counter()
         seconds_before = float(state.get("train_seconds", 0.0))
@@ -355,7 +355,7 @@ class Trainer:
             if is_main and ((config.eval_every and done % config.eval_every == 0) or last):
                 scores = self.evaluate_dev()
                 if scores is not None:
-                    state["curves"].append({"step": done, "metric": "dev_accuracy", "value": scores["mean"]})
+                    state["curves"] += dev_curves(done, scores)
                     if state["best_score"] is None or scores["mean"] > state["best_score"]:
                         state.update(best_score=scores["mean"], best_step=done, best_scores=scores)
                         ckpt.save_tensors_atomic(checkpoint_dir / ckpt.BEST_MODEL, self.model.state_dict())
@@ -425,12 +425,19 @@ class Trainer:
             "dropped": dict(self.data.dropped),
             "best_step": state.get("best_step") or steps,
             "dev": state.get("best_scores"),
+            "dev_groups": int(self.dev["table"].shape[0]) if self.dev is not None else None,
             "dev_base": state.get("base_scores"),
             "final_losses": final_losses,
             "train_seconds": round(train_seconds, 2),
             "interpolation": self.config.interpolation,
             "examples_per_second": round(steps * self.config.batch_size / train_seconds, 2) if train_seconds > 0 else None,
         }
+
+
+def dev_curves(step: int, scores: dict[str, float]) -> list[dict[str, Any]]:
+    """Curve points of a dev evaluation: `dev_accuracy` (the mean) and `dev_accuracy/{lang}`."""
+    return [{"step": step, "metric": "dev_accuracy" if lang == "mean" else f"dev_accuracy/{lang}", "value": value}
+            for lang, value in sorted(scores.items(), key=lambda item: item[0] != "mean")]  # fmt: skip
 
 
 def _flores(codes: list[str]) -> list[str]:

@@ -598,3 +598,10 @@ def test_sweep_plan_notes_are_said_once_for_all_variants(toy_pipeline: dict, mon
     shown = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(tmp / "g.toml"), "--dry-run"])
     assert shown.exit_code == 0, shown.output
     assert shown.output.count("hashed ") == 1 and "0 files (0.0 MB)" in shown.output and "8 unchanged from the index" in shown.output
+
+
+def test_nested_tables_are_written_as_sections_a_person_can_edit() -> None:
+    raw = {"pipeline": {"name": "p"}, "train": {"steps": 10, "objectives": {"translation_ranking": {"weight": 1.0}}}}
+    text = toml_document(raw)
+    assert "[train.objectives.translation_ranking]\nweight = 1.0" in text and "{" not in text
+    assert tomllib.loads(text) == raw

@@ -96,19 +96,30 @@ def test_export_loads_with_datasets_offline_and_holds_every_row(corpus: tuple[Ar
     assert [c.name for c in result.configs] == ["multiway", "eng_Latn-fra_Latn", "eng_Latn-kaz_Cyrl"]
 
     multiway = load(tmp_path / "dataset", "multiway")
-    assert sorted(multiway) == ["dev", "train"]
+    assert sorted(multiway) == ["train", "validation"]  # the corpus's dev split, as the hub names it
     seen = {}
     for split in multiway:
-        assert multiway[split].column_names == ["group_id", "source", "eng_Latn", "fra_Latn", "kaz_Cyrl"]
+        # text columns first: sentence-transformers takes a dataset's leading columns as inputs
+        assert multiway[split].column_names == ["eng_Latn", "fra_Latn", "kaz_Cyrl", "group_id", "source"]
         for row in multiway[split]:
-            seen[row["group_id"]] = {"split": split, "source": row["source"], **{lang: row[lang] for lang in LANGS if row[lang] is not None}}
+            corpus_split = {"validation": "dev"}.get(split, split)
+            seen[row["group_id"]] = {"split": corpus_split, "source": row["source"], **{lang: row[lang] for lang in LANGS if row[lang] is not None}}
     assert seen == expected  # every group, its split, its source and each language's text
 
     pairs = load(tmp_path / "dataset", "eng_Latn-fra_Latn")
     with_french = {g for g, row in expected.items() if "fra_Latn" in row}
     assert 0 < len(with_french) < len(expected)  # the empty French lines left groups without French
     assert {row["group_id"] for split in pairs for row in pairs[split]} == with_french
-    assert pairs["train"].column_names == ["group_id", "source", "eng_Latn", "fra_Latn"]
+    assert pairs["train"].column_names == ["anchor", "positive", "group_id", "source"]
+    by_group = {row["group_id"]: row for split in pairs for row in pairs[split]}
+    assert all(expected[g]["eng_Latn"] == row["anchor"] and expected[g]["fra_Latn"] == row["positive"] for g, row in by_group.items())
+    # the card's dataset_info says the features and split sizes that `datasets` finds
+    meta = front_matter(result.card)
+    info = {c["config_name"]: c for c in meta["dataset_info"]}
+    for name, loaded in (("multiway", multiway), ("eng_Latn-fra_Latn", pairs)):
+        assert [f["name"] for f in info[name]["features"]] == loaded["train"].column_names
+        assert all(f["dtype"] == "string" and loaded["train"].features[f["name"]].dtype == "string" for f in info[name]["features"])
+        assert {s["name"]: s["num_examples"] for s in info[name]["splits"]} == {split: loaded[split].num_rows for split in loaded}
     assert sum(c.rows["train"] for c in result.configs if c.name == "eng_Latn-kaz_Cyrl") == sum(
         1 for row in expected.values() if row["split"] == "train" and "kaz_Cyrl" in row
     )
@@ -130,7 +141,7 @@ def test_card_front_matter_is_what_the_hub_reads(corpus: tuple[ArtifactStore, Ma
     assert configs["multiway"]["default"] is True
     assert configs["eng_Latn-kaz_Cyrl"]["data_files"] == [
         {"split": "train", "path": "data/eng_Latn-kaz_Cyrl/train-*.parquet"},
-        {"split": "dev", "path": "data/eng_Latn-kaz_Cyrl/dev-*.parquet"},
+        {"split": "validation", "path": "data/eng_Latn-kaz_Cyrl/validation-*.parquet"},
     ]
     parsed = DatasetCard(card).data  # huggingface_hub's own parser
     assert parsed.license == ["cc-by-sa-4.0", "unknown"] and parsed.task_categories == ["translation", "sentence-similarity"]
@@ -278,7 +289,7 @@ def test_cli_export_by_stage_name_and_push_through_hf_endpoint(corpus: tuple[Art
     run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     assert f"corpus {manifest.key[:12]}: {manifest.metrics['groups']:,} groups" in run.stdout and "pushed: " in run.stdout
-    assert sorted(hub.files) == ["README.md", "data/multiway/dev-00000-of-00001.parquet", "data/multiway/train-00000-of-00001.parquet"]
+    assert sorted(hub.files) == ["README.md", "data/multiway/train-00000-of-00001.parquet", "data/multiway/validation-00000-of-00001.parquet"]
     assert hub.requests[0][2]["authorization"] == "Bearer hf_cli_token"
     # a key prefix works too; a name that is neither a stage nor a key is a usage error naming the stages
     again = subprocess.run([*args[:4], manifest.key[:8], str(tmp_path / "out2"), "--root", str(root)], env=env, capture_output=True, text=True, timeout=180)

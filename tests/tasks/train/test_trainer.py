@@ -300,11 +300,36 @@ def test_tensorboard_event_files_hold_per_objective_losses_and_survive_resume(in
         Trainer(cfg.model_copy(update={"stop_after": 3}), inputs).run(tmp_path / "out", tmp_path / "ckpt")
     Trainer(cfg, inputs).run(tmp_path / "out", tmp_path / "ckpt")  # resumes at step 2
     scalars = read_scalars(tmp_path / "out" / "tensorboard")
-    for tag in ("loss", "loss/translation_ranking", "loss/word_translation_ranking", "lr", "dev_accuracy"):
-        assert tag in scalars, sorted(scalars)
+    for tag in ("loss", "loss/translation_ranking", "loss/word_translation_ranking", "lr", "examples_per_second"):
+        assert f"train/{tag}" in scalars, sorted(scalars)
+    dev_languages = [t.removeprefix("eval/dev_accuracy/") for t in scalars if t.startswith("eval/dev_accuracy/")]
+    assert dev_languages and "eval/dev_accuracy" in scalars, sorted(scalars)  # the mean and each language's
     # steps 1..4 once each: what the stopped run logged after its checkpoint (step 3) is purged
-    assert [step for step, _ in scalars["loss/translation_ranking"]] == [1, 2, 3, 4]
-    assert [step for step, _ in scalars["dev_accuracy"]][0] == 0
+    assert [step for step, _ in scalars["train/loss/translation_ranking"]] == [1, 2, 3, 4]
+    assert [step for step, _ in scalars["eval/dev_accuracy"]][0] == 0
+    # the run's settings as TensorBoard hparams, against its final metrics
+    plugins = _plugin_events(tmp_path / "out" / "tensorboard")
+    assert "hparams" in plugins
+    assert b"optimizer.lr" in plugins["hparams"] and b"eval/dev_accuracy" in plugins["hparams"]
+
+
+def _plugin_events(logdir):
+    """plugin name -> the plugin content bytes of every summary value that names one."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    found: dict[str, bytes] = {}
+    for path in logdir.rglob("events.out.tfevents.*"):
+        data, at = path.read_bytes(), 0
+        while at + 12 <= len(data):
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = Event.FromString(data[at + 12 : at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name:
+                    found[value.metadata.plugin_data.plugin_name] = found.get(value.metadata.plugin_data.plugin_name, b"") + value.metadata.plugin_data.content + value.tag.encode()
+    return found
 
 
 def test_objectives_that_need_alignments_are_named_when_there_are_none(inputs, caplog):
