@@ -73,7 +73,7 @@ def train_inputs(n_groups: int, base: Path):
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
     from tasks.train.trainer import TrainInputs
-    from tests.tasks.train.conftest import multiway_rows
+    from tasks.train.tiny import multiway_rows
 
     corpus, align = multiway_rows(n_groups, dev_every=10**9)
     return TrainInputs(pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base)
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = scratch_dir("xlembed-gpu-check-")
     if args.cpu:
         from tasks.align.tiny import tiny_wspalign_dir
-        from tests.tasks.encoders.conftest import build_tiny_model
+        from tasks.encoders.tiny import build_tiny_model
 
         args.max_length, args.precision, args.chunk = 16, "fp32", 4
         encoder_dir, qa_dir = build_tiny_model(scratch / "encoder"), tiny_wspalign_dir(0)

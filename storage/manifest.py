@@ -9,9 +9,11 @@ hostile manifest cannot point outside its artifact directory.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from storage.errors import StoreError
 
 FORMAT_VERSION = 1
 
@@ -134,3 +136,15 @@ class Ref(BaseModel):
     stage: str
     key: str = Field(pattern=r"^[0-9a-f]{64}$")
     history: list[RefEntry] = Field(default_factory=list)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_record(model: type[ModelT], data: bytes, path: str) -> ModelT:
+    """Parse a manifest, shard record or ref; a malformed one is a StoreError naming the file."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()[:5])
+        raise StoreError(f"malformed {model.__name__.lower()} {path}: {problems}") from None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from storage.errors import RefConflict, StoreError
 from storage.keys import attempt_key
-from storage.manifest import Ref, RefEntry
+from storage.manifest import Ref, RefEntry, parse_record
 
 if TYPE_CHECKING:
     from storage.store import ArtifactStore
@@ -33,8 +33,6 @@ MAX_ATTEMPTS = 10_000
 def update_ref(store: ArtifactStore, pipeline: str, stage: str, change: Callable[[Ref | None], Ref | None]) -> Ref | None:
     """Read the ref, compute its new value with `change` (None: leave it), write it only if the
     ref is still what was read; re-read and retry when another writer got there first."""
-    from storage.store import parse_record
-
     path = store._ref_path(pipeline, stage)
     for _ in range(CAS_RETRIES):
         data, token = store.read_versioned(path)

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import fsspec
@@ -49,9 +49,9 @@ from storage.errors import (  # the store's errors live there, re-exported here
     filesystem_for,
 )
 from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
-from pydantic import BaseModel, ValidationError
 
-from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
+from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord, parse_record
+from storage.refs import update_ref
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +112,6 @@ def _rebuild_hint(stage: str) -> str:
 
 # Local files already hashed against a manifest in this process: (path, size, mtime_ns, sha256).
 _VERIFIED_LOCAL: set[tuple[str, int, int, str]] = set()
-
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-def parse_record(model: type[ModelT], data: bytes, path: str) -> ModelT:
-    """Parse a manifest, shard record or ref; a malformed one is a StoreError naming the file."""
-    try:
-        return model.model_validate_json(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()[:5])
-        raise StoreError(f"malformed {model.__name__.lower()} {path}: {problems}") from None
 
 
 def utc_now() -> str:
@@ -742,8 +730,6 @@ class ArtifactStore:
         `expected`: the key the caller read before (None: no ref yet). If the ref moved meanwhile
         to anything but `key`, nothing is written and RefConflict names both keys (a ref moves
         only by compare-and-swap, as git's `update-ref KEY OLD` does)."""
-        from storage.refs import update_ref
-
         if not self.is_committed(stage, key):
             raise ArtifactNotFound(f"cannot point {pipeline}/{stage} at uncommitted {stage}/{key}")
         rebuild_of = self.manifest(stage, key).rebuild_of
