@@ -15,6 +15,11 @@ from rich.text import Text
 from flows.cli.common import StoreRootOpt, _load, _store, artifacts_app, err, fail, out
 
 
+# the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
+# --output FILE writes more
+MAX_ROWS = 2**31 - 1
+
+
 def _age(created_at: str) -> str:
     from storage.index import format_age
 
@@ -164,7 +169,7 @@ def artifacts_head(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
-    rows: Annotated[int, typer.Option("--rows", "-n", min=1, help="rows to print")] = 10,
+    rows: Annotated[int, typer.Option("--rows", "-n", min=1, max=MAX_ROWS, help="rows to print")] = 10,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Print the first rows of a Parquet artifact (streamed: nothing else is read)."""
@@ -574,6 +579,13 @@ def artifacts_rollback(
 ) -> None:
     """Move a ref back through the versions runs set it to: each rollback goes one version further back
     (--steps N: N versions), --to KEY picks one, --list shows them. Nothing is deleted."""
+    from storage.keys import InvalidNameError, check_name
+
+    try:  # a name such as ../../x must not reach a path
+        check_name(pipeline, "pipeline")
+        check_name(stage, "stage")
+    except InvalidNameError as exc:
+        raise fail(str(exc), 2) from None
     store = _store(root)
     ref = store.read_ref(pipeline, stage)
     if ref is None:

@@ -452,3 +452,26 @@ def test_argument_values_are_validated(cli: Cli, populated: dict[str, Manifest])
     for args in (["show", STAGE, "-n", "-1"], ["head", STAGE, "-n", "-5"], ["show", "nosuch"], ["head", "nosuch"], ["push", "", "nosuch"]):
         result = cli(*args, code=2)
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_odd_arguments_are_one_line_each(cli: Cli, populated: dict[str, Manifest], tmp_path: Path) -> None:
+    """A row count beyond any integer, a ref name with '..', a root that is a file: one line each, no traceback."""
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x", encoding="utf-8")
+    cases = [
+        (["head", STAGE, "-n", "99999999999999999999999"], "-n"),
+        (["rollback", "../../x", STAGE], "../../x"),
+        (["rollback", "demo", "../x"], "../x"),
+        (["ls", "--root", str(a_file)], "is a file, not a folder"),
+        (["push", str(a_file)], "is a file, not a folder"),
+    ]
+    for args, needle in cases:
+        argv = ["artifacts", *args] + ([] if "--root" in args else ["--root", cli.root])
+        result = cli.runner.invoke(app, argv)
+        assert result.exit_code in (1, 2), (argv, result.exit_code, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (argv, repr(result.exception))
+        text = result.output.strip()
+        assert "Traceback" not in text and needle in text, (argv, text)
+        said = [line for line in text.splitlines() if line.strip() and not line.startswith(("Usage: ", "Try '"))]  # click's usage hint
+        assert len(said) == 1, (argv, text)
