@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from storage.keys import check_name
 from tasks.stage import CONFIG_DIR, Stage, StageConfig, resolve_config_path
+from tasks.strict_numbers import StrictScalars
 
 ROOT_ENV = "XLEMBED_ROOT"
 
@@ -27,7 +28,7 @@ class ConfigError(ValueError):
     """A config file that cannot be used; the message is meant for the user as is."""
 
 
-class PipelineSettings(BaseModel):
+class PipelineSettings(StrictScalars):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="names the refs this pipeline moves: refs/{name}/{stage}")

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storage.user_cache import xlembed_cache_dir
+
 logger = logging.getLogger(__name__)
 
 INDEX_ENV = "XLEMBED_HASH_INDEX"
@@ -57,8 +59,7 @@ def default_index_path() -> Path | None:
     configured = os.environ.get(INDEX_ENV)
     if configured:
         return None if configured.lower() == "off" else Path(configured).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
-    return Path(cache).expanduser() / "xlembed" / INDEX_NAME
+    return xlembed_cache_dir(INDEX_NAME)
 
 
 @dataclass

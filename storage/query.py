@@ -1,4 +1,4 @@
-"""SQL over artifacts, lazily: polars' SQLContext over the Parquet files of committed artifacts.
+"""SQL over artifacts, lazily: DuckDB over the Parquet files of committed artifacts, and nothing else.
 
 A table name is a stage (`corpus`: the artifact a ref points to; the caller resolves it) or a
 stage and a key or unique key prefix, `corpus@3f2a9c`. `@` cannot appear in an SQL identifier,
@@ -7,15 +7,21 @@ rewritten to `STAGE_KEY` (a `-` in the stage name becomes `_`; double quotes aro
 dropped), and the artifact is registered under that name: `SELECT count(*) FROM corpus@3f2a`
 runs as `SELECT count(*) FROM corpus_3f2a`.
 
-Nothing is read until the result is collected or sunk: polars scans the data files directly
-(local paths, or `s3://` URLs with the store's endpoint and credentials), so a large artifact
-is never loaded whole. File sizes are checked against the manifest before a query runs; full
-sha256 checks are `xlembed artifacts verify`'s job (they would read everything).
+The query reads the store and nothing else. The store's artifacts are handed to DuckDB as
+Arrow datasets, which the store's own filesystem (local or s3fs) reads; the connection itself
+is opened with DuckDB's `enable_external_access = false` and its configuration locked, so SQL
+cannot read a file, a URL or an object (`read_csv('/etc/passwd')`, `FROM 's3://…'`), attach a
+database, load an extension, scan a Python variable, or switch that back on. This is the
+engine's own switch, not a list of forbidden function names.
+
+Nothing is read until the result is fetched: DuckDB pushes column selections and filters
+into the Arrow scans, so a large artifact is never loaded whole. File sizes are checked against
+the manifest before a query runs; full sha256 checks are `xlembed artifacts verify`'s job (they
+would read everything).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +32,21 @@ from storage.store import ArtifactStore, CorruptArtifact, StoreError
 # STAGE@KEY, optionally in double quotes; the stage as storage.keys.NAME_PATTERN allows it
 TABLE_AT = re.compile(r'"?\b([a-z][a-z0-9_-]{0,63})@([0-9a-f]{1,64})\b"?')
 STRING_LITERAL = re.compile(r"('(?:[^']|'')*')")
-_MISSING_RELATION = re.compile(r"relation '([^']+)' was not found")
+_MISSING_TABLE = re.compile(r"Table with name (.+?) does not exist")
+_OUTSIDE = re.compile(r'Cannot access (?:file|directory) "([^"]*)"')
+_LOCKED = re.compile(r'Cannot change configuration option "([^"]*)"')
 MAX_TABLES = 32
+
+# DuckDB settings of the query connection: no file, URL or object outside the registered
+# tables, no extension loaded behind the user's back, no Python variable scanned by name, and
+# none of it can be switched back on by the query (`lock_configuration`).
+SANDBOX = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "python_enable_replacements": False,
+    "lock_configuration": True,
+}
 
 
 class QueryError(StoreError):
@@ -62,64 +81,17 @@ def rewrite_table_names(sql: str) -> tuple[str, list[VersionedTable]]:
     return rewritten, list(found.values())
 
 
-def _plain_error(exc: Exception) -> str:
-    """The first line of a polars error, without polars' plan dump."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text
+def _first_line(exc: BaseException) -> str:
+    """The first line of an engine error, without DuckDB's suggestions and context lines."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
-def s3_storage_options(store: ArtifactStore) -> dict[str, str]:
-    """Options for polars' own S3 reader that reach the bucket the store's s3fs reaches: the
-    endpoint s3fs was given (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / the profile's
-    endpoint_url) and the credentials botocore's usual chain finds (environment, profile,
-    config files, instance role). The values are secrets: never print or log them."""
-    import botocore.session
-
-    fs: Any = store.fs
-    profile = (getattr(fs, "storage_options", None) or {}).get("profile") or os.environ.get("AWS_PROFILE") or None
-    session = botocore.session.Session(profile=profile)
-    options: dict[str, str] = {}
-    key, secret, token = getattr(fs, "key", None), getattr(fs, "secret", None), getattr(fs, "token", None)
-    if not (key and secret):
-        credentials = session.get_credentials()
-        if credentials is not None:
-            frozen = credentials.get_frozen_credentials()
-            key, secret, token = frozen.access_key, frozen.secret_key, frozen.token
-    if key and secret:
-        options.update(aws_access_key_id=key, aws_secret_access_key=secret)
-        if token:
-            options["aws_session_token"] = token
-    elif getattr(fs, "anon", False):
-        options["aws_skip_signature"] = "true"
-    region = (getattr(fs, "client_kwargs", None) or {}).get("region_name") or session.get_config_variable("region")
-    if region:
-        options["aws_region"] = region
-    endpoint = (
-        getattr(fs, "endpoint_url", None)
-        or (getattr(fs, "client_kwargs", None) or {}).get("endpoint_url")
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or _profile_endpoint(session)
-    )
-    if endpoint:
-        options["aws_endpoint_url"] = endpoint
-        if endpoint.startswith("http://"):
-            options["aws_allow_http"] = "true"
-        # moto, MinIO and most S3-compatible servers want path-style URLs
-        options["aws_virtual_hosted_style_request"] = "false"
-    return options
-
-
-def _profile_endpoint(session: Any) -> str | None:
-    try:
-        return session.get_config_variable("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL")
-    except Exception:  # noqa: BLE001 - an older botocore without the variable
-        return os.environ.get("AWS_ENDPOINT_URL")
-
-
-def scan_artifact(store: ArtifactStore, stage: str, key: str, storage_options: dict[str, str] | None = None) -> Any:
-    """A polars LazyFrame over the artifact's data files (nothing is read yet). Each file's size
-    is checked against the manifest first; an artifact of attached files only is refused."""
-    import polars as pl
+def scan_artifact(store: ArtifactStore, stage: str, key: str) -> Any:
+    """An Arrow dataset over the artifact's data files (nothing is read yet), read through the
+    store's filesystem. Each file's size is checked against the manifest first; an artifact of
+    attached files only is refused."""
+    import pyarrow.dataset as ds
 
     manifest = store.manifest(stage, key)
     entries = manifest.table_files
@@ -137,51 +109,86 @@ def scan_artifact(store: ArtifactStore, stage: str, key: str, storage_options: d
         if size != entry.bytes:
             what = "is missing" if size is None else f"has {size} bytes, its manifest says {entry.bytes}"
             raise CorruptArtifact(f"{stage}/{key}/{entry.path} {what}: not read (see `xlembed artifacts verify`)")
-    if store.is_local:
-        return pl.scan_parquet([f"{base}/{e.path}" for e in entries])
-    uris = [f"{store.uri(stage, key)}/{e.path}" for e in entries]
-    options = storage_options if storage_options is not None else s3_storage_options(store)
-    return pl.scan_parquet(uris, storage_options=options)
+    paths = [f"{base}/{e.path}" for e in entries]
+    return ds.dataset(paths, format="parquet", filesystem=None if store.is_local else store.fs)
 
 
-def sql_query(sql: str, table: Callable[[str], Any | None], versioned: Callable[[VersionedTable], Any], available: Callable[[], list[str]]) -> Any:
-    """Plan `sql` in a polars SQLContext and return the (lazy) result, its schema resolved.
+@dataclass
+class QueryResult:
+    """A planned query: its relation (fetch with `.limit(n).pl()` or `.to_arrow_reader()`) and
+    the sandboxed connection it lives in, kept open as long as the result is."""
 
-    Each `STAGE@KEY` is rewritten and registered through `versioned`; other names are registered
-    when polars asks for them, through `table(name)` (None: no such table). Errors become one
-    QueryError line: an unknown table names the available ones (`available()`)."""
-    import polars as pl
+    connection: Any
+    relation: Any
+
+
+def sandboxed_connection() -> Any:
+    import duckdb
+
+    return duckdb.connect(":memory:", config=dict(SANDBOX))
+
+
+def sql_query(sql: str, table: Callable[[str], Any | None], versioned: Callable[[VersionedTable], Any], available: Callable[[], list[str]]) -> QueryResult:
+    """Plan `sql` in a sandboxed DuckDB connection and return the (lazy) result, its columns bound.
+
+    Each `STAGE@KEY` is rewritten and registered through `versioned`; every other table the query
+    names is registered through `table(name)` (None: no such table). Errors become one
+    QueryError line: an unknown table names the available ones (`available()`), a query that
+    reaches outside the store names what it tried."""
+    import duckdb
 
     rewritten, mentions = rewrite_table_names(sql)
-    context = pl.SQLContext()
+    connection = sandboxed_connection()
+    registered: set[str] = set()
     for mention in mentions:
-        context.register(mention.name, versioned(mention))
+        connection.register(mention.name, versioned(mention))
+        registered.add(mention.name)
+    try:
+        named = duckdb.get_table_names(rewritten, qualified=False)
+    except duckdb.Error:
+        named = set()  # DuckDB could not list them (a join on unknown tables): found one by one below
+    for name in sorted(named - registered)[:MAX_TABLES]:
+        frame = table(name)
+        if frame is not None:
+            connection.register(name, frame)
+            registered.add(name)
     for _ in range(MAX_TABLES):
         try:
-            result = context.execute(rewritten, eager=False)
-            result.collect_schema()  # resolves tables and columns; reads no more than Parquet footers
-            return result
-        except pl.exceptions.SQLInterfaceError as exc:
-            missing = _MISSING_RELATION.search(str(exc))
+            relation = connection.sql(rewritten)
+            break
+        except duckdb.CatalogException as exc:
+            missing = _MISSING_TABLE.search(str(exc))
             if missing is None:
-                raise QueryError(f"SQL error: {_plain_error(exc)}") from None
+                raise QueryError(f"SQL error: {_first_line(exc)}") from None
             name = missing.group(1)
-            if name in context.tables():  # registered, yet not found: do not loop
-                raise QueryError(f"SQL error: {_plain_error(exc)}") from None
-            frame = table(name)
+            frame = None if name in registered else table(name)
             if frame is None:
                 names = ", ".join(available()) or "none"
                 raise QueryError(f"unknown table {name!r}; available: {names} (or STAGE@KEY for any version)") from None
-            context.register(name, frame)
-        except pl.exceptions.PolarsError as exc:
-            raise QueryError(f"SQL error: {_plain_error(exc)}") from None
-    raise QueryError(f"the query names more than {MAX_TABLES} tables")
+            connection.register(name, frame)
+            registered.add(name)
+        except duckdb.Error as exc:
+            raise refusal(exc) or QueryError(f"SQL error: {_first_line(exc)}") from None
+    else:
+        raise QueryError(f"the query names more than {MAX_TABLES} tables")
+    if relation is None:
+        raise QueryError("SQL error: the statement returns no rows; artifacts query runs a SELECT over the store's tables")
+    return QueryResult(connection, relation)
 
 
-def collect_error(exc: Exception, secrets: dict[str, str] | None = None) -> QueryError:
-    """A failure while reading or computing the result, as one line, secrets masked."""
-    text = _plain_error(exc)
-    for name, value in (secrets or {}).items():
-        if value and ("secret" in name or "token" in name or "key_id" in name):
-            text = text.replace(value, "***")
-    return QueryError(f"query failed: {text}")
+def refusal(exc: BaseException) -> QueryError | None:
+    """The one-line refusal of a query that tried to reach outside the store (a file, a URL, an
+    object) or to change the sandbox's settings; None for any other error."""
+    text = str(exc)
+    outside = _OUTSIDE.search(text)
+    if outside is not None:
+        return QueryError(f"query refused: it tries to read {outside.group(1)!r}, outside the store; artifacts query reads only the store's artifacts (STAGE or STAGE@KEY)")
+    locked = _LOCKED.search(text)
+    if locked is not None:
+        return QueryError(f"query refused: it tries to change the setting {locked.group(1)!r}; artifacts query runs with the store's tables only")
+    return None
+
+
+def collect_error(exc: BaseException) -> QueryError:
+    """A failure while reading or computing the result, as one line."""
+    return refusal(exc) or QueryError(f"query failed: {_first_line(exc)}")

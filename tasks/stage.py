@@ -37,6 +37,7 @@ from storage import (
 from storage.content_hash import file_sha256
 from storage.keys import KEY_SCHEME, check_name
 from tasks.stop import raise_if_stopping
+from tasks.strict_numbers import StrictScalars
 
 
 def _installed_version() -> str:
@@ -126,8 +127,9 @@ ConfigPath = Annotated[str, AfterValidator(_config_path)]
 HubIdOrPath = Annotated[str, AfterValidator(_hub_id_or_path)]
 
 
-class StageConfig(BaseModel):
-    """Base of every stage's config section: unknown keys are errors."""
+class StageConfig(StrictScalars):
+    """Base of every stage's config section: unknown keys are errors, and a string or a boolean
+    where a number is wanted (or anything but a boolean where one is) is an error, not coerced."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

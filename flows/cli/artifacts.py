@@ -15,6 +15,11 @@ from rich.text import Text
 from flows.cli.common import StoreRootOpt, _load, _store, artifacts_app, err, fail, out
 
 
+# the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
+# --output FILE writes more
+MAX_ROWS = 2**31 - 1
+
+
 def _age(created_at: str) -> str:
     from storage.index import format_age
 
@@ -171,7 +176,7 @@ def artifacts_head(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
-    rows: Annotated[int, typer.Option("--rows", "-n", min=1, help="rows to print")] = 10,
+    rows: Annotated[int, typer.Option("--rows", "-n", min=1, max=MAX_ROWS, help="rows to print")] = 10,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Print the first rows of a Parquet artifact (streamed: nothing else is read)."""
@@ -307,27 +312,27 @@ def artifacts_query(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the whole result to FILE.parquet or FILE.csv (streamed)")] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """SQL over artifacts by stage name, read lazily from the store (local or s3://) with polars."""
-    import polars as pl
+    """SQL over artifacts by stage name, read lazily from the store (local or s3://) with DuckDB;
+    the query reads the store's artifacts and nothing else."""
+    import duckdb
 
     from storage import StoreError
-    from storage.query import QueryError, collect_error, s3_storage_options, scan_artifact, sql_query
+    from storage.query import QueryError, collect_error, scan_artifact, sql_query
 
     if output is not None and output.suffix.lower() not in (".parquet", ".csv"):
         raise fail(f"--output {output}: write .parquet or .csv", 2)
     store = _store(root)
-    options = None if store.is_local else s3_storage_options(store)
     committed = set(store.stages())
 
     def named(name: str) -> Any:
         if name not in committed:
             return None
-        return scan_artifact(store, name, _resolve(store, name, None, pipeline), options)
+        return scan_artifact(store, name, _resolve(store, name, None, pipeline))
 
     def versioned(mention: Any) -> Any:
         if mention.stage not in committed:
             raise fail(f"unknown stage {mention.stage!r} in {mention.stage}@{mention.key}; stages: {', '.join(sorted(committed)) or 'none'}", 2)
-        return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None), options)
+        return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None))
 
     def available() -> list[str]:
         refs = [r for r in store.list_refs() if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
@@ -337,22 +342,37 @@ def artifacts_query(
         result = sql_query(sql, named, versioned, available)
         if output is not None:
             output.parent.mkdir(parents=True, exist_ok=True)
-            (result.sink_parquet if output.suffix.lower() == ".parquet" else result.sink_csv)(output)
-            rows = pl.scan_parquet(output).select(pl.len()).collect().item() if output.suffix.lower() == ".parquet" else pl.scan_csv(output).select(pl.len()).collect().item()
+            rows = _write_result(result.relation, output)
             out.print(f"wrote {rows:,} rows to {output}", highlight=False, markup=False)
             return
-        shown = result.head(limit + 1).collect(engine="streaming")
+        shown = result.relation.limit(limit + 1).pl()
     except QueryError as exc:
         raise fail(str(exc), 2) from None
     except StoreError:
         raise
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise fail(str(collect_error(exc, options))) from None
+    except (duckdb.Error, OSError) as exc:
+        raise fail(str(collect_error(exc))) from None
     more = shown.height > limit
     with out.frame_config(limit, str_lengths=80):
         out.print(str(shown.head(limit)), highlight=False, markup=False)
     if more:
         err.print(f"first {limit} rows shown; --limit N shows more, --output FILE.parquet writes them all", highlight=False)
+
+
+def _write_result(relation: Any, output: Path) -> int:
+    """Stream a query result into a local Parquet or CSV file (written here, not by the SQL
+    engine, whose file access is switched off); returns the rows written."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    reader = relation.to_arrow_reader(64 * 1024)
+    writer = pq.ParquetWriter(output, reader.schema) if output.suffix.lower() == ".parquet" else pacsv.CSVWriter(output, reader.schema)
+    rows = 0
+    with writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    return rows
 
 
 @artifacts_app.command("index")
@@ -627,6 +647,13 @@ def artifacts_rollback(
 ) -> None:
     """Move a ref back through the versions runs set it to: each rollback goes one version further back
     (--steps N: N versions), --to KEY picks one, --list shows them. Nothing is deleted."""
+    from storage.keys import InvalidNameError, check_name
+
+    try:  # a name such as ../../x must not reach a path
+        check_name(pipeline, "pipeline")
+        check_name(stage, "stage")
+    except InvalidNameError as exc:
+        raise fail(str(exc), 2) from None
     store = _store(root)
     ref = store.read_ref(pipeline, stage)
     if ref is None:

@@ -147,6 +147,9 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
     that read (`must_exist`); one that cannot be reached is one line naming the fix."""
     from storage import ArtifactStore, StoreAccessError, StoreError
 
+    local = Path(root.removeprefix("file://")).expanduser() if "://" not in root or root.startswith("file://") else None
+    if local is not None and local.exists() and not local.is_dir():
+        raise fail(f"artifact root {root} is a file, not a folder (set by --root, {ROOT_ENV} or the config's pipeline.root)", 2)
     try:
         store = ArtifactStore(root, create=not must_exist)
         store.check_root(must_exist=must_exist)

@@ -8,11 +8,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
+from storage.user_cache import xlembed_cache_dir
 from tasks.corpus.sources import Source, validate_source
 from tasks.languages import LangCodes
 from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
-DEFAULT_DOWNLOAD_DIR = Path("~/.cache/xlembed/downloads")
+
+
+def default_download_dir() -> str:
+    """`$XDG_CACHE_HOME/xlembed/downloads` (~/.cache by default), read when a config is built."""
+    return str(xlembed_cache_dir("downloads"))
 
 
 def _source(value: Any, info: ValidationInfo) -> Source:
@@ -98,7 +103,7 @@ class CorpusConfig(StageConfig):
     seed: int = 42
     dev_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
     read_batch_lines: int = Field(default=65_536, ge=1, json_schema_extra=NOT_KEYED)
-    download_dir: ConfigPath = Field(default=str(DEFAULT_DOWNLOAD_DIR), json_schema_extra=NOT_KEYED)
+    download_dir: ConfigPath = Field(default_factory=default_download_dir, json_schema_extra=NOT_KEYED)
 
     @field_validator("sources")
     @classmethod

@@ -30,6 +30,7 @@ LENGTH_RATIO = 5
 GROUP_INCOMPLETE = 6
 LID_MISMATCH = 7
 LID_LOW_CONFIDENCE = 8
+CONTROL_CHARACTERS = 9
 GONE = 255  # dropped and counted by an earlier pass (see `drop_rows`)
 REASONS = {
     EMPTY: "empty",
@@ -39,7 +40,11 @@ REASONS = {
     GROUP_INCOMPLETE: "group_incomplete",
     LID_MISMATCH: lid.REASONS[lid.MISMATCH],
     LID_LOW_CONFIDENCE: lid.REASONS[lid.LOW_CONFIDENCE],
+    CONTROL_CHARACTERS: "control_characters",
 }
+# C0 controls but tab, DEL and C1 controls: a NUL or an escape sequence is never sentence text,
+# and a line break inside a text would break every line-aligned file made from it
+CONTROL_PATTERN = r"[\x00-\x08\x0A-\x1F\x7F-\x9F]"
 _FROM_LID = np.array([OK, LID_MISMATCH, LID_LOW_CONFIDENCE], dtype=np.uint8)  # lid.OK/MISMATCH/LOW_CONFIDENCE -> ours
 
 
@@ -57,7 +62,8 @@ def word_limits_apply(lang: str, filters: CorpusFilters) -> bool:
 def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
     text = pl.col(lang)
     chars = text.str.len_chars()
-    expr = pl.when(text.is_null()).then(NULL).when(chars == 0).then(EMPTY).when(chars > filters.max_chars).then(TOO_LONG)
+    expr = pl.when(text.is_null()).then(NULL).when(chars == 0).then(EMPTY).when(text.str.contains(CONTROL_PATTERN)).then(CONTROL_CHARACTERS)
+    expr = expr.when(chars > filters.max_chars).then(TOO_LONG)
     if word_limits_apply(lang, filters):
         words = text.str.count_matches(r"\S+")
         if filters.min_words:

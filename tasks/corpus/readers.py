@@ -276,6 +276,35 @@ def read_tsv(path: str, columns: dict[str, str | int], header: bool, batch_lines
             yield GroupBatch(pl.DataFrame(data), "invalid_utf8")
 
 
+def is_text_type(data_type: pa.DataType) -> bool:
+    """Whether a Parquet column can be read as text: strings, or bytes (decoded as UTF-8, invalid
+    ones counted as drops), plain or dictionary-encoded. Numbers, dates, lists and the like are
+    not text: casting them would turn 80 integers into 80 "sentences"."""
+    if pa.types.is_dictionary(data_type):
+        data_type = data_type.value_type
+    return (
+        pa.types.is_string(data_type)
+        or pa.types.is_large_string(data_type)
+        or pa.types.is_string_view(data_type)
+        or pa.types.is_binary(data_type)
+        or pa.types.is_large_binary(data_type)
+        or pa.types.is_binary_view(data_type)
+    )
+
+
+def check_text_columns(part: str, schema: pa.Schema, columns: dict[str, str]) -> None:
+    """A SourceError naming the file, the column and its type for the first column in `columns`
+    (language -> column) that is missing from `schema` or not a text type."""
+    names = schema.names
+    missing = [c for c in columns.values() if c not in names]
+    if missing:
+        raise SourceError(f"{part}: no columns {missing}; columns are {names}")
+    for lang, column in columns.items():
+        data_type = schema.field(column).type
+        if not is_text_type(data_type):
+            raise SourceError(f"{part}: column {column!r} ({lang}) has type {data_type}, not text (string, large_string or a dictionary of strings)")
+
+
 def read_parquet(path: str, columns: dict[str, str], batch_lines: int) -> Iterator[GroupBatch]:
     import pyarrow.parquet as pq
 
@@ -290,10 +319,7 @@ def read_parquet(path: str, columns: dict[str, str], batch_lines: int) -> Iterat
     for part in parts:
         with fs.open(part, "rb") as f:
             parquet = pq.ParquetFile(f)
-            names = parquet.schema_arrow.names
-            missing = [c for c in columns.values() if c not in names]
-            if missing:
-                raise SourceError(f"{part}: no columns {missing}; columns are {names}")
+            check_text_columns(part, parquet.schema_arrow, columns)
             for batch in parquet.iter_batches(batch_size=batch_lines, columns=list(columns.values())):
                 data = {"locator": pl.int_range(row, row + batch.num_rows, eager=True).cast(pl.String)}
                 for lang, name in columns.items():

@@ -24,7 +24,8 @@ from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.corpus.sources import Source, SourceIO
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 
-CODE_VERSION = "1"
+# 2: texts holding control characters (NUL, ESC, line breaks; not tab) are dropped as `control_characters`
+CODE_VERSION = "2"
 # LID on a sampled source only where it can change the sample (tasks/corpus/sampled_lid.py);
 # False checks every row (same output, other counts): for tests and benchmarks/lid_throughput.py
 LID_ON_SAMPLE_CANDIDATES = True

@@ -18,12 +18,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from storage.user_cache import xlembed_cache_dir
 from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
 from tasks.registry import lookup
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
 
-DEFAULT_CHECKPOINT_DIR = "~/.cache/xlembed/train-checkpoints"
+
+
+def default_checkpoint_dir() -> str:
+    """`$XDG_CACHE_HOME/xlembed/train-checkpoints` (~/.cache by default), read when a config is built."""
+    return str(xlembed_cache_dir("train-checkpoints"))
 
 
 class ObjectiveConfig(StageConfig):
@@ -349,7 +354,7 @@ class TrainConfig(StageConfig):
     )
     checkpoint_every: int = Field(default=100, ge=1, json_schema_extra=NOT_KEYED)
     checkpoint_dir: ConfigPath = Field(
-        default=DEFAULT_CHECKPOINT_DIR, json_schema_extra=NOT_KEYED, description="the in-progress checkpoints' local folder"
+        default_factory=default_checkpoint_dir, json_schema_extra=NOT_KEYED, description="the in-progress checkpoints' local folder"
     )
     checkpoint_location: Literal["local", "store"] = Field(
         default="local", json_schema_extra=NOT_KEYED,

@@ -6,7 +6,7 @@ Tags are `train/...` (losses, lr, grad norm, examples/s) and `eval/...` (dev acc
 language); the run's settings are written as hparams when it ends. TensorBoard files are written with tensorboardX's event writer (pure Python over protobuf,
 which the tree has already; the `tensorboard` package, with its grpcio and web server, is only
 needed to look at them) into `{checkpoint dir}/tensorboard/` while training, so
-`tensorboard --logdir ~/.cache/xlembed/train-checkpoints` shows a run live, and are copied
+`tensorboard --logdir ${XDG_CACHE_HOME:-~/.cache}/xlembed/train-checkpoints` shows a run live, and are copied
 into the train artifact (`files/tensorboard/`) with the model. A resumed run purges what the
 killed run logged after its last checkpoint, so the curves have no doubled steps.
 

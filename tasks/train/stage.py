@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,16 +169,29 @@ def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
     if fcntl is None:  # pragma: no cover
         yield directory
         return
-    with open(directory.parent / f"{directory.name}.lock", "a+b") as handle:
+    lock_path = directory.parent / f"{directory.name}.lock"
+    while True:
+        handle = open(lock_path, "a+b")  # noqa: SIM115 - held open until the run ends, below
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             log.info("another process is training run %s on this machine; waiting for it to finish", directory.name)
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        # The holder before us unlinks the file when its run ends: a lock on that unlinked file
+        # guards nothing (a newcomer creates and locks a new one), so start over on the file now there.
         try:
-            yield directory
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            current = os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        handle.close()
+    try:
+        yield directory
+    finally:
+        lock_path.unlink(missing_ok=True)  # while still held: waiters see the inode change and retry
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        handle.close()
 
 
 def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:

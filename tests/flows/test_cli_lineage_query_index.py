@@ -159,10 +159,44 @@ def test_query_errors_are_one_line(built: dict, tmp_path: Path) -> None:
     root = built["root"]
     unknown = artifacts("query", "SELECT * FROM nope", root=root, code=2)
     assert "unknown table 'nope'; available: corpus, histogram, lengths" in unknown and "Traceback" not in unknown
-    assert "SQL error: sql parser error" in artifacts("query", "SELEC lang FROM corpus", root=root, code=2)
-    assert 'SQL error: unable to find column "nope"' in artifacts("query", "SELECT nope FROM corpus", root=root, code=2)
+    assert 'SQL error: Parser Error: syntax error at or near "SELEC"' in artifacts("query", "SELEC lang FROM corpus", root=root, code=2)
+    assert 'SQL error: Binder Error: Referenced column "nope" not found' in artifacts("query", "SELECT nope FROM corpus", root=root, code=2)
     assert "no committed corpus artifact with key starting 'ffff'" in artifacts("query", "SELECT * FROM corpus@ffff", root=root, code=2)
     assert "write .parquet or .csv" in artifacts("query", "SELECT 1", "-o", str(tmp_path / "x.json"), root=root, code=2)
+
+
+@pytest.mark.parametrize(
+    ("sql", "tried"),
+    [
+        ("SELECT * FROM read_csv('{secret}')", "{secret}"),
+        ("SELECT * FROM '{secret}'", "{secret}"),
+        ("SELECT count(*) FROM corpus WHERE lang IN (SELECT content FROM read_text('{secret}'))", "{secret}"),
+        ("SELECT * FROM read_parquet('{artifact}')", "{artifact}"),
+        ("SELECT * FROM read_parquet('https://example.invalid/x.parquet')", "https://example.invalid/x.parquet"),
+        ("SELECT * FROM 's3://some-bucket/x.parquet'", "s3://some-bucket/x.parquet"),
+        ("COPY (SELECT * FROM corpus) TO '{written}'", "{written}"),
+        ("ATTACH '{written}' AS other", "{written}"),
+    ],
+)
+def test_query_reads_the_store_and_nothing_else(built: dict, tmp_path: Path, sql: str, tried: str) -> None:
+    """A file, a path, a URL or an object outside the registered tables is refused with one line
+    naming what the query tried; nothing is read and nothing is written."""
+    root, store, keys = built["root"], built["store"], built["keys"]
+    secret = tmp_path / "secret.csv"
+    secret.write_text("password\nhunter2\n", encoding="utf-8")
+    manifest = store.manifest("corpus", keys["corpus"])
+    artifact_file = f"{store.artifact_dir('corpus', keys['corpus'])}/{manifest.table_files[0].path}"  # even the store's own files, by path
+    written = tmp_path / "written.db"
+    values = {"secret": str(secret), "artifact": artifact_file, "written": str(written)}
+    text = artifacts("query", sql.format(**values), root=root, code=2)
+    assert f"query refused: it tries to read '{tried.format(**values)}', outside the store" in text, text
+    assert "hunter2" not in text and "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    assert not written.exists()
+
+
+def test_query_cannot_switch_the_sandbox_off(built: dict) -> None:
+    text = artifacts("query", "SET enable_external_access = true", root=built["root"], code=2)
+    assert "query refused: it tries to change the setting 'enable_external_access'" in text, text
 
 
 # -------------------------------------------------------------------- index

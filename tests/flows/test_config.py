@@ -91,6 +91,54 @@ def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
     assert "corpus.seed" in str(info.value) and "'forty-two'" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("section", "line", "where", "shown"),
+    [
+        ("pipeline", 'max_workers = "2"', "pipeline.max_workers", "'2'"),
+        ("pipeline", "max_workers = true", "pipeline.max_workers", "True"),
+        ("pipeline", "max_workers = 2.0", "pipeline.max_workers", "2.0"),
+        ("pipeline", 'ray_gpus_per_task = "0.5"', "pipeline.ray_gpus_per_task", "'0.5'"),
+        ("pipeline", "write_index = 1", "pipeline.write_index", "1"),
+        ("pipeline", 'write_index = "false"', "pipeline.write_index", "'false'"),
+        ("corpus", 'seed = "7"', "corpus.seed", "'7'"),
+        ("corpus", "filters = { dedupe = 0 }", "corpus.filters.dedupe", "0"),
+        ("corpus.sources", 'sample = "5"', "corpus.sources[0].sample", "'5'"),
+    ],
+)
+def test_numbers_and_booleans_are_checked_not_coerced(tmp_path: Path, section: str, line: str, where: str, shown: str) -> None:
+    """A quoted number, a boolean for a number or a number for a boolean is an error naming the
+    file, the key and the value; pydantic's lax mode used to turn "2" and true into 2 and 1."""
+    text = GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n") if section != "corpus.sources" else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid config") and f"{where}: " in message and f"(got {shown})" in message, message
+    assert "unknown key" not in message, message
+
+
+def test_an_integer_stays_valid_where_a_float_is_wanted(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD.replace("[pipeline]\n", "[pipeline]\nray_gpus_per_task = 1\n")))
+    assert config.settings.ray_gpus_per_task == 1.0 and isinstance(config.settings.ray_gpus_per_task, float)
+
+
+def test_a_sweep_grid_value_is_checked_like_a_config_value(tmp_path: Path) -> None:
+    from flows.sweep import load_grid, variant_configs
+    from flows.sweep.grid import GridError
+
+    base = write(tmp_path, GOOD)
+    grid_path = tmp_path / "grid.toml"
+    grid_path.write_text('seeds = []\n[grid]\n"corpus.seed" = [7, "8"]\n', encoding="utf-8")
+    with pytest.raises(GridError) as info:
+        variant_configs(base, load_grid(grid_path, config=base))
+    message = str(info.value)
+    assert str(grid_path) in message and "corpus.seed" in message and "(got '8')" in message, message
+    grid_path.write_text('seeds = []\n[grid]\n"corpus.filters.dedupe" = [true, 0]\n', encoding="utf-8")
+    with pytest.raises(GridError) as info:
+        variant_configs(base, load_grid(grid_path, config=base))
+    assert "corpus.filters.dedupe: Input should be a valid boolean" in str(info.value) and "(got 0)" in str(info.value), str(info.value)
+
+
 def test_unknown_language_code_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, GOOD.replace('"kk"]', '"klingon"]')))

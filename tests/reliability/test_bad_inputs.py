@@ -45,6 +45,14 @@ def no_carriage_returns_or_boms(table: Any) -> None:
     assert not any("\r" in t or "\ufeff" in t for t in texts)
 
 
+def tabs_kept_and_no_control_characters(table: Any) -> None:
+    import re
+
+    texts = table.column("text").to_pylist()
+    assert "tab\tis fine" in texts and "таб\tжақсы" in texts
+    assert not any(re.search(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]", t) for t in texts), texts
+
+
 DROPS = [
     DropCase("whitespace-only lines", pair("whitespace_lines"), {"empty": 5, "group_incomplete": 3}),
     DropCase("100,000-character line", pair("long_line"), {"too_long": 1, "group_incomplete": 1}),
@@ -54,6 +62,7 @@ DROPS = [
     DropCase("UTF-8 byte-order mark (TSV header)", {"kind": "tsv", "path": str(BAD / "corpus" / "bom.tsv"), "columns": {"en": "en", "kk": "kk"}}, {}, no_carriage_returns_or_boms),
     DropCase("TSV rows with the wrong number of fields", {"kind": "tsv", "path": str(BAD / "corpus" / "wrong_fields.tsv"), "columns": {"en": "en", "kk": "kk"}}, {"malformed_row": 4}),
     DropCase("duplicate rows", pair("duplicate_rows"), {"duplicate": 4}),
+    DropCase("control characters (NUL, ESC, DEL; a tab is kept)", pair("control_chars"), {"control_characters": 3, "group_incomplete": 3}, tabs_kept_and_no_control_characters),
 ]
 
 
@@ -87,6 +96,28 @@ def _config(name: str) -> Callable[[Path], Any]:
     return lambda tmp: load_config(BAD / "configs" / name)
 
 
+def _integer_parquet_source(tmp: Path) -> Any:
+    """An English column that holds integers: 80 rows of "0", "1", ... were accepted as text.
+    The stage's `check_sources` (what the plan runs before any stage) names file, column, type."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.corpus import CORPUS_STAGE
+    from tasks.corpus.config import CorpusConfig
+    from tasks.corpus.readers import SourceError
+
+    path = tmp / "data" / "numbers.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"english": pa.array(range(80), pa.int64()), "kazakh": [f"сөйлем {i}" for i in range(80)]}), path)
+    config = CorpusConfig.model_validate({"sources": [{"name": "numbers", "kind": "parquet", "path": str(path), "columns": {"en": "english", "kk": "kazakh"}}], "dev_fraction": 0.0})
+    problems = CORPUS_STAGE.check_sources(config)
+    assert len(problems) == 1, problems
+    with pytest.raises(SourceError) as in_stage:  # a remote file, not checked at plan time, fails the same way when read
+        run_corpus(tmp, {"kind": "parquet", "path": str(path), "columns": {"en": "english", "kk": "kazakh"}})
+    assert str(in_stage.value) in problems[0]
+    raise SourceError(problems[0])
+
+
 def _evaluate(reader: str, *args: Any) -> Callable[[Path], Any]:
     def call(tmp: Path) -> Any:
         from tasks.evaluate import datasets
@@ -117,6 +148,9 @@ def _errors() -> list[ErrorCase]:
         ErrorCase("config: empty file", _config("empty.toml"), ConfigError, ("empty.toml", "[pipeline]")),
         ErrorCase("config: malformed TOML", _config("malformed.toml"), ConfigError, ("malformed.toml", "line 3")),
         ErrorCase("config: wrong types", _config("wrong_types.toml"), ConfigError, ("wrong_types.toml", "pipeline.max_workers", "'two'")),
+        ErrorCase("config: quoted numbers", _config("quoted_numbers.toml"), ConfigError, ("quoted_numbers.toml", "pipeline.max_workers", "'2'")),
+        ErrorCase("config: a boolean for a number", _config("boolean_number.toml"), ConfigError, ("boolean_number.toml", "pipeline.max_workers", "(got True)")),
+        ErrorCase("corpus: a Parquet text column of integers", _integer_parquet_source, SourceError, ("numbers.parquet", "column 'english'", "type int64", "not text")),
         ErrorCase("config: unknown language code", _config("unknown_language.toml"), ConfigError, ("unknown_language.toml", "corpus.sources[0].langs", "klingon")),
         ErrorCase("config: unknown key", _config("unknown_key.toml"), ConfigError, ("unknown_key.toml", "corpus.sede", "unknown key")),
         ErrorCase("config: duplicate source names", _config("duplicate_source_names.toml"), ConfigError, ("duplicate_source_names.toml", "corpus.sources", "'s'")),

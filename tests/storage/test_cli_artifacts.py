@@ -260,7 +260,7 @@ def test_secret_never_appears(
 
 
 def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[str, Manifest]) -> None:
-    """Polars reads the Parquet files itself: from the folder, or from moto with the store's endpoint."""
+    """DuckDB reads the Parquet files through the store's filesystem: from the folder, or from moto."""
     def counts(output: str) -> dict[str, str]:
         cells = [[c.strip() for c in line.strip("|").split("|")] for line in output.splitlines() if line.startswith("|")]  # a pipe: Markdown rows
         return {row[0]: row[1] for row in cells if row[0] in ("true", "false")}
@@ -279,6 +279,16 @@ def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[
     store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree: as `show`, ask which
     assert "give a KEY (or --pipeline)" in cli("query", f"SELECT count(*) FROM {STAGE}", code=2).output
     assert "| 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
+
+
+def test_query_refuses_what_lies_outside_the_store(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, tmp_path: Path) -> None:
+    """On a local and an S3 root alike: the registered artifacts are read, any other file or object is not."""
+    outside = tmp_path / "outside.csv"
+    outside.write_text("a\n1\n", encoding="utf-8")
+    object_uri = f"{store.uri(STAGE, populated['current'].key)}/{populated['current'].table_files[0].path}"
+    for sql, tried in ((f"SELECT * FROM read_csv('{outside}')", str(outside)), (f"SELECT count(*) FROM read_parquet('{object_uri}')", object_uri)):
+        out = cli("query", sql, code=2).output
+        assert out.strip() == f"error: query refused: it tries to read '{tried}', outside the store; artifacts query reads only the store's artifacts (STAGE or STAGE@KEY)", out
 
 
 def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, kit: Any, tmp_path: Path) -> None:
@@ -442,3 +452,26 @@ def test_argument_values_are_validated(cli: Cli, populated: dict[str, Manifest])
     for args in (["show", STAGE, "-n", "-1"], ["head", STAGE, "-n", "-5"], ["show", "nosuch"], ["head", "nosuch"], ["push", "", "nosuch"]):
         result = cli(*args, code=2)
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_odd_arguments_are_one_line_each(cli: Cli, populated: dict[str, Manifest], tmp_path: Path) -> None:
+    """A row count beyond any integer, a ref name with '..', a root that is a file: one line each, no traceback."""
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x", encoding="utf-8")
+    cases = [
+        (["head", STAGE, "-n", "99999999999999999999999"], "-n"),
+        (["rollback", "../../x", STAGE], "../../x"),
+        (["rollback", "demo", "../x"], "../x"),
+        (["ls", "--root", str(a_file)], "is a file, not a folder"),
+        (["push", str(a_file)], "is a file, not a folder"),
+    ]
+    for args, needle in cases:
+        argv = ["artifacts", *args] + ([] if "--root" in args else ["--root", cli.root])
+        result = cli.runner.invoke(app, argv)
+        assert result.exit_code in (1, 2), (argv, result.exit_code, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (argv, repr(result.exception))
+        text = result.output.strip()
+        assert "Traceback" not in text and needle in text, (argv, text)
+        said = [line for line in text.splitlines() if line.strip() and not line.startswith(("Usage: ", "Try '"))]  # click's usage hint
+        assert len(said) == 1, (argv, text)

@@ -49,3 +49,29 @@ def test_one_at_a_time_stages_never_build_two_shards_at_once(tmp_path: Path, one
         records = list(pool.map(lambda shard: run_shard(store, stage, "a" * 64, ToyConfig(), {}, shard), shards))
     assert [r.rows_out for r in records] == [1, 1]
     assert max(seen) == most_at_once
+
+
+def test_the_checkpoint_lock_file_is_removed_when_the_run_ends_and_waiters_still_exclude_each_other(tmp_path: Path) -> None:
+    """Lock files used to pile up, one per run, in the checkpoint folder; removing one while a
+    second run waits on it must not let a third run in beside the second."""
+    from tasks.train.stage import exclusive_checkpoints
+
+    directory = tmp_path / "checkpoints" / "run-1"
+    inside: list[int] = []
+    overlaps: list[int] = []
+    lock = threading.Lock()
+
+    def train(n: int) -> None:
+        with exclusive_checkpoints(directory):
+            with lock:
+                inside.append(n)
+                if len(inside) > 1:
+                    overlaps.append(n)
+            time.sleep(0.05)
+            with lock:
+                inside.remove(n)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(train, range(8)))
+    assert overlaps == []
+    assert list((tmp_path / "checkpoints").iterdir()) == []  # no run-1.lock left behind

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from tasks.corpus.readers import GroupBatch, SourceError, read_parquet
+from tasks.corpus.readers import GroupBatch, SourceError, check_text_columns, read_parquet
 from tasks.corpus.sources.registry import Source, SourceIO, is_local, register_source
 from tasks.languages import LangKeyed, to_flores
 from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec
@@ -40,7 +40,5 @@ class ParquetSource(Source):
         parts = sorted(local.rglob("*.parquet")) if local.is_dir() else [local]
         if not parts:
             raise SourceError(f"{local}: a directory without .parquet files")
-        names = pq.read_schema(parts[0]).names
-        missing = [column for column in self.columns.values() if column not in names]
-        if missing:
-            raise SourceError(f"{parts[0]}: no columns {missing}; columns are {names}")
+        for part in parts:  # footers only: every part of a dataset, as each is read
+            check_text_columns(str(part), pq.read_schema(part), self.columns)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from storage.user_cache import user_cache_home
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.stage import NOT_KEYED, ConfigPath
+
+
+def default_hugging_face_cache() -> str:
+    """Where the Hugging Face libraries look by default: `$HF_HOME`, else `$XDG_CACHE_HOME/huggingface`."""
+    return os.environ.get("HF_HOME") or str(user_cache_home() / "huggingface")
 
 
 @register_benchmark
@@ -20,7 +27,7 @@ class MtebBenchmark(Benchmark):
     kind: Literal["mteb"]
     tasks: list[str] = Field(min_length=1)
     cache_dir: ConfigPath = Field(
-        default="~/.cache/huggingface", json_schema_extra=NOT_KEYED, description="the Hugging Face cache that holds the MTEB datasets"
+        default_factory=default_hugging_face_cache, json_schema_extra=NOT_KEYED, description="the Hugging Face cache that holds the MTEB datasets"
     )
 
     def score(self, evaluation: Evaluation) -> None:

@@ -19,7 +19,8 @@ from tasks.train.stage import checkpoint_dir_for
 from tasks.train.tiny import LANGS, multiway_rows
 
 
-def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir, monkeypatch):
+def corpus_and_base_model(tmp_path, tiny_model_dir) -> tuple[ArtifactStore, dict[str, str]]:
+    """A store holding a small multi-way corpus and the tiny base model: the train stage's inputs."""
     store = ArtifactStore(tmp_path / "artifacts")
     corpus_rows, _ = multiway_rows(80)
     texts = tmp_path / "texts"
@@ -32,11 +33,15 @@ def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir
     )
     corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
     model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(tiny_model_dir)), {})
+    return store, {"corpus": corpus_ref.key, "base_model": model_ref.key}
+
+
+def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir, monkeypatch):
+    store, inputs = corpus_and_base_model(tmp_path, tiny_model_dir)
     config = TrainConfig.model_validate({
         "steps": 3, "batch_size": 8, "max_length": 24, "eval_every": 1, "torch_threads": 1,
         "checkpoint_dir": str(tmp_path / "checkpoints"), "objectives": {"translation_ranking": {"weight": 1.0}},
     })  # fmt: skip
-    inputs = {"corpus": corpus_ref.key, "base_model": model_ref.key}
     keyed_views = []  # the keyed config is computed once per run (issue 16), also inside the shard
     original = TrainConfig.keyed_view
     monkeypatch.setattr(TrainConfig, "keyed_view", lambda self, data: keyed_views.append(1) or original(self, data))
@@ -56,6 +61,23 @@ def test_train_stage_writes_a_loadable_model_and_curves(tmp_path, tiny_model_dir
     # the durable checkpoint folder is removed once the artifact is written
     assert checkpoint_dir_for(config, ref.key) == tmp_path / "checkpoints" / ref.key[:24]
     assert not checkpoint_dir_for(config, ref.key).exists()
+
+
+def test_a_finished_run_leaves_nothing_in_the_cache_it_checkpointed_under(tmp_path, tiny_model_dir, monkeypatch):
+    """With no checkpoint_dir set, checkpoints go under $XDG_CACHE_HOME; once the model is
+    committed neither the run's folder nor its lock file is left there (lock files used to pile
+    up, one per run ever trained)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    store, inputs = corpus_and_base_model(tmp_path, tiny_model_dir)
+    config = TrainConfig.model_validate({
+        "steps": 2, "batch_size": 8, "max_length": 24, "eval_every": 1, "checkpoint_every": 1, "torch_threads": 1,
+        "objectives": {"translation_ranking": {"weight": 1.0}},
+    })  # fmt: skip
+    ref, _ = run_stage(store, TRAIN_STAGE, config, inputs)
+    folder = checkpoint_dir_for(config, ref.key)
+    assert folder == cache / "xlembed" / "train-checkpoints" / ref.key[:24]
+    assert list(folder.parent.iterdir()) == []  # it was made (iterdir would raise otherwise), and emptied
 
 
 def test_config_rejects_no_objective_and_unknown_keys():
