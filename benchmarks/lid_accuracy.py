@@ -13,6 +13,12 @@
    (seeded) are swapped between the two labels (a "kaz_Cyrl" row holding the Russian
    sentence, and the reverse), as an MT system or a mislabelled source would; the filter's
    drops are split into swapped rows caught and clean rows lost.
+3. `--kept` (cld2): rows kept per language on FLORES-200 dev and NTREX-128 (human translations:
+   every row is in its labelled language) with every labelled language checked, and the share of
+   rows of another language (a neighbour, or English) labelled as it that the filter drops. The
+   languages kept below 99.5% are the ones CLD2 cannot tell apart; `--write-exempt` writes them
+   to tasks/corpus/lid_exempt.py, which exempts them by default. Its Markdown output is the
+   table in docs/data-quality.md.
 """
 
 from __future__ import annotations
@@ -113,6 +119,88 @@ def off_target(check, data: dict[str, list[str]], rate: float, seed: int = 42) -
     return "\n".join(lines)
 
 
+NTREX = REPO.parent / "shared" / "data" / "ntrex128"
+KEEP_TARGET = 0.995
+# the language whose rows are swapped in as "another language" (default: English; English gets French)
+NEIGHBOUR = {
+    "kaz_Cyrl": "rus_Cyrl", "mar_Deva": "hin_Deva", "jav_Latn": "ind_Latn", "tgl_Latn": "ceb_Latn", "zsm_Latn": "ind_Latn",
+    "ita_Latn": "spa_Latn", "por_Latn": "spa_Latn", "spa_Latn": "por_Latn", "deu_Latn": "nld_Latn", "nld_Latn": "deu_Latn",
+    "hrv_Latn": "slv_Latn", "nob_Latn": "dan_Latn", "dan_Latn": "swe_Latn", "ukr_Cyrl": "rus_Cyrl", "bel_Cyrl": "rus_Cyrl",
+    "eng_Latn": "fra_Latn", "ind_Latn": "zsm_Latn", "hin_Deva": "mar_Deva", "rus_Cyrl": "ukr_Cyrl", "ceb_Latn": "tgl_Latn",
+}  # fmt: skip
+
+
+def load_ntrex(ntrex: Path) -> dict[str, list[str]]:
+    """NTREX-128 references by FLORES code (regional variants such as eng-GB and second references left out)."""
+    from tasks.languages import FLORES200_CODES, UnknownLanguageError, to_flores
+
+    out: dict[str, list[str]] = {}
+    for path in sorted(ntrex.glob("newstest2019-ref.*.txt")):
+        code = path.name.removeprefix("newstest2019-ref.").removesuffix(".txt")
+        base, _, variant = code.replace("_", "-").partition("-")
+        if variant and f"{base}_{variant}" in FLORES200_CODES:
+            lang = f"{base}_{variant}"
+        elif variant:
+            continue
+        else:
+            try:
+                lang = to_flores(base)
+            except UnknownLanguageError:
+                continue
+        out[lang] = path.read_text(encoding="utf-8").splitlines()
+    return out
+
+
+def kept(flores: Path, ntrex: Path, rows: int, write_exempt: bool) -> None:
+    from tasks.corpus.config import LidFilter
+    from tasks.corpus.lid import LidCheck, Cld2Identifier
+
+    class EveryLabel(Cld2Identifier):  # measure every labelled language, the exempt ones included
+        CONFUSED = frozenset()
+
+    config = LidFilter()
+    check = LidCheck(config, EveryLabel())
+    sets = {"FLORES-200 dev": load(flores, rows), "NTREX-128": load_ntrex(ntrex) if ntrex.is_dir() else {}}
+    langs = sorted(set(sets["FLORES-200 dev"]) | set(sets["NTREX-128"]))
+    lines = [
+        "| language | checked | FLORES dev rows kept | NTREX rows kept | other-language rows dropped (from) |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    confused, unknown = [], []
+    for lang in langs:
+        if not check.checks(lang):
+            unknown.append(lang)
+            continue
+        shares = []
+        cells = []
+        for data in sets.values():
+            if lang not in data:
+                cells.append("")
+                continue
+            texts = [t for t in data[lang] if t.strip()]
+            share = float(np.mean(check.reasons(texts, [lang] * len(texts)) == 0))
+            shares.append(share)
+            cells.append(f"{share:.1%} of {len(texts):,}")
+        flores_data = sets["FLORES-200 dev"]
+        other = NEIGHBOUR.get(lang, "eng_Latn")
+        swapped = ""
+        if lang in flores_data and other in flores_data:
+            texts = [t for t in flores_data[other] if len(t) >= config.min_chars]
+            swapped = f"{float(np.mean(check.reasons(texts, [lang] * len(texts)) != 0)):.1%} ({other})"
+        exempt = min(shares) < KEEP_TARGET
+        if exempt:
+            confused.append(lang)
+        lines.append(f"| {lang} | {'no: exempt (kept < 99.5%)' if exempt else 'yes'} | {cells[0]} | {cells[1]} | {swapped} |")
+    print(f"CLD2 (bestEffort off, reliable answers only), min_chars {config.min_chars}: {len(langs) - len(unknown)} languages labelled\n")
+    print("\n".join(lines))
+    print(f"\n**Exempt by default, CLD2 cannot tell them apart (kept < 99.5%, {len(confused)}):** {', '.join(confused)}\n")
+    print(f"**Exempt, CLD2 has no (reliable) label ({len(unknown)}):** {', '.join(unknown)}")
+    if write_exempt:
+        target = REPO / "tasks" / "corpus" / "lid_exempt.py"
+        head = target.read_text(encoding="utf-8").split("CLD2_CONFUSED")[0]
+        target.write_text(head + "CLD2_CONFUSED = (\n" + "".join(f'    "{lang}",\n' for lang in confused) + ")\n", encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flores", type=Path, default=FLORES)
@@ -122,8 +210,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.05)
     parser.add_argument("--min-chars", type=int, default=20)
     parser.add_argument("--min-confidence", type=float, default=0.5)
+    parser.add_argument("--ntrex", type=Path, default=NTREX)
+    parser.add_argument("--kept", action="store_true", help="rows kept per language on FLORES dev and NTREX (cld2)")
+    parser.add_argument("--write-exempt", action="store_true", help="with --kept: write tasks/corpus/lid_exempt.py")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    if args.kept:
+        kept(args.flores, args.ntrex, args.rows, args.write_exempt)
+        return
     from tasks.corpus.config import LidFilter
     from tasks.corpus.lid import lid_check
 

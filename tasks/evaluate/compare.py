@@ -28,9 +28,12 @@ several seeds gets a row in the "over seeds" table: mean ± sample standard devi
 Intervals (the `item_metric` of benchmarks with per-query outcomes only: `accuracy_mean`
 of tatoeba and retrieval): items of the two sides are paired on (benchmark, dataset, src_lang, tgt_lang,
 direction, item); a side with several runs (seeds) is averaged per item first; one stratum
-per language pair (both directions' queries) is resampled by `tasks.evaluate.stats.paired_bootstrap`;
-each stratum is weighted so that the statistic is the column's own average (a group row
-averages its members per target language, the column averages those rows). A delta is
+per language pair, whose sentence pairs (both directions' queries of row `item` together) are
+resampled by `tasks.evaluate.bootstrap.paired_bootstrap`; each stratum is weighted so that the
+statistic is the column's own average (a group row averages its members per target language,
+the column averages those rows). Items are put in key order before they are resampled, and a
+comparison with the same paired differences is computed once, so the same inputs give the same
+interval in every table of the report and on every run. A delta is
 significant when its interval excludes zero; otherwise it is within noise. A side without
 outcomes (an evaluation older than them) gets no interval. Nothing here knows about
 Prefect or the artifact store.
@@ -38,6 +41,7 @@ Prefect or the artifact store.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -52,7 +56,7 @@ from storage.keys import canonical_json
 from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
 from tasks.evaluate.groups import LANGUAGE_GROUPS
 from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
-from tasks.evaluate.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
+from tasks.evaluate.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
 from tasks.reporting.tables import (
     CSS,
     MISSING,
@@ -244,13 +248,15 @@ def _mean_outcomes(tables: Sequence[pa.Table | None]) -> pl.DataFrame | None:
         return None
     frames = [pl.from_arrow(t.select([*ITEM_KEY, "correct"])).cast({"item": pl.Int64, "correct": pl.Float64}) for t in present]
     if len(frames) == 1:
-        return frames[0]
+        return frames[0].sort(ITEM_KEY)
+    # group_by's output order is not its input's: sort, so what the resampler sees does not vary
     return (
         pl.concat(frames)
         .group_by(ITEM_KEY)
-        .agg(pl.col("correct").mean(), pl.len().alias("runs"))
+        .agg(pl.col("correct").sort().mean(), pl.len().alias("runs"))
         .filter(pl.col("runs") == len(frames))
         .drop("runs")
+        .sort(ITEM_KEY)
     )
 
 
@@ -258,16 +264,16 @@ def _paired(row: _Side, ref: _Side) -> pl.DataFrame | None:
     """Per item scored on both sides: the difference row - reference (in [-1, 1])."""
     if row.items is None or ref.items is None:
         return None
-    joined = row.items.join(ref.items, on=ITEM_KEY, how="inner", suffix="_ref")
-    return joined.select("benchmark", "dataset", "src_lang", "tgt_lang", (pl.col("correct") - pl.col("correct_ref")).alias("diff"))
+    joined = row.items.join(ref.items, on=ITEM_KEY, how="inner", suffix="_ref").sort(ITEM_KEY)
+    return joined.select(*ITEM_KEY, (pl.col("correct") - pl.col("correct_ref")).alias("diff"))
 
 
-def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_pivots: Mapping[tuple[str, str], str | None]) -> list[np.ndarray]:
-    """The column's paired differences, one array per language pair (both directions' queries).
+def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_pivots: Mapping[tuple[str, str], str | None]) -> list[Stratum]:
+    """The column's paired differences, one stratum per language pair, its unit the sentence
+    pair (`item`: both directions' queries of the row).
 
-    paired_bootstrap averages strata unweighted; a group column is the mean over target
-    languages of the mean over members, so each stratum is scaled by weight x strata, which
-    turns the unweighted mean into that weighted one (and changes nothing for equal weights)."""
+    A group column is the mean over target languages of the mean over members: each stratum
+    is weighted 1 / (targets x members of its target); any other column weights them equally."""
     frame = paired.filter((pl.col("benchmark") == column.benchmark) & (pl.col("dataset") == column.dataset))
     # As the values, where the dataset scored xx-yy pairs: the pivot pairs, or for the xx-yy
     # column the pairs without the pivot (one stratum each, unweighted as the group:xx-yy row).
@@ -288,13 +294,16 @@ def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_pivots: Mapping[t
         frame = frame.filter(pl.col("src_lang") == column.lang)
     if frame.is_empty():
         return []
-    frame = frame.sort(["src_lang", "tgt_lang"])
-    sizes = frame.group_by(["src_lang", "tgt_lang"], maintain_order=True).len()["len"].to_numpy()
-    diffs = frame["diff"].to_numpy()
+    frame = frame.sort(ITEM_KEY)
     if group is not None:
         weight = 1.0 / (pl.col("tgt_lang").n_unique() * pl.col("src_lang").n_unique().over("tgt_lang"))
-        diffs = diffs * frame.select(weight.alias("weight"))["weight"].to_numpy() * len(sizes)
-    return np.split(diffs, np.cumsum(sizes)[:-1])
+    else:
+        weight = pl.lit(1.0)
+    frame = frame.with_columns(weight.alias("weight"))
+    return [
+        Stratum(part["diff"].to_numpy(), part["item"].to_numpy(), float(part["weight"][0]))
+        for part in frame.partition_by(["src_lang", "tgt_lang"], maintain_order=True)
+    ]
 
 
 class _Intervals:
@@ -306,6 +315,7 @@ class _Intervals:
         self.resamples = resamples
         self.records: list[dict[str, Any]] = []
         self._done: dict[tuple[str, int, str, int, str], dict[str, BootstrapInterval | None]] = {}
+        self._computed: dict[str, BootstrapInterval] = {}  # digest of the strata -> their interval
 
     def get(self, row: _Side, ref: _Side, against: str) -> dict[str, BootstrapInterval | None]:
         """Column spec -> interval of row - ref in raw units (None: no paired outcomes)."""
@@ -316,11 +326,26 @@ class _Intervals:
         out: dict[str, BootstrapInterval | None] = {}
         for column in self.columns:
             strata = _column_strata(paired, column, self.xx_yy_pivots) if paired is not None else []
-            interval = paired_bootstrap(strata, resamples=self.resamples) if strata else None
+            interval = self._bootstrap(strata) if strata else None
             out[column.spec] = interval
             self.records.append(self._record(row, ref, against, column, interval, paired is not None))
         self._done[ident] = out
         return out
+
+    def _bootstrap(self, strata: Sequence[Stratum]) -> BootstrapInterval:
+        """paired_bootstrap, once per distinct set of strata: two tables comparing the same
+        outcomes (a seed group against the baseline variant, and against the untrained base
+        that variant is) show one interval, not two draws of it."""
+        digest = hashlib.sha256()
+        for stratum in strata:
+            for array in (np.ascontiguousarray(stratum.diffs, dtype=np.float64), np.ascontiguousarray(stratum.units, dtype=np.int64)):
+                digest.update(len(array).to_bytes(8, "little"))
+                digest.update(array.tobytes())
+            digest.update(np.float64(stratum.weight).tobytes())
+        key = digest.hexdigest()
+        if key not in self._computed:
+            self._computed[key] = paired_bootstrap(strata, resamples=self.resamples)
+        return self._computed[key]
 
     @staticmethod
     def _record(
@@ -630,8 +655,8 @@ def build_comparison(
     )
     if intervals.columns and (base_side is not None or untrained_table is not None):
         intro += (
-            f" [low, high]: paired bootstrap {DEFAULT_CONFIDENCE:.0%} interval of Δ over sentences ({resamples} resamples within each"
-            " language pair; a side with several seeds is averaged per sentence first, the spread over seeds is the ± of the"
+            f" [low, high]: paired bootstrap {DEFAULT_CONFIDENCE:.0%} interval of Δ over sentence pairs (both directions' queries"
+            f" of a pair drawn together; {resamples} resamples within each language pair; a side with several seeds is averaged per sentence first, the spread over seeds is the ± of the"
             f" seed table). {SIGNIFICANT} marks a Δ whose interval excludes zero; any other Δ is within noise."
             f" {NO_INTERVAL}: an evaluation without per-sentence outcomes (evaluated before they were recorded)."
         )

@@ -14,7 +14,7 @@
 * with per-query items of both models (`ITEMS_SCHEMA`: the evaluated model's and the
   baseline's), the change of each headline (per benchmark/dataset: the mean over all
   languages, each language group, the xx-yy pairs) with a paired bootstrap 95% interval
-  over sentences (`tasks.evaluate.stats`), an error-bar figure of those changes per language
+  over sentence pairs (`tasks.evaluate.bootstrap`), an error-bar figure of those changes per language
   and group (`delta_interval_figure`), and a sentence at the top when in-domain (held-out
   rows of the training data: benchmark ``retrieval``) and out-of-domain (Tatoeba, ...)
   headlines disagree;
@@ -48,7 +48,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tasks.evaluate.benchmarks.registry import in_domain as benchmark_in_domain
-from tasks.evaluate.stats import DEFAULT_RESAMPLES, BootstrapInterval, paired_bootstrap
+from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
 from tasks.reporting.tables import (
     CORRELATION_TOKENS,
@@ -545,12 +545,13 @@ def _items_frame(table: pa.Table, what: str) -> Any:
     return frame
 
 
-_Strata = dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (src, tgt) -> (accuracy, margin) differences
+_Strata = dict[tuple[str, str], tuple[Stratum, Stratum]]  # (src, tgt) -> (accuracy, margin) differences, unit: sentence pair
 
 
 def _paired_strata(items: pa.Table, baseline_items: pa.Table) -> dict[tuple[str, str], _Strata]:
     """(benchmark, dataset) -> (src_lang, tgt_lang) -> per-item (accuracy, margin) differences,
-    both directions' queries of the pair together; items are paired on their full key."""
+    both directions' queries of the pair together, resampled by sentence pair (`item`); items
+    are paired on their full key."""
     import polars as pl
 
     ours = _items_frame(items, "evaluated")
@@ -563,7 +564,11 @@ def _paired_strata(items: pa.Table, baseline_items: pa.Table) -> dict[tuple[str,
     strata: dict[tuple[str, str], _Strata] = {}
     parts = joined.partition_by(["benchmark", "dataset", "src_lang", "tgt_lang"], as_dict=True, maintain_order=True)
     for (benchmark, dataset, src, tgt), part in parts.items():
-        strata.setdefault((benchmark, dataset), {})[src, tgt] = (part["accuracy_diff"].to_numpy(), part["margin_diff"].to_numpy())
+        units = part["item"].to_numpy()
+        strata.setdefault((benchmark, dataset), {})[src, tgt] = (
+            Stratum(part["accuracy_diff"].to_numpy(), units),
+            Stratum(part["margin_diff"].to_numpy(), units),
+        )
     return strata
 
 
@@ -594,7 +599,7 @@ def paired_delta_intervals(
         pivot = dataset_pivot(pairs)
         pivot_pairs = {pair: diffs for pair, diffs in pairs.items() if pivot is None or pair[1] == pivot}
         by_src = {src: diffs for (src, _), diffs in pivot_pairs.items()}
-        chosen: list[tuple[str, str, list[tuple[np.ndarray, np.ndarray]]]] = [
+        chosen: list[tuple[str, str, list[tuple[Stratum, Stratum]]]] = [
             ("all", "all languages" if pivot else "all pairs", list(pivot_pairs.values()))
         ]
         groups = {
@@ -918,7 +923,7 @@ def build_report(
             note = (
                 f"Δ = this model − {base_name} on the same sentences: accuracy_mean in percentage points, margin_mean "
                 "(cosine of the translation minus the best other candidate) ×100. 95% intervals: paired bootstrap over "
-                "sentences, resampled within each language (both directions together), "
+                "sentence pairs (a pair's two queries, one per direction, drawn together), resampled within each language, "
                 f"{DEFAULT_RESAMPLES} resamples, seed {seed}; "
                 "the statistic is the mean over languages, as in the group rows. Significant: the interval excludes 0."
             )

@@ -15,7 +15,7 @@ METRICS_SCHEMA = pa.schema(
 )
 
 # Per-query outcomes of the retrieval benchmarks (tatoeba, retrieval): what paired bootstrap
-# intervals between two models resample (tasks/evaluate/stats.py). Written into the evaluate
+# intervals between two models resample (tasks/evaluate/bootstrap.py). Written into the evaluate
 # artifact as `items.parquet` (the scored model) and `items/base_items.parquet` (the untrained
 # base, when it is scored beside a trained model).
 ITEMS_SCHEMA = pa.schema(

@@ -44,17 +44,20 @@ def test_cld2_flags_russian_in_a_kazakh_row_and_keeps_kazakh() -> None:
 
 
 def test_short_rows_are_not_checked() -> None:
-    # "Kazakhstan" alone: CLD2 says Tatar; under min_chars the row is left alone
-    assert names(check(min_chars=20).reasons(["Kazakhstan"], ["eng_Latn"])) == ["ok"]
-    assert names(check(min_chars=0).reasons(["Kazakhstan"], ["eng_Latn"])) == ["lid_mismatch"]
+    # "Это хорошо" (10 characters): reliably Russian to CLD2; under min_chars the row is left alone
+    assert names(check(min_chars=20).reasons(["Это хорошо"], ["eng_Latn"])) == ["ok"]
+    assert names(check(min_chars=0).reasons(["Это хорошо"], ["eng_Latn"])) == ["lid_mismatch"]
+    # "Kazakhstan" alone: CLD2 has no reliable answer (with bestEffort it said Tatar): undecided, kept
+    assert names(check(min_chars=0).reasons(["Kazakhstan"], ["eng_Latn"])) == ["ok"]
 
 
 def test_low_confidence_is_its_own_reason() -> None:
     mixed = "Это предложение на русском языке. This sentence is in English and it is longer than that."
-    # CLD2: Russian 51% of the bytes, English 47%; its top label is Russian
-    assert names(check(min_confidence=0.6).reasons([mixed], ["eng_Latn"])) == ["lid_low_confidence"]
-    assert names(check(min_confidence=0.3).reasons([mixed], ["eng_Latn"])) == ["lid_mismatch"]
-    assert names(check(min_confidence=0.3).reasons([mixed], ["rus_Cyrl"])) == ["ok"]
+    # CLD2: Russian 51% of the bytes, English 47%: both languages are found in it, so a row
+    # labelled either is kept (its confidence is CLD2's reliability, not a byte share)
+    assert names(check(min_confidence=0.6).reasons([mixed], ["eng_Latn"])) == ["ok"]
+    assert names(check(min_confidence=0.6).reasons([mixed], ["rus_Cyrl"])) == ["ok"]
+    assert names(check(min_confidence=0.6).reasons([mixed], ["pol_Latn"])) == ["lid_mismatch"]
 
 
 def test_languages_the_backend_cannot_identify_are_never_dropped() -> None:
@@ -74,7 +77,9 @@ def test_skip_langs_are_not_checked() -> None:
 def test_cld2_covers_the_wacse_languages() -> None:
     c = check()
     wacse = ["kaz_Cyrl", "tel_Telu", "kat_Geor", "jav_Latn", "tgl_Latn", "swh_Latn", "mal_Mlym", "mar_Deva"]
-    assert [lang for lang in wacse if not c.checks(lang)] == []  # jav: CLD2's withdrawn code "jw"
+    # jav (CLD2's withdrawn code "jw") and tgl have labels, but CLD2 keeps under 99.5% of their
+    # clean FLORES/NTREX rows (Javanese/Indonesian/Sundanese, Tagalog/Cebuano/Waray): exempt
+    assert [lang for lang in wacse if not c.checks(lang)] == ["jav_Latn", "tgl_Latn"]
 
 
 @pytest.fixture(scope="module")
@@ -189,8 +194,8 @@ def test_fasttext_model_file_is_keyed_by_content_not_path(tmp_path: Path, fastte
 def test_identical_texts_go_to_the_backend_once(monkeypatch: pytest.MonkeyPatch) -> None:
     c = check()
     calls: list[list[str]] = []
-    predict = c.identifier.predict
-    monkeypatch.setattr(c.identifier, "predict", lambda texts: calls.append(list(texts)) or predict(texts))
+    predict = c.identifier.predict_for
+    monkeypatch.setattr(c.identifier, "predict_for", lambda texts, lang: calls.append(list(texts)) or predict(texts, lang))
     texts = [KAZAKH[0], RUSSIAN[0], KAZAKH[0], RUSSIAN[0], KAZAKH[1]]
     assert names(c.reasons(texts, ["kaz_Cyrl"] * 5)) == ["ok", "lid_mismatch", "ok", "lid_mismatch", "ok"]
     assert len(calls) == 1 and sorted(calls[0]) == sorted({KAZAKH[0], KAZAKH[1], RUSSIAN[0]})

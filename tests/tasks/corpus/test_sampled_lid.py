@@ -98,7 +98,8 @@ def test_kept_output_is_the_same_as_checking_every_row(
     filters = {"lid": {"min_confidence": 0.6}, "near_dedupe": near_dedupe, "min_langs_per_group": min_langs, "dedupe": dedupe}
     every, expected = run(monkeypatch, tmp_path / "every", files, False, 60, filters=filters, read_batch_lines=256)
     assert every.metrics["lid"]["checked"] == "every_row"
-    assert every.dropped["lid_mismatch"] > 0 and every.dropped["lid_low_confidence"] > 0  # the data tests something
+    # the data tests something (CLD2 answers reliably or not at all: its drops are mismatches)
+    assert every.dropped["lid_mismatch"] > 0
     assert expected and (not near_dedupe or every.dropped["near_duplicate"] > 0)
     for batch in (7, 100, 256, 5000):
         manifest, rows = run(monkeypatch, tmp_path / f"cand-{batch}", files, True, 60, filters=filters, read_batch_lines=batch)
@@ -108,7 +109,7 @@ def test_kept_output_is_the_same_as_checking_every_row(
         assert lid["checked"] == "sample_candidates"
         assert lid["checked_rows"] < every.metrics["lid"]["checked_rows"] / 2
         for reason in ("lid_mismatch", "lid_low_confidence"):  # counted on the checked rows only
-            assert manifest.dropped.get(reason, 0) <= every.dropped[reason]
+            assert manifest.dropped.get(reason, 0) <= every.dropped.get(reason, 0)
         assert manifest.dropped["not_sampled"] > every.dropped["not_sampled"]
 
 
@@ -158,7 +159,7 @@ def test_hash_variants_are_the_rows_lid_may_null() -> None:
 
 def test_too_many_variants_fall_back_to_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Six checked languages, one required: 63 ways LID could leave a group; the bound is not worth it."""
-    langs = ["en", "de", "fr", "es", "it", "pt"]
+    langs = ["en", "pl", "tr", "ro", "hu", "fi"]  # languages CLD2 checks by default (tasks/corpus/lid_exempt.py)
     columns = {lang: [f"{ENGLISH[i % 4]} {latin(i)}" for i in range(30)] for lang in langs}
     files = write_source(tmp_path / "src", columns)
     manifest, _ = run(monkeypatch, tmp_path / "s", files, True, 5, filters={"lid": {}, "min_langs_per_group": 1})
