@@ -33,6 +33,7 @@ CATEGORIES = {
     "corrupt": "Corrupt files behind a manifest",
     "bad-input": "Bad inputs (tests/data/bad/)",
     "security": "Security",
+    "concurrency": "Concurrent runs of one config",
 }
 
 

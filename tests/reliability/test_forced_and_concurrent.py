@@ -72,7 +72,7 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(sta
     assert new_key != old_key and ArtifactStore(reference_root).manifest(stage, new_key).rebuild_of == old_key
 
     rng = random.Random(f"{SEED}-{stage}")
-    events = sorted(rng.sample(range(1, total + 1), min(total, 8 if long_faults else 3)))
+    events = sorted(rng.sample(range(1, total + 1), min(total, 8 if long_faults else 2)))
     for event in events:
         root = tmp_path / f"kill{event}"
         shutil.copytree(base, root)
@@ -112,15 +112,22 @@ def _concurrent(spec: dict[str, Any], tmp: Path, processes: int) -> list[subproc
     return results
 
 
+@pytest.fixture(scope="module")
+def train_reference(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """One uninterrupted run of the train scenario: its spec and its artifacts' files."""
+    tmp = tmp_path_factory.mktemp("concurrent-reference")
+    spec = {**scenario("train").spec(str(tmp / "root"), tmp / "data", model_cache), "pipeline": PIPELINE}
+    run(spec, tmp, "reference")
+    return spec, artifact_files(tmp / "root")
+
+
 @pytest.mark.parametrize("backend", ["local", "s3"])
-@pytest.mark.parametrize("processes", [2, 4])
-def test_concurrent_runs_of_one_config_with_a_train_stage(backend: str, processes: int, request: pytest.FixtureRequest, tmp_path: Path, model_cache: Path, record) -> None:
+@pytest.mark.parametrize("processes", [2, pytest.param(4, marks=pytest.mark.long_faults)])
+def test_concurrent_runs_of_one_config_with_a_train_stage(
+    backend: str, processes: int, request: pytest.FixtureRequest, tmp_path: Path, train_reference: tuple[dict[str, Any], dict[str, str]], record
+) -> None:
     chosen = scenario("train")
-    data = tmp_path / "data"
-    reference_root = tmp_path / "reference"
-    spec = {**chosen.spec(str(reference_root), data, model_cache), "pipeline": PIPELINE}
-    run(spec, tmp_path, "reference")
-    reference = artifact_files(reference_root)
+    spec, reference = train_reference
     if backend == "s3":
         server = request.getfixturevalue("s3_server")
         root = f"s3://{server.bucket}/{uuid.uuid4().hex}"
