@@ -88,26 +88,50 @@ def _one_line(exc: BaseException, root: str | None = None) -> str:
     return text if isinstance(exc, DataError) else f"{type(exc).__name__}: {text}"
 
 
-class _DropDataTracebacks:
-    """A logging filter: bad input data and store problems are reported by their message, so
-    Prefect's task-failure logs leave out the traceback (about 100 lines) for them."""
+class _OneLinePerFailure:
+    """A logging filter on the console handlers, for a run's default output (`--verbose` turns it
+    off): a failure is one line, never a traceback. A failed shard is Prefect's "Finished in
+    state Failed(...)" line, which names the exception (logged for every failed task run, retried
+    or not); its "Task run failed" lines (one per attempt, the last with a traceback) and the flow
+    run's own exception and state (which the CLI's `error: ... failed: ...` summary says once)
+    are dropped; any other record loses its traceback and keeps the exception's line. Prefect's
+    API handler still gets every record whole."""
 
     def filter(self, record: Any) -> bool:
-        from storage import StoreError
-        from tasks.stage import DataError
-
-        if record.exc_info and isinstance(record.exc_info[1], (DataError, StoreError)) and not os.environ.get("XLEMBED_DEBUG"):
-            record.exc_info, record.exc_text = None, None
+        if os.environ.get("XLEMBED_DEBUG"):
+            return True
+        message = str(record.msg)
+        if record.name.startswith("prefect.task_runs") and message.startswith("Task run failed with"):
+            return False
+        if record.name.startswith("prefect.flow_runs") and message.startswith(("Encountered exception during execution", "Finished in state Failed")):
+            return False
+        if record.exc_info:
+            exc = record.exc_info[1]
+            if exc is not None and str(exc) and str(exc) not in record.getMessage():
+                record.msg, record.args = "%s (%s)", (record.getMessage(), _exception_line(exc))
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
         return True
 
 
-def _one_line_data_errors() -> None:
+def _exception_line(exc: BaseException) -> str:
+    """`Type: message` on one line (a data error's message as is: it names the file and line)."""
+    from tasks.stage import DataError
+
+    text = " ".join((str(exc) or repr(exc)).split())
+    return text if isinstance(exc, DataError) else f"{type(exc).__name__}: {text}"
+
+
+def _one_line_per_failure() -> None:
+    """Install `_OneLinePerFailure` on every console handler a run's records reach (not on
+    Prefect's API handler, which keeps the tracebacks for the server)."""
     import logging
 
-    quiet = _DropDataTracebacks()
+    quiet = _OneLinePerFailure()
     for name in ("", "prefect", "prefect.flow_runs", "prefect.task_runs"):
         for handler in logging.getLogger(name).handlers:
-            if not any(isinstance(f, _DropDataTracebacks) for f in handler.filters):
+            if type(handler).__name__.endswith("APILogHandler"):
+                continue
+            if not any(isinstance(f, _OneLinePerFailure) for f in handler.filters):
                 handler.addFilter(quiet)
 
 
@@ -136,9 +160,18 @@ def main(
 
 def _load(config: Path, root: str | None) -> PipelineConfig:
     try:
-        return load_config(config, root=root)
+        loaded = load_config(config, root=root)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    _refuse_file_root(loaded.settings.root)
+    return loaded
+
+
+def _refuse_file_root(root: str) -> None:
+    """A local root that is a file: one line now, not a traceback from the first read or write under it."""
+    local = Path(root.removeprefix("file://")).expanduser() if "://" not in root or root.startswith("file://") else None
+    if local is not None and local.exists() and not local.is_dir():
+        raise fail(f"artifact root {root} is a file, not a folder (set by --root, {ROOT_ENV} or the config's pipeline.root)", 2)
 
 
 
@@ -147,9 +180,7 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
     that read (`must_exist`); one that cannot be reached is one line naming the fix."""
     from storage import ArtifactStore, StoreAccessError, StoreError
 
-    local = Path(root.removeprefix("file://")).expanduser() if "://" not in root or root.startswith("file://") else None
-    if local is not None and local.exists() and not local.is_dir():
-        raise fail(f"artifact root {root} is a file, not a folder (set by --root, {ROOT_ENV} or the config's pipeline.root)", 2)
+    _refuse_file_root(root)
     try:
         store = ArtifactStore(root, create=not must_exist)
         store.check_root(must_exist=must_exist)
@@ -194,7 +225,7 @@ def run_prefect_flow(server: Any, cfg: PipelineConfig, what: str, load_flow: Any
 
     quiet_prefect_notices()
     flow = load_flow().with_options(task_runner=make_task_runner(cfg.settings))
-    _one_line_data_errors()
+    _one_line_per_failure()
     try:
         with server.connected(), interruptible():
             return flow(**params)

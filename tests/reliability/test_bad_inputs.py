@@ -231,4 +231,7 @@ def test_a_data_error_inside_a_stage_is_one_line_without_a_traceback(tmp_path: P
     assert "Traceback" not in output, output[-3000:]
     error_line = next(line for line in result.stderr.splitlines() if line.startswith("error: run failed: "))
     assert error_line.endswith(f"{data / 'empty.en'}, {data / 'empty.kk'}: empty file (no lines)"), output[-3000:]
+    assert len([line for line in result.stderr.splitlines() if "empty file (no lines)" in line]) == 2, output[-3000:]  # the shard's line, the summary
+    verbose = subprocess.run([sys.executable, "-m", "flows.cli", "--verbose", "run", str(config)], env=env, capture_output=True, text=True, timeout=120)
+    assert verbose.returncode == 1 and "Traceback" in verbose.stderr and "SourceError" in verbose.stderr, verbose.stderr[-3000:]  # --verbose keeps them
     record("bad input", "a data error inside a stage (empty line-aligned files)", "one line", f"exit 1, '{error_line}', no traceback")

@@ -120,6 +120,48 @@ def test_endpoint_that_stops_mid_write_fails_clearly_and_resumes(s3: dict, tmp_p
     verify_directly(s3)
 
 
+def test_endpoint_lost_mid_run_through_the_cli_is_one_line_per_failing_shard(s3: dict, tmp_path: Path, record) -> None:
+    """`xlembed run` itself (Prefect logging included) when the endpoint stops taking writes:
+    each failed shard is one line, then the one-line summary; no traceback (they used to come
+    with every failed shard and with the flow run: about 400 lines, six tracebacks)."""
+    import subprocess
+    import sys
+
+    from flows.sweep import toml_document
+    from tests.reliability.conftest import driver_env
+    from tests.reliability.scenarios import corpus_section
+
+    config = tmp_path / "pipeline.toml"
+    pipeline = {"name": "lost-endpoint", "root": s3["root"], "max_workers": 2}
+    config.write_text(toml_document({"pipeline": pipeline, "corpus": corpus_section(tmp_path / "data")}), encoding="utf-8")
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    policy = FaultPolicy(seed=7, stop_after_bytes=STOP_AFTER)
+    with FaultProxy(s3["server"].endpoint, policy) as proxy:
+        env = driver_env(tmp_path, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", AWS_ENDPOINT_URL=proxy.endpoint, AWS_MAX_ATTEMPTS="2")
+        env.pop("PREFECT_API_URL", None)
+        env.pop("XLEMBED_DEBUG", None)
+        result = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(config)], env=env, capture_output=True, text=True, timeout=400)
+    output = result.stdout + result.stderr
+    assert policy.counts.get("cut_writes", 0) > 0
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    client = s3["server"].client()
+    prefix = s3["root"].split("/", 3)[3]
+    listed = client.list_objects_v2(Bucket=s3["server"].bucket, Prefix=prefix).get("Contents", [])
+    finished = {o["Key"].rsplit("/", 1)[1].removesuffix(".json") for o in listed if "/shards/" in o["Key"]}
+    failed = {f"src{i}" for i in range(4)} - finished
+    assert finished and failed, f"finished {finished}: move STOP_AFTER so that some shards finish and some fail"
+    lines = result.stderr.splitlines()
+    for shard in failed:
+        about = [line for line in lines if f"'corpus:{shard}'" in line]
+        assert len(about) == 1 and "Finished in state Failed(" in about[0] and "ConnectionClosedError" in about[0], output[-3000:]
+    assert lines[-1].startswith("error: run failed: ") and "cannot reach the S3 endpoint" in lines[-1], output[-3000:]
+    assert len(lines) <= 6 + 3 * len(finished) + 2 * len(failed), output[-3000:]  # per finished shard: its rows, its state, progress
+    record("s3", "endpoint stops taking writes during `xlembed run` (Prefect's logs included)", "one line per failed shard and the summary",
+           f"exit 1, {len(output.splitlines())} lines in all, {len(failed)} failed shards, no traceback; `{lines[-1][:160]}`")
+
+
 @pytest.mark.parametrize("mode", ["stops", "flaky"])
 def test_multipart_upload_of_a_model_file(mode: str, s3: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record) -> None:
     """A 12 MiB weight file goes up in three 5 MiB parts; stopping after the first must leave no
