@@ -158,6 +158,8 @@ def _manifest_summary(store: Any, m: Any) -> list[str]:
         f"  rows      {m.rows_in:,} in, {m.rows_out:,} out" + (f"; dropped {drops}" if drops else ""),
         f"  files     {len(m.files)} ({_size(m.total_bytes)}): {len(m.table_files)} Parquet, {len(attached)} attached",
     ]
+    if m.rebuild_of:
+        lines.append(f"  rebuild   attempt {m.attempt} of {m.rebuild_of[:12]} (--force built it beside that version, which is kept)")
     if m.columns:
         lines.append("  columns   " + ", ".join(f"{c.name} ({c.type})" for c in m.columns))
     if m.input_keys:
