@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flows.terminal import terminal_console
+from flows.terminal import print_above_bars, terminal_console
 
 _lock = threading.Lock()
 _display: Any = None
@@ -122,7 +122,9 @@ class StageProgress:
         terminal, a log line otherwise; the Prefect UI gets it either way."""
         self.status_line = line
         if self._bar is not None:  # above the bars, which keep to one short row each
-            self._bar.display.console.print(line, markup=False, emoji=False, highlight=False, soft_wrap=True)
+            from rich.text import Text
+
+            print_above_bars(Text(line))
             self._emit(line, to_console=False)
         elif self.mode != "off":
             self._emit(line, to_console=True)

@@ -39,6 +39,20 @@ def terminal_console() -> Any:
     return _console
 
 
+def print_above_bars(renderable: Any) -> None:
+    """Print on the shared Console, above the live bars when they are shown. The bars' refresh
+    thread redraws under the live display's lock; printing under it too keeps a line from another
+    thread from being positioned against a bar layout that has just changed (a glued line)."""
+    import contextlib
+
+    from flows.progress import live_display
+
+    display = live_display()
+    lock = getattr(getattr(display, "live", None), "_lock", None) or contextlib.nullcontext()
+    with lock:
+        terminal_console().print(renderable, soft_wrap=True)
+
+
 def silence_third_party_bars() -> None:
     """tqdm bars of the Hugging Face libraries off (environment first: read when they are imported)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -111,7 +125,7 @@ class TerminalLogHandler(logging.Handler):
             text = self.highlighter(Text(self.format(record)))  # a Text: no markup, no emoji codes
             console = terminal_console()
             with console.use_theme(self.theme):
-                console.print(text, soft_wrap=True)
+                print_above_bars(text)
         except RecursionError:
             raise
         except Exception:  # noqa: BLE001 - logging's own convention
