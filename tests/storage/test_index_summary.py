@@ -56,3 +56,17 @@ def test_index_links_card_and_tensorboard_shows_the_headline_and_computes_age_wh
     assert f'<time class="age" datetime="{manifest.created_at}" title="{manifest.created_at}">5h</time>' in page.html
     assert AGE_SCRIPT in page.html and 'querySelectorAll("time.age")' in AGE_SCRIPT
     assert page.html.count('<div class="scroll"><table>') == page.html.count("<table>")
+
+
+def test_report_figures_are_inlined_for_the_prefect_ui() -> None:
+    import base64
+
+    from tasks.reporting.figures import inline_figures, new_figure, png_bytes
+
+    fig = new_figure(2, 1)
+    fig.add_subplot().plot([0, 1], [1, 0])
+    png = png_bytes(fig)
+    markdown = "# r\n\n![Change vs base](delta_intervals.png)\n\n![gone](missing.png)\n\n[a link](report.html)\n"
+    inlined = inline_figures(markdown, {"delta_intervals.png": png}.get)
+    assert f"![Change vs base](data:image/png;base64,{base64.b64encode(png).decode('ascii')})" in inlined
+    assert "![gone](missing.png)" in inlined and "[a link](report.html)" in inlined
