@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flows.terminal import print_above_bars, terminal_console
+from flows.terminal import print_above_bars, set_live_display, terminal_console
 
 _lock = threading.Lock()
 _display: Any = None
@@ -212,6 +212,7 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
                     console=terminal_console(), transient=False, refresh_per_second=4,
                 )  # fmt: skip
                 _display.start()
+                set_live_display(_display)
             _users += 1
             task_id = _display.add_task(description, total=None, unit=unit, total_text="?", rate="")
         progress._bar, progress._task_id = _RateBar(_display, progress), task_id
@@ -226,6 +227,7 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
                 _display.update(progress._task_id, total=task.completed, total_text=f"{task.completed:,}")
                 _users -= 1
                 if _users == 0:
+                    set_live_display(None)
                     _display.stop()
                     _display = None
 

@@ -26,6 +26,12 @@ from typing import Any
 QUIET, DEFAULT, VERBOSE = "quiet", "default", "verbose"
 
 _console: Any = None
+_live_display: Any = None  # the rich Progress drawing the bars now (flows/progress.py sets it)
+
+
+def set_live_display(display: Any) -> None:
+    global _live_display
+    _live_display = display
 
 
 def terminal_console() -> Any:
@@ -45,10 +51,7 @@ def print_above_bars(renderable: Any) -> None:
     thread from being positioned against a bar layout that has just changed (a glued line)."""
     import contextlib
 
-    from flows.progress import live_display
-
-    display = live_display()
-    lock = getattr(getattr(display, "live", None), "_lock", None) or contextlib.nullcontext()
+    lock = getattr(getattr(_live_display, "live", None), "_lock", None) or contextlib.nullcontext()
     with lock:
         terminal_console().print(renderable, soft_wrap=True)
 
