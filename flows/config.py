@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from storage.keys import check_name
+from tasks.extras import missing_extras
 from tasks.stage import CONFIG_DIR, Stage, StageConfig, resolve_config_path
 from tasks.strict_numbers import StrictScalars
 
@@ -192,4 +193,7 @@ def load_config_dict(
             stage_configs[name] = stage.config_model.model_validate(section, context={CONFIG_DIR: str(config_dir)})
         except ValidationError as exc:
             raise ConfigError(format_validation_error(path, name, exc)) from None
+        missing = missing_extras(stage_configs[name], name)
+        if missing:  # refused now, not when the stage runs (hours later, after training)
+            raise ConfigError(f"{path}: " + "; ".join(missing))
     return PipelineConfig(path=path, settings=settings, stage_configs=stage_configs, raw=copy.deepcopy(dict(raw)))

@@ -2,6 +2,7 @@
 
 - Nothing is hard-wrapped: a long line (a path, a URI, the report's location) stays one
   line, which the terminal may fold for display but copies whole.
+- In a pipe or a file nothing is cut or folded at 80 columns (rich's default width there).
 - A rich table in a terminal becomes plain, space-aligned lines when stdout is not a
   terminal (CI logs, `| less`, `> file`): no box characters, no cell cut to `…`.
 - Data frames (artifacts head/show, scores) fit the terminal's width, wrapping inside their
@@ -17,13 +18,20 @@ from rich.table import Table
 from rich.text import Text
 
 
+PIPE_WIDTH = 100_000  # "no limit" for rich's layout when stdout is a pipe or a file
+
+
 class Output(Console):
     """A rich Console for stdout that never wraps text and prints tables as plain lines when
     stdout is not a terminal."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("soft_wrap", True)
+        kwargs.setdefault("emoji", False)  # names from configs and data (a source named `ok`) print literally
         super().__init__(**kwargs)
+        if not self.is_terminal and "width" not in kwargs:
+            # rich lays out trees and panels at 80 columns in a pipe, folding every longer line
+            self.width = PIPE_WIDTH
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
         if not self.is_terminal and len(objects) == 1 and isinstance(objects[0], Table):

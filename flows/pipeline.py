@@ -160,8 +160,16 @@ def commit_task(
     create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
     for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
         if entry.path.endswith("report.md"):
+            from tasks.reporting.figures import inline_figures
+
+            folder = f"{store.artifact_dir(stage_name, key)}/{entry.path.rsplit('/', 1)[0]}"
+
+            def figure(name: str, folder: str = folder) -> bytes | None:
+                return store.fs.cat_file(f"{folder}/{name}") if store.fs.exists(f"{folder}/{name}") else None
+
             with store.fs.open(f"{store.artifact_dir(stage_name, key)}/{entry.path}", "rb") as f:
-                create_markdown_artifact(f.read().decode("utf-8"), key=f"{stage_name.replace('_', '-')}-report", description=f"{stage_name} report {key[:12]}")
+                # the UI cannot follow links beside the report: the figures travel inside it
+                create_markdown_artifact(inline_figures(f.read().decode("utf-8"), figure), key=f"{stage_name.replace('_', '-')}-report", description=f"{stage_name} report {key[:12]}")
     create_table_artifact(
         [{"reason": r, "rows": n} for r, n in manifest.dropped.items()] or [{"reason": "(none)", "rows": 0}],
         key=f"{stage_name.replace('_', '-')}-drops",

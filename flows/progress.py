@@ -5,8 +5,9 @@ counts (shards, sentences, pairs, steps), `progress(n)` advances, `report(line)`
 something worth keeping (the trainer's step line: losses, learning rate, speed, ETA).
 
 - stderr is a terminal: one rich display shared by all threads of a run (rich allows one
-  live display) with a bar per shard (done/total, rate, ETA, elapsed); reported lines are
-  printed above the bars.
+  live display) with a bar per shard (done/total, rate, ETA, elapsed); reported lines, and
+  the log lines (flows/terminal.py: the bars and the logs share one Console), are printed
+  above the bars.
 - stderr is not a terminal (CI, nohup, a scheduler's log): a line every
   XLEMBED_PROGRESS_EVERY seconds (default 30) and every reported line, through the task
   run's logger, so they reach both the log and the Prefect UI.
@@ -26,6 +27,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from flows.terminal import print_above_bars, set_live_display, terminal_console
 
 _lock = threading.Lock()
 _display: Any = None
@@ -119,7 +122,9 @@ class StageProgress:
         terminal, a log line otherwise; the Prefect UI gets it either way."""
         self.status_line = line
         if self._bar is not None:  # above the bars, which keep to one short row each
-            self._bar.display.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            from rich.text import Text
+
+            print_above_bars(Text(line))
             self._emit(line, to_console=False)
         elif self.mode != "off":
             self._emit(line, to_console=True)
@@ -196,18 +201,18 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
     global _display, _users
     progress = StageProgress(description, unit)
     if progress.mode == "bar":
-        from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         with _lock:
             if _display is None:
                 _display = Progress(
-                    SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
+                    SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(bar_width=24),
                     TextColumn("{task.completed:,}/{task.fields[total_text]} {task.fields[unit]}"),
                     TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=False, refresh_per_second=4,
+                    console=terminal_console(), transient=False, refresh_per_second=4,
                 )  # fmt: skip
                 _display.start()
+                set_live_display(_display)
             _users += 1
             task_id = _display.add_task(description, total=None, unit=unit, total_text="?", rate="")
         progress._bar, progress._task_id = _RateBar(_display, progress), task_id
@@ -222,6 +227,7 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
                 _display.update(progress._task_id, total=task.completed, total_text=f"{task.completed:,}")
                 _users -= 1
                 if _users == 0:
+                    set_live_display(None)
                     _display.stop()
                     _display = None
 

@@ -2,9 +2,17 @@
 (rows, size, age), and links to the reports and images artifacts carry as attached files and
 to the reports under a reports folder (the sweeps' comparison reports).
 
-The page is one self-contained file (inline CSS, no script) with relative links, so it works
-from the store's folder, from a copy of it, or served as static files. Every text from the
-store is HTML-escaped and every link is URL-quoted.
+The page is one self-contained file (inline CSS, one small inline script) with relative links,
+so it works from the store's folder, from a copy of it, or served as static files. Every text
+from the store is HTML-escaped and every link is URL-quoted. Ages are computed when the page
+is read (the script, from each artifact's ISO creation time); the age at writing time is the
+fallback without JavaScript.
+
+Besides reports and images, an artifact's row links its model card (`README.md` of a model
+folder, `model-card.md`) and its TensorBoard folder (`tensorboard/`, for `tensorboard --logdir`),
+and shows the summary its producer recorded in the manifest's metrics: `headline` (per name:
+`metric`, `mean`) and `headline_change` (per row: `label`, `delta`, `low`, `high`, `unit`,
+`baseline`), written by the evaluate stage.
 """
 
 from __future__ import annotations
@@ -32,7 +40,19 @@ table { border-collapse: collapse; margin: .5em 0 1em; }
 th, td { border-bottom: 1px solid #ddd; padding: .25em .7em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { font-size: .92em; } .dim { color: #777; } a { color: #0550ae; }
+.scroll { overflow-x: auto; max-width: 100%; }
 """.strip()
+
+# Ages when the page is read: each <time class="age" datetime="ISO"> gets "3d", "5h", "12m", "40s".
+AGE_SCRIPT = """
+for (const el of document.querySelectorAll("time.age")) {
+  const s = Math.max(0, (Date.now() - Date.parse(el.getAttribute("datetime"))) / 1000);
+  const [unit, size] = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]].find(([, n]) => s >= n) || ["s", 1];
+  el.textContent = Math.floor(s / size) + unit;
+}
+""".strip()
+CARD_NAMES = ("README.md", "model-card.md")
+TENSORBOARD_DIR = "tensorboard/"
 
 
 @dataclass(frozen=True)
@@ -79,23 +99,62 @@ class _Page:
         self.links.append(href)
         return f'<a href="{_e(href)}">{_e(label)}</a>'
 
+    def age(self, created_at: str, now: dt.datetime) -> str:
+        """The age at writing time, recomputed by AGE_SCRIPT when the page is read."""
+        return f'<time class="age" datetime="{_e(created_at)}" title="{_e(created_at)}">{_e(format_age(created_at, now))}</time>'
+
     def table(self, header: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable[str] = ()) -> None:
         header = list(header)
         numeric = set(numeric)
-        self.parts.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>")
+        self.parts.append('<div class="scroll"><table><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>")
         for row in rows:
             cells = "".join(f'<td class="num">{c}</td>' if h in numeric else f"<td>{c}</td>" for h, c in zip(header, row))
             self.parts.append(f"<tr>{cells}</tr>")
-        self.parts.append("</tbody></table>")
+        self.parts.append("</tbody></table></div>")
 
 
 def _attached_links(page: _Page, m: Manifest) -> str:
     links = []
+    tensorboard: set[str] = set()
     for entry in m.attached_files:
         name = entry.path.removeprefix("files/")
         if entry.path.endswith(REPORT_SUFFIXES) or entry.path.lower().endswith(IMAGE_SUFFIXES):
             links.append(page.link(f"{m.stage}/{m.key}/{entry.path}", name))
+        elif entry.path.rsplit("/", 1)[-1] in CARD_NAMES:
+            links.append(page.link(f"{m.stage}/{m.key}/{entry.path}", f"model card ({name})"))
+        elif TENSORBOARD_DIR in entry.path:
+            folder = entry.path[: entry.path.index(TENSORBOARD_DIR) + len(TENSORBOARD_DIR)]
+            if folder not in tensorboard:
+                tensorboard.add(folder)
+                links.append(page.link(f"{m.stage}/{m.key}/{folder}", "TensorBoard (tensorboard --logdir)"))
     return " · ".join(links)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _summary(m: Manifest) -> str:
+    """The headline scores and changes the artifact's producer recorded in its metrics (module doc)."""
+    parts = []
+    changes = m.metrics.get("headline_change")
+    if isinstance(changes, list):
+        for change in changes:
+            if not isinstance(change, dict) or change.get("kind") == "language":
+                continue
+            delta, low, high = (_number(change.get(k)) for k in ("delta", "low", "high"))
+            if delta is None or low is None or high is None:
+                continue
+            where = f"{change.get('benchmark', '')}/{change.get('dataset', '')} {change.get('label', '')}".strip()
+            unit = "pp" if change.get("unit") == "percentage points" else _e(change.get("unit", ""))
+            parts.append(f"{_e(where)}: <b>{delta:+.1f}</b> [{low:+.1f}, {high:+.1f}] {unit} vs {_e(change.get('baseline', 'baseline'))}")
+    headline = m.metrics.get("headline")
+    if isinstance(headline, dict):
+        for name, value in headline.items():
+            mean = _number(value.get("mean")) if isinstance(value, dict) else None
+            if mean is not None:
+                parts.append(f'{_e(name)}: {_e(value.get("metric", ""))} {mean:.4g}')
+    return "<br>".join(parts)
 
 
 def build_index(
@@ -128,7 +187,7 @@ def build_index(
     body = "\n".join(page.parts)
     document = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{_e(title)}</title>\n<style>\n{CSS}\n</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+        f"<title>{_e(title)}</title>\n<style>\n{CSS}\n</style>\n</head>\n<body>\n{body}\n<script>\n{AGE_SCRIPT}\n</script>\n</body>\n</html>\n"
     )
     return IndexPage(document, len(manifests), page.links)
 
@@ -158,13 +217,13 @@ def _pipelines(page: _Page, refs: list[Ref], by_key: dict[tuple[str, str], Manif
             m = by_key.get((ref.stage, ref.key))
             key = f'<code title="{_e(ref.key)}">{_e(ref.key[:12])}</code>'
             if m is None:
-                rows.append([_e(ref.stage), key, "", "", "", str(len(ref.history)), '<span class="dim">artifact missing</span>'])
+                rows.append([_e(ref.stage), key, "", "", "", str(len(ref.history)), "", '<span class="dim">artifact missing</span>'])
                 continue
             rows.append([
                 f'<a href="#stage-{_e(ref.stage)}">{_e(ref.stage)}</a>', key, f"{m.rows_out:,}", _e(format_size(m.total_bytes)),
-                _e(format_age(m.created_at, now)), str(len(ref.history)), _attached_links(page, m),
+                page.age(m.created_at, now), str(len(ref.history)), _summary(m), _attached_links(page, m),
             ])
-        page.table(["stage", "key", "rows", "size", "age", "versions", "reports and figures"], rows, numeric=("rows", "size", "age", "versions"))
+        page.table(["stage", "key", "rows", "size", "age", "versions", "headline", "reports, figures, cards"], rows, numeric=("rows", "size", "age", "versions"))
 
 
 def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, str], list[str]], now: dt.datetime) -> None:
@@ -179,11 +238,11 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
         for m in versions:
             rows.append([
                 f'<code title="{_e(m.key)}">{_e(m.key[:12])}</code>', f"{m.rows_out:,}", _e(format_size(m.total_bytes)),
-                f'<span title="{_e(m.created_at)}">{_e(format_age(m.created_at, now))}</span>', _e(m.code_version),
+                page.age(m.created_at, now), _e(m.code_version),
                 _e(", ".join(pointing.get((m.stage, m.key), []))), page.link(f"{m.stage}/{m.key}/manifest.json", "manifest"),
-                _attached_links(page, m),
+                _summary(m), _attached_links(page, m),
             ])
-        page.table(["key", "rows", "size", "age", "code", "refs", "manifest", "reports and figures"], rows, numeric=("rows", "size", "age"))
+        page.table(["key", "rows", "size", "age", "code", "refs", "manifest", "headline", "reports, figures, cards"], rows, numeric=("rows", "size", "age"))
 
 
 def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:

@@ -1,7 +1,9 @@
 """Optional parts of xlembed, each installed by an extra of pyproject.toml's
 `[project.optional-dependencies]` (`pip install 'xlembed[ray]'`).
 
-The code that needs one calls `require_extra` before importing it, where the setting that asks
+A config part that needs one says so in `required_extras()` (a benchmark of `kind = "mteb"`),
+and `missing_extras` finds them all when the config is loaded, so `xlembed plan` refuses the
+config before anything runs. The code that needs one also calls `require_extra` before importing it, where the setting that asks
 for it is read (as datatrove's steps check `_requires_dependencies` when a pipeline is built):
 a missing package is an error naming that setting and the command that installs it, not a
 `ModuleNotFoundError` from deep inside a run.
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["EXTRAS", "MissingExtraError", "require_extra"]
+from typing import Any
+
+__all__ = ["EXTRAS", "MissingExtraError", "missing_extras", "require_extra"]
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "dask": ("prefect_dask",),  # task_runner = "dask"
@@ -35,3 +39,26 @@ def require_extra(extra: str, needed_by: str) -> None:
     missing = [module for module in EXTRAS[extra] if importlib.util.find_spec(module) is None]
     if missing:
         raise MissingExtraError(f"{needed_by} needs {' and '.join(missing)}, which is not installed: pip install 'xlembed[{extra}]'")
+
+
+def missing_extras(config: Any, where: str) -> list[str]:
+    """What `config` (a validated stage config, walked through its nested models and lists) needs
+    and is not installed: one message per part, starting with its place (`evaluate.benchmarks[1]`).
+    A part declares its needs with a `required_extras()` method returning (extra, setting) pairs."""
+    from pydantic import BaseModel
+
+    problems: list[str] = []
+    declared = getattr(config, "required_extras", None)
+    if callable(declared):
+        for extra, setting in declared():
+            try:
+                require_extra(extra, setting)
+            except MissingExtraError as exc:
+                problems.append(f"{where}: {exc}")
+    if isinstance(config, BaseModel):
+        for name in type(config).model_fields:
+            problems += missing_extras(getattr(config, name), f"{where}.{name}")
+    elif isinstance(config, (list, tuple)):
+        for index, item in enumerate(config):
+            problems += missing_extras(item, f"{where}[{index}]")
+    return problems

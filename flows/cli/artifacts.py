@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli.common import StoreRootOpt, _load, _store, artifacts_app, err, fail, out
+from flows.cli.common import MODE, JsonOpt, QuietOpt, StoreRootOpt, VerboseOpt, _load, _store, artifacts_app, err, fail, out, output_mode, print_json
 
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
@@ -92,8 +92,12 @@ def _no_ref(store: Any, stage: str) -> str:
 
 
 @artifacts_app.command("ls")
-def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None, root: StoreRootOpt = "artifacts") -> None:
-    """List committed artifacts with rows, size, age and the refs pointing at them."""
+def artifacts_ls(
+    stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None, root: StoreRootOpt = "artifacts",
+    verbose: VerboseOpt = False, quiet: QuietOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """List committed artifacts with rows, size, age and the refs pointing at them (-q: STAGE KEY lines)."""
+    output_mode(verbose, quiet, as_json)
     store = _store(root)
     refs: dict[tuple[str, str], list[str]] = {}
     damaged_refs: list[Any] = []
@@ -106,15 +110,28 @@ def artifacts_ls(stage: Annotated[Optional[str], typer.Argument(help="only this 
         _known_stage(store, stage)
     damaged: list[Any] = []
     manifests = store.list_manifests(stage, damaged=damaged)
-    for m in manifests:
-        table.add_row(m.stage, m.key[:12], f"{m.rows_out:,}", _size(m.total_bytes), _age(m.created_at), ", ".join(refs.get((m.stage, m.key), [])))
-    for item in damaged:
-        table.add_row(item.stage, item.key[:12], Text("damaged", style="red"), "", "", ", ".join(refs.get((item.stage, item.key), [])))
-    out.print(table)
+    if MODE.as_json:
+        print_json(
+            [
+                {"stage": m.stage, "key": m.key, "rows": m.rows_out, "bytes": m.total_bytes, "created_at": m.created_at,
+                 "refs": refs.get((m.stage, m.key), []), "damaged": None}
+                for m in manifests
+            ]
+            + [{"stage": d.stage, "key": d.key, "damaged": d.problem, "refs": refs.get((d.stage, d.key), [])} for d in damaged]
+        )  # fmt: skip
+    elif MODE.quiet:  # one artifact a line, whole keys: for scripts (`xargs`)
+        for m in manifests:
+            typer.echo(f"{m.stage} {m.key}")
+    else:
+        for m in manifests:
+            table.add_row(m.stage, m.key[:12], f"{m.rows_out:,}", _size(m.total_bytes), _age(m.created_at), ", ".join(refs.get((m.stage, m.key), [])))
+        for item in damaged:
+            table.add_row(item.stage, item.key[:12], Text("damaged", style="red"), "", "", ", ".join(refs.get((item.stage, item.key), [])))
+        out.print(table)
     for item in damaged:
         err.print(Text(f"damaged: {item.problem}"), highlight=False)
     _report_damaged_refs(damaged_refs)
-    if not manifests and not damaged:
+    if not manifests and not damaged and not MODE.as_json:
         err.print("no artifacts")
 
 

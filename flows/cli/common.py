@@ -14,6 +14,12 @@ from rich.text import Text
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
 from flows.output import Output
+from flows.terminal import DEFAULT, QUIET, VERBOSE, silence_third_party_bars, use_terminal_handler
+
+# Before Prefect, transformers or datasets are imported: they read these settings then.
+silence_third_party_bars()
+use_terminal_handler()
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the temporary server's telemetry notice
 
 # Prefect's temporary server gets 20 s to start by default, which a busy 2-core machine
 # exceeds; a user's own setting still wins.
@@ -59,7 +65,57 @@ artifacts_app = typer.Typer(
 app.add_typer(artifacts_app, name="artifacts")
 
 out = Output()  # plain lines when stdout is not a terminal; paths and URIs never wrapped or cut
-err = Console(stderr=True, soft_wrap=True)  # an error line stays one line (paths in it are copied), in a pipe too
+err = Console(stderr=True, soft_wrap=True, emoji=False)  # an error line stays one line (paths in it are copied), in a pipe too
+
+
+class OutputMode:
+    """-q / -v / --json of one command line, given before the subcommand, after it, or both."""
+
+    def __init__(self) -> None:
+        self.verbose = self.quiet = self.as_json = False
+
+    @property
+    def verbosity(self) -> str:
+        return VERBOSE if self.verbose else QUIET if self.quiet or self.as_json else DEFAULT
+
+
+MODE = OutputMode()
+
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="show tracebacks, debug logs and Prefect's per-task lines")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="print results only: no progress, notes or info logs")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout (and nothing else there)")]
+
+
+def output_mode(verbose: bool = False, quiet: bool = False, as_json: bool = False) -> OutputMode:
+    """Merge a command's own -v/-q/--json with those given before it, and apply them: --json keeps
+    stdout for the JSON (`out` goes quiet); -q leaves the commands' results only (they check
+    MODE.quiet) and turns the progress bars off; both keep warnings and errors on stderr."""
+    MODE.verbose |= verbose
+    MODE.quiet |= quiet
+    MODE.as_json |= as_json
+    if MODE.verbose and MODE.quiet:
+        raise fail("-q and -v ask for opposite things: give one of them", 2)
+    if MODE.verbose:
+        os.environ["XLEMBED_DEBUG"] = "1"
+    use_terminal_handler(MODE.verbosity)
+    out.quiet = MODE.as_json
+    if MODE.quiet:
+        from flows.progress import PROGRESS_ENV
+
+        os.environ.setdefault(PROGRESS_ENV, "0")
+    return MODE
+
+
+def print_json(value: Any) -> None:
+    import json
+
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def result_line(line: str) -> None:
+    """A line that is the command's result: printed with -q too (not with --json)."""
+    if not MODE.as_json:
+        typer.echo(line)
 
 ConfigArg = Annotated[Path, typer.Argument(help="pipeline config TOML, e.g. configs/demo.toml", show_default=False)]
 OnlyOpt = Annotated[Optional[str], typer.Option("--only", help="run only this stage (building missing inputs)")]
@@ -152,13 +208,22 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show tracebacks and debug logs")] = False,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    if verbose:
-        os.environ["XLEMBED_DEBUG"] = "1"
+    MODE.__init__()  # a new command line (tests run several in one process)
+    output_mode(verbose, quiet, as_json)
+
+
+def check_root_option(root: str | None) -> None:
+    """`--root ''` (an unset shell variable) is an error, not a silent fall-back to the config's root."""
+    if root is not None and not root.strip():
+        raise fail("--root is empty: give a folder or s3://bucket/prefix (or leave --root out to use the config's pipeline.root)", 2)
 
 
 def _load(config: Path, root: str | None) -> PipelineConfig:
+    check_root_option(root)
     try:
         loaded = load_config(config, root=root)
     except ConfigError as exc:
@@ -180,6 +245,8 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
     that read (`must_exist`); one that cannot be reached is one line naming the fix."""
     from storage import ArtifactStore, StoreAccessError, StoreError
 
+    if not root.strip():
+        raise fail(f"the artifact root is empty: give --root a folder or s3://bucket/prefix (or set {ROOT_ENV})", 2)
     _refuse_file_root(root)
     try:
         store = ArtifactStore(root, create=not must_exist)
@@ -193,6 +260,8 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
 
 def print_plan_notes(plan: Any) -> None:
     """The key-scheme change (once, when old artifacts will be rebuilt) and what hashing cost."""
+    if MODE.quiet:
+        return
     for line in plan.notes():
         out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
 

@@ -74,7 +74,7 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", initial_alphabet=["¶"], shrinking_factor=0.75)
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", initial_alphabet=["¶"], shrinking_factor=0.75, show_progress=False)
     tok.train_from_iterator(synthetic_sentences(300, seed=seed) + ["¶"], trainer)
     tok.model = canonical_unigram(tok, specials)
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")

@@ -146,6 +146,7 @@ class EvaluationReport:
     markdown: str
     html: str  # one self-contained page: inline CSS, plots as base64 PNG <img>, no external URLs/scripts
     figures: dict[str, bytes] = field(default_factory=dict)  # file name -> PNG bytes
+    deltas: list[DeltaInterval] = field(default_factory=list)  # the paired intervals it shows (none without items of both models)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,6 +623,21 @@ def paired_delta_intervals(
     return out
 
 
+def headline_changes(deltas: Sequence[DeltaInterval], baseline_name: str) -> list[dict[str, Any]]:
+    """The headline changes (all languages, each group, the xx-yy pairs; not single languages)
+    as plain records for the evaluate manifest's metrics, which `xlembed run` and `evaluate`
+    end with: accuracy_mean change and its 95% interval in percentage points."""
+    return [
+        {
+            "benchmark": d.benchmark, "dataset": d.dataset, "kind": d.kind, "label": d.label, "baseline": baseline_name,
+            "metric": "accuracy_mean", "unit": "percentage points", "delta": round(d.accuracy.delta * 100, 2),
+            "low": round(d.accuracy.low * 100, 2), "high": round(d.accuracy.high * 100, 2), "significant": bool(d.accuracy.significant),
+        }
+        for d in deltas
+        if d.kind != "language" and math.isfinite(d.accuracy.delta)
+    ]  # fmt: skip
+
+
 def _interval_text(value: BootstrapInterval, metric: str) -> tuple[str, str]:
     """(signed delta, "low to high") in the metric's display units (no brackets: Markdown would escape them)."""
     return format_delta(value.delta, metric), f"{format_delta(value.low, metric)} to {format_delta(value.high, metric)}"
@@ -982,4 +998,5 @@ def build_report(
         markdown="\n".join(md).rstrip("\n") + "\n",
         html=page,
         figures={fig.file: fig.png for fig in figures},
+        deltas=list(deltas),
     )

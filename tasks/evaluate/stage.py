@@ -36,6 +36,7 @@ from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.stop import raise_if_stopping
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +94,12 @@ class _Evaluation:
     encoder, and what the benchmarks add: metric rows, per-query items, the sentences scored
     (for the training-overlap check), pair similarities and a word map (for the report's figures)."""
 
-    def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path) -> None:
+    def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path, model_name: str = "the model") -> None:
         from tasks.encoders import Encoder, EncoderSpec
 
         self.config, self.inputs, self.context = config, inputs, context
         self.model_dir = model_dir
+        self.model_name = model_name
         settings = config.encoder
         self.encoder = Encoder.load(
             EncoderSpec(
@@ -132,10 +134,15 @@ class _Evaluation:
         key = lang if vector is not None else None
         missing = list(dict.fromkeys(t for t in texts if (key, t) not in self._vectors))
         if missing:
-            self._vectors.update(zip(((key, t) for t in missing), self.encoder.encode(missing, embedding_offset=vector)))
+            vectors = self.encoder.encode(missing, embedding_offset=vector, progress=self._between_batches)
+            self._vectors.update(zip(((key, t) for t in missing), vectors))
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
         return np.stack([self._vectors[key, t] for t in texts])
+
+    def _between_batches(self, _texts: int) -> None:
+        """A safe point: a stop requested now ends the evaluation before the next batch."""
+        raise_if_stopping(f"evaluate: stopped while scoring {self.model_name}; {STOPPED_KEEPS}")
 
     def language_embedding_note(self) -> str | None:
         """What the report says of a model trained with language vectors; None for other models."""
@@ -184,8 +191,9 @@ class _Evaluation:
         items: pa.Table | None = None,
         base_items: pa.Table | None = None,
         leakage: pa.Table | None = None,
-    ) -> None:
-        from tasks.evaluate.report import build_report
+    ) -> list[dict[str, Any]]:
+        """Write the report; returns its headline changes (`report.headline_changes`; [] without a baseline's items)."""
+        from tasks.evaluate.report import build_report, headline_changes
 
         baseline, baseline_name, baseline_items = None, None, None
         if self.config.baseline:
@@ -228,6 +236,7 @@ class _Evaluation:
         if leakage is not None:
             pq.write_table(leakage, folder / "leakage.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
+        return headline_changes(report.deltas, baseline_name or "baseline")
 
 
 def main_metric_rows(metrics: pa.Table) -> pl.DataFrame:
@@ -280,9 +289,15 @@ def trained_model_dir(artifact_dir: Path) -> Path:
     raise FileNotFoundError(f"the train artifact at {artifact_dir} holds no model (no config.json at its root or in model/)")
 
 
+# What a stopped evaluation keeps: its scores are written only with the whole artifact.
+STOPPED_KEEPS = "no scores of this evaluation are kept (they are written together, at its end); every earlier stage is kept; rerun evaluates again"
+
+
 def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table]:
-    """(metrics, items) of one model."""
-    for bench in config.benchmarks:
+    """(metrics, items) of one model; a requested stop ends it between benchmarks or batches."""
+    total = len(config.benchmarks)
+    for index, bench in enumerate(config.benchmarks):
+        raise_if_stopping(f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}")
         bench.score(evaluation)
     return evaluation.metrics_table(), evaluation.items_table()
 
@@ -291,19 +306,19 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     base_dir = inputs["base_model"].local_dir()
     base_metrics = base_items = None
     if "train" in inputs:
-        evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()))
+        evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()), "the trained model")
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
             base_context = ShardContext(shard.shard_id, workdir=context.workdir)
-            base_metrics, base_items = _score(_Evaluation(config, inputs, base_context, base_dir), config)
+            base_metrics, base_items = _score(_Evaluation(config, inputs, base_context, base_dir, "the base model"), config)
     else:
-        evaluation = _Evaluation(config, inputs, context, base_dir)
+        evaluation = _Evaluation(config, inputs, context, base_dir, "the base model")
     metrics, items = _score(evaluation, config)
     leakage = training_overlap(evaluation.sentence_sets, inputs)
     _attach_items(context, ITEMS_FILE, items)
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
-    evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
+    changes = evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
     if "train" in inputs:
         _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
@@ -313,6 +328,8 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         context.metrics["training_overlap"] = leakage_summary(leakage)
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
+    if changes:
+        context.metrics["headline_change"] = changes
     if "train" in inputs and (note := evaluation.language_embedding_note()) is not None:
         log.info("evaluate: train artifact %s: %s", inputs["train"].key[:12], note)
         context.metrics["language_embedding"] = note

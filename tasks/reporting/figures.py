@@ -9,13 +9,16 @@ matplotlib version), not on the machine's rc files or installed fonts.
 
 from __future__ import annotations
 
+import base64
 import io
+import re
+from collections.abc import Callable
 from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["DPI", "STYLE", "new_figure", "png_bytes"]
+__all__ = ["DPI", "STYLE", "inline_figures", "new_figure", "png_bytes"]
 
 DPI = 100
 # matplotlib's default style (style.context drops backend/interactive keys) plus the bundled font,
@@ -37,3 +40,20 @@ def png_bytes(fig: Figure) -> bytes:
     fig.savefig(buffer, format="png", dpi=DPI, metadata=_SAVEFIG_METADATA)
     fig.clear()
     return buffer.getvalue()
+
+
+_FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\(([^()\s:]+\.png)\)")
+
+
+def inline_figures(markdown: str, read: Callable[[str], bytes | None]) -> str:
+    """Markdown whose relative PNG links (`![alt](name.png)`) carry the image as a data: URI, for
+    a viewer that cannot follow links beside the file (the Prefect UI's markdown artifacts).
+    `read(name)` gives a figure's bytes, None when it is missing (its link is left as it is)."""
+
+    def embed(match: re.Match[str]) -> str:
+        data = read(match.group(2))
+        if data is None:
+            return match.group(0)
+        return f"![{match.group(1)}](data:image/png;base64,{base64.b64encode(data).decode('ascii')})"
+
+    return _FIGURE_LINK.sub(embed, markdown)

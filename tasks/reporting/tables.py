@@ -103,7 +103,8 @@ def html_table(table: Table) -> str:
             f'<td class="{cell.kind if num else "txt"}">{html_escape(cell.text)}</td>' for cell, num in zip(row, table.numeric)
         )
         body.append(f"<tr>{cells}</tr>")
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
+    # in a scrolling box: a table wider than the page scrolls instead of running past it, cut off
+    return f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + "\n</tbody>\n</table></div>"
 
 
 CSS = """
@@ -118,6 +119,7 @@ th.num, td.num, td.pos, td.neg, td.zero, td.missing { text-align: right; font-va
 td.pos { color: #17692b; } td.neg { color: #b3261e; } td.missing { color: #999; }
 table.card th { background: none; font-weight: 600; }
 .note { color: #555; font-size: .85rem; }
+.scroll { overflow-x: auto; max-width: 100%; } .scroll th { position: static; }
 figure { margin: 1.2rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #444; font-size: .9rem; max-width: 60rem; }
 """

@@ -30,6 +30,9 @@ class MtebBenchmark(Benchmark):
         default_factory=default_hugging_face_cache, json_schema_extra=NOT_KEYED, description="the Hugging Face cache that holds the MTEB datasets"
     )
 
+    def required_extras(self) -> list[tuple[str, str]]:
+        return [("mteb", 'benchmark kind = "mteb"')]
+
     def score(self, evaluation: Evaluation) -> None:
         from tasks.evaluate.mteb_bridge import run_mteb
 

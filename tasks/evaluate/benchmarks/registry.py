@@ -107,6 +107,11 @@ class Benchmark(StageConfig):
         """The `benchmark` column of the metric rows it writes."""
         return cls.row_benchmark or cls.kind_name()
 
+    def required_extras(self) -> list[tuple[str, str]]:
+        """(extra, the setting that needs it) of the optional packages it needs (tasks/extras.py):
+        checked when the config loads. Default: none."""
+        return []
+
     def check_files(self) -> None:
         """Parse every file it will read, raising BenchmarkDataError (file, line, field) on bad
         data: run before any model loads, so a bad line fails in seconds. Default: nothing."""

@@ -405,3 +405,82 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     _, manifest_metrics, report, _ = scored(["eng_Latn"])
     assert manifest_metrics["language_embedding"].endswith("without one (not trained on, or not named by the benchmark): kaz_Cyrl")
     assert "kaz\\_Cyrl" in report
+
+
+# ---------------------------------------------------------------- stopping and the headline line (issue 30, item 5)
+from typing import ClassVar, Literal  # noqa: E402
+
+from tasks.evaluate.benchmarks import Benchmark, register_benchmark  # noqa: E402
+from tasks.stop import STOP, Interrupted  # noqa: E402
+
+
+@register_benchmark
+class StopRequestedWhileScoring(Benchmark):
+    """Encodes `texts` sentences, with the stop requested (Ctrl-C) after its first `encode_first` ones."""
+
+    kind: Literal["stop_requested_while_scoring"]
+    texts: int = 40
+    encode_first: int = 4
+    main_metric: ClassVar[str] = "accuracy_mean"
+
+    def score(self, evaluation) -> None:
+        sentences = [f"{SENTENCES['eng'][i % 8]} ({i})" for i in range(self.texts)]
+        evaluation.encode(sentences[: self.encode_first], "eng_Latn")
+        STOP.set()  # what the command line's Ctrl-C handler does
+        evaluation.encode(sentences[self.encode_first :], "eng_Latn")
+
+
+def test_ctrl_c_during_evaluate_stops_between_benchmarks_and_batches(built: dict) -> None:
+    store = built["store"]
+    before = {m.key for m in store.list_manifests("evaluate")}
+    tatoeba = {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}
+    try:
+        # the stop arrives between batches: the next batch does not start
+        config = EvaluateConfig.model_validate({"benchmarks": [{"kind": "stop_requested_while_scoring"}, tatoeba], "encoder": {"pooling": "mean", "batch_size": 4}})
+        with pytest.raises(Interrupted, match=r"^evaluate: stopped while scoring the base model; no scores of this evaluation are kept"):
+            run_stage(store, EVALUATE_STAGE, config, built["inputs"])
+        STOP.clear()
+        # the stop arrives at the end of one benchmark: the next one does not start
+        config = EvaluateConfig.model_validate(
+            {"benchmarks": [{"kind": "stop_requested_while_scoring", "texts": 4}, tatoeba], "encoder": {"pooling": "mean"}}
+        )
+        with pytest.raises(Interrupted, match=r"^evaluate: stopped before benchmark 2 of 2 \(tatoeba\) of the base model; .*rerun evaluates again$"):
+            run_stage(store, EVALUATE_STAGE, config, built["inputs"])
+    finally:
+        STOP.clear()
+    assert {m.key for m in store.list_manifests("evaluate")} == before  # nothing half-written was committed
+
+
+def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) -> None:
+    """The evaluate manifest records each headline change with its paired interval; `xlembed run`
+    and `evaluate` end with it, in percentage points."""
+    from flows.cli.run import headline_lines
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 1
+
+    def attach_model(config, inputs, shard, context):
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    config = EvaluateConfig.model_validate({"benchmarks": [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}], "encoder": {"pooling": "mean"}})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    report = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
+    changes = {(c["kind"], c["label"]): c for c in manifest.metrics["headline_change"]}
+    overall = changes["all", "all languages"]
+    row = next(line for line in report.splitlines() if line.startswith("| tatoeba/tatoeba | all languages |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] == f"{overall['delta']:+.1f}" and cells[3] == f"{overall['low']:+.1f} to {overall['high']:+.1f}"  # the report's numbers
+    assert overall["low"] <= overall["delta"] <= overall["high"] and overall["baseline"] == "untrained base"
+    lines = headline_lines(manifest.metrics)
+    groups = [c for c in manifest.metrics["headline_change"] if c["kind"] == "group"]
+    assert len(lines) == (len(groups) or 1)
+    shown = groups[0] if groups else overall
+    assert lines[0].startswith(
+        f"tatoeba/tatoeba {shown['label']}: {shown['delta']:+.1f} [{shown['low']:+.1f}, {shown['high']:+.1f}] points of accuracy over the untrained base ("
+    ), lines
