@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from storage import ArtifactStore
 from tasks.encoders.pooling import recorded_pooling
-from tasks.languages import is_group_code
+from tasks.languages import GROUP_PREFIX, group_code, is_group_code
 
 CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
 
@@ -291,7 +291,7 @@ class EvaluationResults:
         """The interval of a metrics row's change, when the evaluation computed one (accuracy_mean rows)."""
         if row["metric"] != "accuracy_mean":
             return None
-        label = "all languages" if row["src_lang"] == "group:all" else row["src_lang"].removeprefix("group:")
+        label = "all languages" if row["src_lang"] == group_code("all") else row["src_lang"].removeprefix(GROUP_PREFIX)
         return self.intervals.get((row["benchmark"], row["dataset"], label))
 
 

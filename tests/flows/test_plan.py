@@ -77,12 +77,13 @@ def test_force_recomputes_a_cached_stage(toy_pipeline: dict, toy_stages: dict) -
     corpus = plan_for(toy_pipeline["config"], toy_stages)["corpus"]
     before = store.manifest("corpus", corpus.key)
     plan = build(toy_pipeline["config"], toy_stages, force=["corpus"])
-    assert actions(plan) == {"corpus": "compute", "lengths": "cached", "histogram": "cached"}
-    assert plan["corpus"].reasons == ["forced (--force)"]
-    after = store.manifest("corpus", corpus.key)
-    assert after.created_at >= before.created_at
-    assert [f.sha256 for f in after.files] == [f.sha256 for f in before.files]  # deterministic
-
+    # a new version beside the cached one, and everything downstream rebuilt on it
+    assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
+    assert plan["corpus"].reasons == ["forced (--force): a new version beside the current one"]
+    rebuilt = store.manifest("corpus", plan["corpus"].key)
+    assert rebuilt.rebuild_of == corpus.key and rebuilt.attempt == 1
+    assert store.manifest("corpus", corpus.key) == before  # the cached version is kept as it was
+    assert [f.sha256 for f in rebuilt.files] == [f.sha256 for f in before.files]  # deterministic
 
 def test_bad_options_are_rejected(toy_pipeline: dict, toy_stages: dict) -> None:
     with pytest.raises(ValueError, match="--only"):
