@@ -504,3 +504,10 @@ def test_stsb_multi_mt_files_that_are_not_line_aligned_fail_naming_file_and_line
     (folder / "stsb-fr-dev.csv").write_text("\n".join(STSB["fr"][:3]) + '\n"a, b",c\n', encoding="utf-8")
     with pytest.raises(BenchmarkDataError, match=r"stsb-fr-dev\.csv:4: expected 3 comma-separated fields"):
         evaluate(built, [{"kind": "stsb_multi_mt", "path": str(folder), "cross_lingual": False}])
+
+
+def test_stsb_multi_mt_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dict, tmp_path: Path) -> None:
+    metrics, manifest = evaluate(built, [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path)), "max_pairs": 5}])
+    sts = metrics.filter(pl.col("benchmark") == "sts")
+    assert sts.height == 3 and set(sts["n"]) == {5}
+    assert manifest.dropped["sts_pair_beyond_max_pairs"] == 2 * 3  # per language (en, fr), not per set
