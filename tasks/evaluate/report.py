@@ -54,7 +54,13 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tasks.evaluate.benchmarks.registry import in_domain as benchmark_in_domain
-from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap, paired_spearman_mean_bootstrap
+from tasks.evaluate.bootstrap import (
+    DEFAULT_RESAMPLES,
+    BootstrapInterval,
+    Stratum,
+    paired_bootstrap,
+    paired_spearman_mean_bootstrap,
+)
 from tasks.evaluate.tables import (
     CORRELATION_TOKENS,
     CSS,
