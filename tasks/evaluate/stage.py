@@ -9,11 +9,12 @@ the held-out `dev` split; `translate` instead when the pipeline translates) and,
 pipeline trains one, `train` (the trained encoder:
 it is the model scored, and the base model is scored beside it for a before/after report).
 Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, as attached
-files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/report.md`,
+files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `sts_items.parquet` (per-pair
+cosines of the STS sets, `STS_ITEMS_SCHEMA`, when it scores STS), `report/report.md`,
 `report/report.html`, the figures, `report/leakage.parquet` (how many of each scored set's
 sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
-intervals and the sweep comparison read). When it scored a trained model it also stores that
+intervals and the sweep comparison read; `items/base_sts_items.parquet` for STS, which the report reads). When it scored a trained model it also stores that
 model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
 is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
