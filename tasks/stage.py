@@ -210,6 +210,57 @@ class ShardSpec:
     description: str = ""
 
 
+# Rows a stage dropped, kept for a person to look at (`ShardContext.reject`): per shard, the
+# attached file `rejects/{shard}.parquet`, all rows of a reason up to REJECTS_PER_REASON, beyond
+# that a seeded uniform sample of that many (reservoir sampling).
+REJECTS_DIR = "rejects"
+REJECTS_PER_REASON = 1000
+REJECTS_SCHEMA = pa.schema(
+    [
+        pa.field("reason", pa.string(), nullable=False),  # as counted in the manifest's `dropped`
+        pa.field("id", pa.string()),  # the row's id, when it has one
+        pa.field("lang", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("source", pa.string()),  # the source (or file) it came from, when known
+        pa.field("line", pa.int64()),  # its line in that file, when known
+    ]
+)
+
+
+def rejects_file(shard_id: str) -> str:
+    """The attached name of a shard's rejected rows."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in shard_id).strip(".") or "shard"
+    return f"{REJECTS_DIR}/{safe}.parquet"
+
+
+class _Reservoir:
+    """Up to `cap` rows of one reason: the first `cap`, then each later row replaces a random
+    one with probability cap / rows seen (Algorithm R), so the rows kept are a uniform sample."""
+
+    def __init__(self, cap: int, seed: int) -> None:
+        import numpy as np
+
+        self.cap, self.seen = cap, 0
+        self.rows = REJECTS_SCHEMA.empty_table()
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, table: pa.Table) -> None:
+        import numpy as np
+
+        head = table.slice(0, max(self.cap - self.rows.num_rows, 0))
+        self.rows = pa.concat_tables([self.rows, head])
+        rest = table.slice(head.num_rows)
+        if rest.num_rows:
+            # row k of `rest` is row number `ordinal[k]` (0-based) of all seen: it takes slot j if j < cap
+            ordinal = self.seen + head.num_rows + np.arange(rest.num_rows)
+            slots = self.rng.integers(0, ordinal + 1)
+            index = np.arange(self.rows.num_rows)
+            for k in np.flatnonzero(slots < self.cap):  # in order: a later row replaces an earlier one
+                index[slots[k]] = self.rows.num_rows + k
+            self.rows = pa.concat_tables([self.rows, rest]).take(pa.array(index))
+        self.seen += table.num_rows
+
+
 class ShardContext:
     """What a shard builder reports besides its tables: rows read, rows dropped and why,
     metrics, and files to attach to the artifact (model weights, reports), written into
@@ -233,6 +284,7 @@ class ShardContext:
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="xlembed-shard-"))
         self._progress = progress
         self._counts_rows = True  # until expect() names another unit
+        self._rejects: dict[str, _Reservoir] = {}
 
     def raise_if_built_elsewhere(self) -> None:
         """Call after waiting on a lock that another build of the same artifact held (training's
@@ -283,6 +335,33 @@ class ShardContext:
     def drop(self, reason: str, rows: int = 1) -> None:
         if rows:
             self.dropped[reason] += int(rows)
+
+    def reject(self, reason: str, rows: pa.Table | Any, *, cap: int = REJECTS_PER_REASON) -> None:
+        """Keep dropped rows for a person to look at, in the attached `rejects/{shard}.parquet`
+        (REJECTS_SCHEMA): all of a reason's rows up to `cap`, then a uniform sample of `cap`,
+        seeded by shard and reason. `rows`: an Arrow table or polars frame with any of the
+        columns id, lang, text, source, line (missing ones are null). Counting them is `drop`'s job."""
+        import zlib
+
+        table = rows if isinstance(rows, pa.Table) else rows.to_arrow()
+        if not table.num_rows:
+            return
+        columns = {}
+        for name in REJECTS_SCHEMA.names[1:]:
+            kind = REJECTS_SCHEMA.field(name).type
+            columns[name] = table.column(name).cast(kind) if name in table.column_names else pa.nulls(table.num_rows, kind)
+        table = pa.table({"reason": pa.array([reason] * table.num_rows, pa.string()), **columns}, schema=REJECTS_SCHEMA)
+        if reason not in self._rejects:
+            self._rejects[reason] = _Reservoir(cap, zlib.crc32(f"{self.shard_id}\0{reason}".encode()))
+        self._rejects[reason].add(table)
+        # written now (a few thousand rows at most): run_shard uploads attachments after the builder ends
+        import pyarrow.parquet as pq
+
+        kept = pa.concat_tables([self._rejects[r].rows for r in sorted(self._rejects)])
+        path = self.workdir / rejects_file(self.shard_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(kept, path)
+        self.attach(rejects_file(self.shard_id), path)
 
 
 ConfigT = TypeVar("ConfigT", bound=StageConfig)

@@ -196,18 +196,45 @@ def artifacts_head(
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
     rows: Annotated[int, typer.Option("--rows", "-n", min=1, max=MAX_ROWS, help="rows to print")] = 10,
+    rejects: Annotated[bool, typer.Option("--rejects", help="the rows the stage dropped, per reason (kept up to a cap, then a sample)")] = False,
+    reason: Annotated[Optional[str], typer.Option(help="with --rejects: this reason only")] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Print the first rows of a Parquet artifact (streamed: nothing else is read)."""
+    """Print the first rows of a Parquet artifact (streamed: nothing else is read); --rejects: of the rows it dropped."""
     import polars as pl
 
     store = _store(root)
     full = _resolve(store, stage, key, pipeline)
+    if rejects:
+        _print_rejects(store, stage, full, rows, reason)
+        return
     batch = next(iter(store.iter_batches(stage, full, batch_size=max(rows, 1))), None)
     if batch is None:
         raise fail(f"{stage}/{full[:12]} has no table rows (an artifact of attached files only?)")
     with out.frame_config(rows):
         out.print(str(pl.from_arrow(batch).head(rows)), highlight=False, markup=False)
+
+
+def _print_rejects(store: Any, stage: str, key: str, rows: int, reason: str | None) -> None:
+    """Per reason: how many rows were dropped (the manifest), how many are kept, and the first `rows` of them."""
+    import polars as pl
+
+    from tasks.stage import REJECTS_DIR
+
+    manifest = store.manifest(stage, key)
+    files = [e.path.removeprefix("files/") for e in manifest.attached_files if e.path.startswith(f"files/{REJECTS_DIR}/")]
+    if not files:
+        raise fail(f"{stage}/{key[:12]} keeps no rejected rows (dropped: {dict(manifest.dropped) or 'none'})")
+    folder = store.attached_dir(stage, key)
+    frame = pl.concat([pl.read_parquet(folder / name) for name in sorted(files)], how="vertical_relaxed")
+    if reason is not None:
+        if reason not in set(frame["reason"]):
+            raise fail(f"{stage}/{key[:12]} keeps no rows dropped as {reason!r}; it keeps {sorted(set(frame['reason']))}")
+        frame = frame.filter(pl.col("reason") == reason)
+    for (name,), part in sorted(frame.partition_by("reason", as_dict=True).items()):
+        out.print(f"{name}: {manifest.dropped.get(name, 0):,} dropped, {part.height:,} kept", highlight=False, markup=False)
+        with out.frame_config(rows):
+            out.print(str(part.drop("reason").head(rows)), highlight=False, markup=False)
 
 
 # lineage, query and index: looking into the store

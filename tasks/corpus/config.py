@@ -76,6 +76,13 @@ class CorpusFilters(StageConfig):
         default=None, ge=1, description="keep a group when this many of its rows pass; default: all of them"
     )
     dedupe: bool = True
+    drop_copies: bool = Field(
+        default=True,
+        description=(
+            "drop a row equal to its group's first language (the pivot) after NFKC, case folding and removing "
+            "whitespace and punctuation (`copy_of_pivot`): an untranslated copy is not a translation"
+        ),
+    )
     near_dedupe: bool = Field(
         default=False,
         json_schema_extra=KEYED_UNLESS_DEFAULT,

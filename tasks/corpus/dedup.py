@@ -1,4 +1,6 @@
-"""Near-duplicate keys: one normalisation of text, shared by corpus dedupe and evaluation leakage.
+"""Near-duplicate keys: one normalisation of text, shared by corpus dedupe and evaluation leakage;
+and `copy_normalized_text`, which tells a translation that only copies its source (the corpus's
+`drop_copies`, the translate stage's `drop_identical`).
 
 Two texts are near-duplicates when they are equal after Unicode NFKC, lowercasing, and turning
 every run of punctuation (`\\p{P}`) and digits (`\\p{N}`, any script: ١٢٣, १२३) into one space,
@@ -33,6 +35,26 @@ def normalized_text(text: pl.Expr) -> pl.Expr:
         .str.replace_all(r"\s+", " ")
         .str.strip_chars()
     )
+
+
+_PUNCTUATION_AND_SPACE = r"[\p{P}\s]+"
+# what str.casefold() does beyond str.lower(), for the letters that occur in text (polars has no casefold)
+_CASEFOLD_BEYOND_LOWER = {"ß": "ss", "ς": "σ", "ſ": "s", "ﬅ": "st", "ﬆ": "st"}
+
+
+def copy_normalized_text(text: pl.Expr) -> pl.Expr:
+    """A string column as compared to tell a copy from a translation: Unicode NFKC, case folded,
+    every whitespace and punctuation character (`\\p{P}`) removed. Digits, symbols and letters
+    stay: "Kazakhstan" and "KAZAKHSTAN." compare equal, "1 km" and "1 mi" do not."""
+    folded = text.str.normalize("NFKC").str.to_lowercase()
+    for upper, lower in _CASEFOLD_BEYOND_LOWER.items():
+        folded = folded.str.replace_all(upper, lower, literal=True)
+    return folded.str.replace_all(_PUNCTUATION_AND_SPACE, "")
+
+
+def is_copy(text: pl.Expr, source: pl.Expr) -> pl.Expr:
+    """Whether `text` equals `source` after `copy_normalized_text` (null where either is null)."""
+    return copy_normalized_text(text) == copy_normalized_text(source)
 
 
 def near_duplicate_key(text: pl.Expr) -> pl.Expr:

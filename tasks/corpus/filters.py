@@ -19,6 +19,7 @@ import polars as pl
 
 from tasks.corpus import lid
 from tasks.corpus.config import CorpusFilters
+from tasks.corpus.dedup import is_copy
 from tasks.languages import is_unspaced_script, to_flores
 
 OK = 0
@@ -31,6 +32,7 @@ GROUP_INCOMPLETE = 6
 LID_MISMATCH = 7
 LID_LOW_CONFIDENCE = 8
 CONTROL_CHARACTERS = 9
+COPY_OF_PIVOT = 10
 GONE = 255  # dropped and counted by an earlier pass (see `drop_rows`)
 REASONS = {
     EMPTY: "empty",
@@ -41,6 +43,7 @@ REASONS = {
     LID_MISMATCH: lid.REASONS[lid.MISMATCH],
     LID_LOW_CONFIDENCE: lid.REASONS[lid.LOW_CONFIDENCE],
     CONTROL_CHARACTERS: "control_characters",
+    COPY_OF_PIVOT: "copy_of_pivot",
 }
 # C0 controls but tab, DEL and C1 controls: a NUL or an escape sequence is never sentence text,
 # and a line break inside a text would break every line-aligned file made from it
@@ -75,6 +78,8 @@ def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
         longer = pl.max_horizontal(chars, pivot_chars).cast(pl.Float64)
         shorter = pl.min_horizontal(chars, pivot_chars).clip(lower_bound=1).cast(pl.Float64)
         expr = expr.when(pivot_chars.is_not_null() & (pivot_chars > 0) & (longer / shorter > filters.max_length_ratio)).then(LENGTH_RATIO)
+    if filters.drop_copies and lang != pivot:
+        expr = expr.when(pl.col(pivot).is_not_null() & is_copy(text, pl.col(pivot))).then(COPY_OF_PIVOT)
     return expr.otherwise(OK).cast(pl.UInt8).alias(reason_column(lang))
 
 
@@ -108,14 +113,15 @@ def mark_lid(frame: pl.DataFrame, langs: Sequence[str], check: lid.LidCheck) -> 
 
 
 def drop_rows(
-    frame: pl.DataFrame, langs: Sequence[str], min_langs: int, null_reason: str
+    frame: pl.DataFrame, langs: Sequence[str], min_langs: int, null_reason: str, rejected: list[pl.DataFrame] | None = None
 ) -> tuple[pl.DataFrame, Counter[tuple[str, str]]]:
     """Drop the rows `mark_rows`/`mark_lid` failed and the groups left with fewer than
     `min_langs` rows; return kept groups and drop counts per (language, reason).
 
     A row marked GONE (dropped and counted before) is neither counted again nor kept. The
     returned frame keeps the input columns (failing texts set to null) plus `n_rows`, the number
-    of rows each kept group still has."""
+    of rows each kept group still has. With `rejected`, the dropped rows that have a text are
+    appended to it as one frame (locator, lang, text, reason: a REASONS name)."""
     ok = [pl.col(reason_column(lang)) == OK for lang in langs]
     frame = frame.with_columns(pl.sum_horizontal(ok).cast(pl.UInt32).alias("n_rows"))
     keep = pl.col("n_rows") >= min_langs
@@ -136,6 +142,20 @@ def drop_rows(
     dropped: Counter[tuple[str, str]] = Counter()
     for lang, code, n in counts.iter_rows():
         dropped[lang, null_reason if code == NULL else REASONS[code]] += n
+    if rejected is not None and counts.height:
+        names = pl.Series(list(REASONS.values()), dtype=pl.String)
+        codes = pl.Series(list(REASONS), dtype=pl.UInt8)
+        rejected.append(
+            pl.concat(
+                [
+                    frame.filter(~pl.col(reason_column(lang)).is_in([OK, GONE, NULL]))
+                    .select(pl.col("locator"), pl.lit(lang).alias("lang"), pl.col(lang).alias("text"), pl.col(reason_column(lang)).alias("code"))
+                    for lang in langs
+                ]
+            )
+            .with_columns(pl.col("code").replace_strict(codes, names, return_dtype=pl.String).alias("reason"))
+            .drop("code")
+        )
     kept = frame.filter(keep).with_columns(
         [pl.when(pl.col(reason_column(lang)) == OK).then(pl.col(lang)).alias(lang) for lang in langs]
     )

@@ -69,6 +69,7 @@ class SampledLid:
         self.pending: list[pl.DataFrame] = []
         self.pending_groups = 0
         self.dropped: Counter[tuple[str, str]] = Counter()
+        self.rejected: list[pl.DataFrame] = []  # rows LID dropped (filters.drop_rows), for the stage to keep
         self.checked_rows = 0
         self.unsampled_rows = 0
 
@@ -140,7 +141,7 @@ class SampledLid:
         )
         marked, checked = mark_lid(marked, self.langs, self.check)
         self.checked_rows += checked
-        kept, dropped = drop_rows(marked, self.langs, self.min_langs, "missing")  # no NULL codes here: nulls are GONE
+        kept, dropped = drop_rows(marked, self.langs, self.min_langs, "missing", self.rejected)  # no NULL codes here: nulls are GONE
         self.dropped.update(dropped)
         if self.near:
             kept = add_near_duplicate_keys(kept, self.langs)

@@ -87,11 +87,12 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
                 counts[value] = counts.get(value, 0) + n
         return table
 
-    def count(dropped: Counter[tuple[str, str]]) -> None:
+    def count(dropped: Counter[tuple[str, str]], rejected: list[pl.DataFrame]) -> None:
         for (lang, reason), n in dropped.items():
             context.drop(reason, n)
             by_reason = dropped_by_lang.setdefault(lang, {})
             by_reason[reason] = by_reason.get(reason, 0) + n
+        keep_rejected(context, rejected, source.name)
 
     try:
         for batch in source.read(shard, io):
@@ -102,8 +103,9 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
             if check is not None and sampled_lid is None:
                 marked, checked = mark_lid(marked, langs, check)
                 lid_checked_rows += checked
-            kept, dropped = drop_rows(marked, langs, min_langs, batch.null_reason)
-            count(dropped)
+            rejected: list[pl.DataFrame] = []
+            kept, dropped = drop_rows(marked, langs, min_langs, batch.null_reason, rejected)
+            count(dropped, rejected)
             if sampled_lid is not None:
                 sampled_lid.add(kept)  # LID, hashes and the selector's offer, when it can decide
                 continue
@@ -115,7 +117,7 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
                     yield emit(ready)
         if sampled_lid is not None:
             sampled_lid.flush()
-            count(sampled_lid.dropped)
+            count(sampled_lid.dropped, sampled_lid.rejected)
             lid_checked_rows = sampled_lid.checked_rows
             context.drop("not_sampled", sampled_lid.unsampled_rows)
         for ready in selector.finish():
@@ -144,6 +146,19 @@ def build_corpus_shard(config: CorpusConfig, inputs: Inputs, shard: ShardSpec, c
         }
     if io.downloads:
         context.metrics["downloads"] = io.downloads  # public URLs only: no credentials
+
+
+def keep_rejected(context: ShardContext, rejected: list[pl.DataFrame], source_name: str) -> None:
+    """Hand the rows the filters dropped to `context.reject`, per reason, with the ids their
+    rows would have had (`{source}:{locator}:{lang}`), and empty `rejected`."""
+    if not rejected:
+        return
+    frame = pl.concat(rejected, how="vertical_relaxed").with_columns(
+        (pl.lit(f"{source_name}:") + pl.col("locator") + ":" + pl.col("lang")).alias("id"), pl.lit(source_name).alias("source")
+    )
+    rejected.clear()
+    for (reason,), part in frame.partition_by("reason", as_dict=True, maintain_order=True).items():
+        context.reject(reason, part.select("id", "lang", "text", "source"))
 
 
 def fingerprint_corpus_sources(config: CorpusConfig) -> dict[str, Any]:

@@ -38,6 +38,7 @@ __all__ = [
     "Stratum",
     "paired_bootstrap",
     "paired_spearman_bootstrap",
+    "paired_spearman_mean_bootstrap",
 ]
 
 DEFAULT_RESAMPLES = 2000
@@ -160,6 +161,32 @@ def _row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a * b).sum(axis=-1) / denominator
 
 
+def _spearman_arrays(scores: np.ndarray, reference_scores: np.ndarray, gold: np.ndarray, what: str) -> list[np.ndarray]:
+    arrays = [np.asarray(a, dtype=np.float64).ravel() for a in (scores, reference_scores, gold)]
+    if len({a.size for a in arrays}) != 1:
+        raise ValueError(f"{what}: arrays differ in length: {[a.size for a in arrays]}")
+    if arrays[0].size < 2:
+        raise ValueError(f"{what}: need at least two sentence pairs")
+    if not all(np.isfinite(a).all() for a in arrays):
+        raise ValueError(f"{what}: NaN or infinite values")
+    order = np.lexsort(arrays[::-1])  # by score, then reference score, then gold: a fixed order of the rows' values
+    return [a[order] for a in arrays]
+
+
+def _spearman_replicates(arrays: Sequence[np.ndarray], rng: np.random.Generator, resamples: int) -> tuple[float, np.ndarray]:
+    """(observed difference, one difference per resample of the pairs; NaN where a draw is constant)."""
+    ours, theirs, gold = arrays
+    n = gold.size
+
+    def difference(index: np.ndarray) -> np.ndarray:
+        g = _row_ranks(gold[index])
+        return _row_pearson(_row_ranks(ours[index]), g) - _row_pearson(_row_ranks(theirs[index]), g)
+
+    observed = float(difference(np.arange(n)[None, :])[0])
+    picks = rng.integers(0, n, size=(resamples, n))
+    return observed, np.concatenate([difference(picks[i : i + _SPEARMAN_BLOCK]) for i in range(0, resamples, _SPEARMAN_BLOCK)])
+
+
 def paired_spearman_bootstrap(
     scores: np.ndarray,
     reference_scores: np.ndarray,
@@ -177,30 +204,36 @@ def paired_spearman_bootstrap(
     where a correlation is undefined (constant draw) is left out. Raises ValueError for arrays
     of different lengths, fewer than two pairs or non-finite values.
     """
-    arrays = [np.asarray(a, dtype=np.float64).ravel() for a in (scores, reference_scores, gold)]
-    if len({a.size for a in arrays}) != 1:
-        raise ValueError(f"paired_spearman_bootstrap: arrays differ in length: {[a.size for a in arrays]}")
-    if arrays[0].size < 2:
-        raise ValueError("paired_spearman_bootstrap: need at least two sentence pairs")
-    if not all(np.isfinite(a).all() for a in arrays):
-        raise ValueError("paired_spearman_bootstrap: NaN or infinite values")
+    return paired_spearman_mean_bootstrap([(scores, reference_scores, gold)], resamples=resamples, confidence=confidence, seed=seed)
+
+
+def paired_spearman_mean_bootstrap(
+    sets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """`paired_spearman_bootstrap` of the unweighted mean over STS sets (strata) of each set's
+    difference in Spearman: each set's pairs are resampled within the set, sets in the order
+    given. A resample where any set's correlation is undefined is left out."""
+    if not sets:
+        raise ValueError("paired_spearman_bootstrap: no sets (nothing to compare)")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    order = np.lexsort(arrays[::-1])  # by score, then reference score, then gold: a fixed order of the rows' values
-    ours, theirs, gold = (a[order] for a in arrays)
-    n = gold.size
-
-    def difference(index: np.ndarray) -> np.ndarray:
-        g = _row_ranks(gold[index])
-        return _row_pearson(_row_ranks(ours[index]), g) - _row_pearson(_row_ranks(theirs[index]), g)
-
-    observed = float(difference(np.arange(n)[None, :])[0])
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, n, size=(resamples, n))
-    replicate = np.concatenate([difference(picks[i : i + _SPEARMAN_BLOCK]) for i in range(0, resamples, _SPEARMAN_BLOCK)])
+    observed = 0.0
+    replicate = np.zeros(resamples, dtype=np.float64)
+    items = 0
+    for scores, reference_scores, gold in sets:
+        arrays = _spearman_arrays(scores, reference_scores, gold, "paired_spearman_bootstrap")
+        difference, replicates = _spearman_replicates(arrays, rng, resamples)
+        observed += difference / len(sets)
+        replicate += replicates / len(sets)
+        items += arrays[0].size
     replicate = replicate[np.isfinite(replicate)]
     if replicate.size == 0:
         raise ValueError("paired_spearman_bootstrap: every resample has a constant side (no correlation)")
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(replicate, [tail, 100 - tail])
-    return BootstrapInterval(observed, float(low), float(high), n, 1, confidence, n)
+    return BootstrapInterval(observed, float(low), float(high), items, len(sets), confidence, items)

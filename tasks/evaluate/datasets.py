@@ -78,6 +78,8 @@ __all__ = [
     "read_sts2017",
     "read_sts2017_folder",
     "read_sts_tsv",
+    "read_stsb_multi_mt",
+    "stsb_multi_mt_languages",
     "read_tatoeba",
     "scan_distractor_folder",
     "tatoeba_languages",
@@ -626,6 +628,65 @@ def read_sts_tsv(
     return StsPairs(
         name, to_flores(src_lang), to_flores(tgt_lang), tuple(sentence1), tuple(sentence2), np.array(scores), unscored
     )
+
+
+STSB_MULTI_MT_PATTERN = "stsb-{code}-{split}.csv"
+
+
+def stsb_multi_mt_languages(folder: str | Path, split: str = "dev") -> list[str]:
+    """The language codes of the ``stsb-{code}-{split}.csv`` files in ``folder``, sorted."""
+    folder = Path(folder)
+    _look_at(folder)
+    if not folder.is_dir():
+        raise BenchmarkDataError(folder, None, "folder not found")
+    name = re.compile(rf"^stsb-([A-Za-z_-]+)-{re.escape(split)}\.csv$")
+    return sorted(m.group(1) for p in folder.iterdir() if (m := name.match(p.name)))
+
+
+@_parsed_once
+def read_stsb_multi_mt(folder: str | Path, code: str, split: str = "dev") -> StsPairs:
+    """One language of stsb-multi-mt (``stsb-{code}-{split}.csv``: CSV rows ``sentence1,sentence2,score``,
+    quoted where a sentence holds a comma; no header). The languages' files are line-aligned: row i
+    is the same pair translated, with the same gold score.
+
+    Raises:
+        BenchmarkDataError: a row without exactly three fields, an empty sentence, a score that is
+            not a number, invalid UTF-8 (all naming file and line); a file with no rows.
+    """
+    import csv
+    import io
+
+    path = Path(folder) / STSB_MULTI_MT_PATTERN.format(code=code, split=split)
+    _look_at(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BenchmarkDataError(path, None, "file not found") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise BenchmarkDataError(path, data.count(b"\n", 0, error.start) + 1, f"invalid UTF-8 at byte {error.start}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    sentence1: list[str] = []
+    sentence2: list[str] = []
+    scores: list[float] = []
+    try:
+        for row in reader:
+            number = reader.line_num
+            if len(row) != 3:
+                raise BenchmarkDataError(path, number, f"expected 3 comma-separated fields (sentence1,sentence2,score), found {len(row)}")
+            for name, value in zip(("sentence1", "sentence2"), row):
+                if not value.strip():
+                    raise BenchmarkDataError(path, number, "empty", name)
+            scores.append(_parse_score(path, number, row[2].strip()))
+            sentence1.append(row[0])
+            sentence2.append(row[1])
+    except csv.Error as error:
+        raise BenchmarkDataError(path, reader.line_num, f"malformed CSV: {error}") from None
+    if not scores:
+        raise BenchmarkDataError(path, None, "no scored pairs")
+    lang = to_flores(code)
+    return StsPairs(path.name, lang, lang, tuple(sentence1), tuple(sentence2), np.array(scores, dtype=np.float64))
 
 
 def _is_number(text: str) -> bool:

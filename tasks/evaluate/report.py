@@ -48,7 +48,13 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tasks.evaluate.benchmarks.registry import in_domain as benchmark_in_domain
-from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
+from tasks.evaluate.bootstrap import (
+    DEFAULT_RESAMPLES,
+    BootstrapInterval,
+    Stratum,
+    paired_bootstrap,
+    paired_spearman_mean_bootstrap,
+)
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
 from tasks.reporting.tables import (
     CORRELATION_TOKENS,
@@ -638,6 +644,61 @@ def headline_changes(deltas: Sequence[DeltaInterval], baseline_name: str) -> lis
     ]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class StsDeltaInterval:
+    """The change of one STS set's Spearman (or of the mean over a dataset's sets) between two models on the same pairs."""
+
+    benchmark: str
+    dataset: str
+    label: str  # "all sets" or a set: a language, or "src–tgt" for a cross-lingual set
+    spearman: BootstrapInterval
+
+
+_STS_KEY = ("benchmark", "dataset", "src_lang", "tgt_lang", "item")
+
+
+def sts_delta_intervals(
+    sts_items: pa.Table, baseline_sts_items: pa.Table, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> list[StsDeltaInterval]:
+    """Per STS benchmark/dataset: the paired bootstrap interval of the change in Spearman over the
+    mean of its sets ("all sets", when it has several) and per set. Pairs are matched on
+    (set, item); each set's sentence pairs are resampled within the set, both models' correlations
+    recomputed on the same draw (`bootstrap.paired_spearman_mean_bootstrap`)."""
+    import polars as pl
+
+    ours = pl.from_arrow(sts_items.select([*_STS_KEY, "cosine", "gold"]))
+    theirs = pl.from_arrow(baseline_sts_items.select([*_STS_KEY, "cosine"]))
+    joined = ours.join(theirs, on=list(_STS_KEY), how="inner", suffix="_base").sort(list(_STS_KEY))
+    out: list[StsDeltaInterval] = []
+    by_dataset = joined.partition_by(["benchmark", "dataset"], as_dict=True, maintain_order=True)
+    for (benchmark, dataset), part in by_dataset.items():
+        sets = {
+            key: (frame["cosine"].to_numpy(), frame["cosine_base"].to_numpy(), frame["gold"].to_numpy())
+            for key, frame in part.partition_by(["src_lang", "tgt_lang"], as_dict=True, maintain_order=True).items()
+            if frame.height >= 2
+        }
+        if len(sets) > 1:
+            out.append(StsDeltaInterval(benchmark, dataset, "all sets", paired_spearman_mean_bootstrap(list(sets.values()), resamples=resamples, seed=seed)))
+        for (src, tgt), arrays in sets.items():
+            out.append(StsDeltaInterval(benchmark, dataset, src if src == tgt else _pair_label(src, tgt), paired_spearman_mean_bootstrap([arrays], resamples=resamples, seed=seed)))
+    return out
+
+
+def _sts_delta_table(deltas: Sequence[StsDeltaInterval]) -> Table:
+    header = ["Benchmark / dataset", "Set", "Δ spearman", "95% interval", "Significant", "Pairs"]
+    rows = []
+    for d in deltas:
+        change, bounds = _interval_text(d.spearman, "spearman")
+        kind = ("pos" if d.spearman.delta > 0 else "neg") if d.spearman.significant else "num"
+        rows.append(
+            [
+                Cell(f"{d.benchmark}/{d.dataset}"), Cell(d.label), Cell(change, kind), Cell(bounds, "num"),
+                Cell("yes" if d.spearman.significant else "no"), Cell(f"{d.spearman.items:,}", "num"),
+            ]
+        )  # fmt: skip
+    return Table(header, rows, [False, False, True, True, False, True])
+
+
 def _interval_text(value: BootstrapInterval, metric: str) -> tuple[str, str]:
     """(signed delta, "low to high") in the metric's display units (no brackets: Markdown would escape them)."""
     return format_delta(value.delta, metric), f"{format_delta(value.low, metric)} to {format_delta(value.high, metric)}"
@@ -870,6 +931,8 @@ def build_report(
     baseline_items: pa.Table | None = None,
     leakage: pa.Table | None = None,
     trained: bool = True,
+    sts_items: pa.Table | None = None,
+    baseline_sts_items: pa.Table | None = None,
 ) -> EvaluationReport:
     """Render the evaluate stage's metrics (and optional baseline and figure inputs) as Markdown + HTML + PNGs.
 
@@ -881,6 +944,8 @@ def build_report(
     LEAKAGE_SCHEMA), per-language tables gain an "in training" column, contaminated pairs are
     marked, and a section sums the overlap per dataset; `trained` says whether the scored model
     was trained on those rows (else the overlap only says what training on them would leak).
+    With `sts_items` and `baseline_sts_items` (STS_ITEMS_SCHEMA), the change section also gives
+    each STS set's change in Spearman with a paired bootstrap interval over its sentence pairs.
     """
     rows = _rows_of(metrics, "metrics")
     base_name = baseline_name or "baseline"
@@ -894,6 +959,8 @@ def build_report(
 
     paired = items is not None and baseline_items is not None
     deltas = paired_delta_intervals(items, baseline_items, metrics, seed=seed) if paired else []
+    sts_paired = sts_items is not None and baseline_sts_items is not None and sts_items.num_rows > 0
+    sts_deltas = sts_delta_intervals(sts_items, baseline_sts_items, seed=seed) if sts_paired else []
     md: list[str] = [f"# {md_escape(title)}", ""]
     ht: list[str] = [f"<h1>{html_escape(title)}</h1>"]
     disagreement = disagreement_sentence(deltas)
@@ -930,7 +997,7 @@ def build_report(
         md += section_md
         ht += section_html
 
-    if paired:
+    if paired or sts_deltas:
         heading = f"Change vs {base_name}, with 95% intervals"
         md += [f"## {md_escape(heading)}", ""]
         ht.append(f"<h2>{html_escape(heading)}</h2>")
@@ -945,10 +1012,20 @@ def build_report(
             )
             md += [md_table(table), "", f"*{md_escape(note)}*", ""]
             ht += [html_table(table), f'<p class="note">{html_escape(note)}</p>']
-        else:
+        elif not sts_deltas:
             none = f"No retrieval sentences are shared with {base_name}, so there are no intervals."
             md += [md_escape(none), ""]
             ht.append(f"<p>{html_escape(none)}</p>")
+        if sts_deltas:
+            table = _sts_delta_table(sts_deltas)
+            note = (
+                f"Δ spearman = this model − {base_name} on the same sentence pairs, ×100. 95% intervals: paired bootstrap "
+                "over sentence pairs, resampled within each set, both correlations recomputed on each draw, "
+                f"{DEFAULT_RESAMPLES} resamples, seed {seed}; all sets: the mean over the dataset's sets. "
+                "Significant: the interval excludes 0."
+            )
+            md += [md_table(table), "", f"*{md_escape(note)}*", ""]
+            ht += [html_table(table), f'<p class="note">{html_escape(note)}</p>']
 
     for benchmark in benchmarks:
         bench_rows = [r for r in rows if r["benchmark"] == benchmark]

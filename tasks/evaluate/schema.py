@@ -30,3 +30,18 @@ ITEMS_SCHEMA = pa.schema(
         pa.field("margin", pa.float32(), nullable=False),  # cos(query, translation) - max cos(query, any other candidate)
     ]
 )
+
+# Per sentence pair of the STS benchmarks: the model's cosine and the gold score, what the paired
+# Spearman bootstrap between two models resamples (tasks/evaluate/bootstrap.py). Written as
+# `sts_items.parquet` (the scored model) and `items/base_sts_items.parquet` (the untrained base).
+STS_ITEMS_SCHEMA = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("src_lang", pa.string(), nullable=False),  # FLORES-200 code of sentence 1
+        pa.field("tgt_lang", pa.string(), nullable=False),  # FLORES-200 code of sentence 2
+        pa.field("item", pa.int32(), nullable=False),  # the pair's row in the set
+        pa.field("cosine", pa.float64(), nullable=False),
+        pa.field("gold", pa.float64(), nullable=False),
+    ]
+)

@@ -9,11 +9,12 @@ the held-out `dev` split; `translate` instead when the pipeline translates) and,
 pipeline trains one, `train` (the trained encoder:
 it is the model scored, and the base model is scored beside it for a before/after report).
 Output: the metrics table (Parquet, `METRICS_SCHEMA`) of the scored model and, as attached
-files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/report.md`,
+files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `sts_items.parquet` (per-pair
+cosines of the STS sets, `STS_ITEMS_SCHEMA`, when it scores STS), `report/report.md`,
 `report/report.html`, the figures, `report/leakage.parquet` (how many of each scored set's
 sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
-intervals and the sweep comparison read). When it scored a trained model it also stores that
+intervals and the sweep comparison read; `items/base_sts_items.parquet` for STS, which the report reads). When it scored a trained model it also stores that
 model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
 is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
@@ -33,7 +34,7 @@ import pyarrow.parquet as pq
 from tasks.encoders.language_vectors import read_language_vectors
 from tasks.evaluate.benchmarks.registry import headline_metric, main_metric
 from tasks.evaluate.config import EvaluateConfig
-from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
+from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA, STS_ITEMS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
 from tasks.stop import raise_if_stopping
@@ -47,6 +48,9 @@ REPORT_DIR = "report"
 # Attached paths of the per-query items: a contract with the sweep comparison, which reads them.
 ITEMS_FILE = "items.parquet"
 BASE_ITEMS_FILE = "items/base_items.parquet"
+# Per-pair cosines of the STS sets (STS_ITEMS_SCHEMA), for the report's paired Spearman intervals.
+STS_ITEMS_FILE = "sts_items.parquet"
+BASE_STS_ITEMS_FILE = "items/base_sts_items.parquet"
 
 
 def check_benchmark_files(config: EvaluateConfig) -> None:
@@ -114,6 +118,7 @@ class _Evaluation:
         )
         self.rows: list[dict[str, Any]] = []
         self.items: list[pa.Table] = []
+        self.sts_items: list[pa.Table] = []
         self.similarities: list[Any] = []
         self.sentence_sets: list[Any] = []  # leakage.SentenceSet of every scored pair, for the overlap check
         self.word_map: Any = None  # report.WordMap, set by the first benchmark that has one
@@ -167,6 +172,16 @@ class _Evaluation:
 
         self.sentence_sets.append(SentenceSet(benchmark, dataset, src_lang, tgt_lang, tuple(src), tuple(tgt), aligned))
 
+    def add_sts(
+        self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, emb1: np.ndarray, emb2: np.ndarray, gold: np.ndarray
+    ) -> None:
+        """One STS set's `spearman` row and its per-pair cosines (STS_ITEMS_SCHEMA)."""
+        from tasks.evaluate.sts import paired_cosine, sts_items, sts_rows
+
+        names = {"dataset": dataset, "src_lang": src_lang, "tgt_lang": tgt_lang, "benchmark": benchmark}
+        self.rows += sts_rows(emb1, emb2, gold, **names)
+        self.sts_items.append(sts_items(paired_cosine(emb1, emb2), gold, **names))
+
     def add_scores(self, scores: Iterable[Any]) -> None:
         """Metric rows and per-query items of scored pairs (`retrieval.PairRetrieval`)."""
         for scored in scores:
@@ -184,6 +199,10 @@ class _Evaluation:
         """Per-query outcomes of every retrieval pair scored (ITEMS_SCHEMA; empty without retrieval benchmarks)."""
         return pa.concat_tables(self.items) if self.items else ITEMS_SCHEMA.empty_table()
 
+    def sts_items_table(self) -> pa.Table:
+        """Per-pair cosines of every STS set scored (STS_ITEMS_SCHEMA; empty without STS benchmarks)."""
+        return pa.concat_tables(self.sts_items) if self.sts_items else STS_ITEMS_SCHEMA.empty_table()
+
     def report(
         self,
         metrics: pa.Table,
@@ -191,20 +210,25 @@ class _Evaluation:
         items: pa.Table | None = None,
         base_items: pa.Table | None = None,
         leakage: pa.Table | None = None,
+        sts_items: pa.Table | None = None,
+        base_sts_items: pa.Table | None = None,
     ) -> list[dict[str, Any]]:
         """Write the report; returns its headline changes (`report.headline_changes`; [] without a baseline's items)."""
         from tasks.evaluate.report import build_report, headline_changes
 
-        baseline, baseline_name, baseline_items = None, None, None
+        baseline, baseline_name, baseline_items, baseline_sts_items = None, None, None, None
         if self.config.baseline:
             store = self.inputs["base_model"].store
             key = store.resolve("evaluate", self.config.baseline)
             baseline, baseline_name = store.read_table("evaluate", key), f"evaluate {key[:12]}"
             # an evaluate artifact of code version 1 has no items: then the report has no intervals
-            if any(entry.path == f"files/{ITEMS_FILE}" for entry in store.manifest("evaluate", key).attached_files):
+            attached = {entry.path for entry in store.manifest("evaluate", key).attached_files}
+            if f"files/{ITEMS_FILE}" in attached:
                 baseline_items = pq.read_table(store.attached_dir("evaluate", key) / ITEMS_FILE)
+            if f"files/{STS_ITEMS_FILE}" in attached:
+                baseline_sts_items = pq.read_table(store.attached_dir("evaluate", key) / STS_ITEMS_FILE)
         elif base_metrics is not None:
-            baseline, baseline_name, baseline_items = base_metrics, "untrained base", base_items
+            baseline, baseline_name, baseline_items, baseline_sts_items = base_metrics, "untrained base", base_items, base_sts_items
         base = self.inputs["base_model"]
         base_config = base.manifest().config
         card = {}
@@ -224,6 +248,7 @@ class _Evaluation:
             metrics, title=self.config.title, model_card=card, baseline=baseline, baseline_name=baseline_name,
             similarities=self.similarities, word_map=self.word_map, seed=self.config.seed,
             items=items, baseline_items=baseline_items, leakage=leakage, trained="train" in self.inputs,
+            sts_items=sts_items, baseline_sts_items=baseline_sts_items,
         )
         folder = self.context.workdir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -293,32 +318,38 @@ def trained_model_dir(artifact_dir: Path) -> Path:
 STOPPED_KEEPS = "no scores of this evaluation are kept (they are written together, at its end); every earlier stage is kept; rerun evaluates again"
 
 
-def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table]:
-    """(metrics, items) of one model; a requested stop ends it between benchmarks or batches."""
+def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(metrics, retrieval items, STS items) of one model; a requested stop ends it between benchmarks or batches."""
     total = len(config.benchmarks)
     for index, bench in enumerate(config.benchmarks):
         raise_if_stopping(f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}")
         bench.score(evaluation)
-    return evaluation.metrics_table(), evaluation.items_table()
+    return evaluation.metrics_table(), evaluation.items_table(), evaluation.sts_items_table()
 
 
 def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
     base_dir = inputs["base_model"].local_dir()
-    base_metrics = base_items = None
+    base_metrics = base_items = base_sts_items = None
     if "train" in inputs:
         evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()), "the trained model")
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
             base_context = ShardContext(shard.shard_id, workdir=context.workdir)
-            base_metrics, base_items = _score(_Evaluation(config, inputs, base_context, base_dir, "the base model"), config)
+            base_metrics, base_items, base_sts_items = _score(_Evaluation(config, inputs, base_context, base_dir, "the base model"), config)
     else:
         evaluation = _Evaluation(config, inputs, context, base_dir, "the base model")
-    metrics, items = _score(evaluation, config)
+    metrics, items, sts_items = _score(evaluation, config)
     leakage = training_overlap(evaluation.sentence_sets, inputs)
     _attach_items(context, ITEMS_FILE, items)
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
-    changes = evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
+    if sts_items.num_rows:
+        _attach_items(context, STS_ITEMS_FILE, sts_items, STS_ITEMS_SCHEMA)
+    if base_sts_items is not None and base_sts_items.num_rows:
+        _attach_items(context, BASE_STS_ITEMS_FILE, base_sts_items, STS_ITEMS_SCHEMA)
+    changes = evaluation.report(
+        metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, sts_items=sts_items, base_sts_items=base_sts_items
+    )
     if "train" in inputs:
         _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
@@ -363,10 +394,10 @@ def _attach_model_card(
     context.attach(CARD_FILE, path)
 
 
-def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
+def _attach_items(context: ShardContext, name: str, items: pa.Table, schema: pa.Schema = ITEMS_SCHEMA) -> None:
     path = context.workdir / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(items.cast(ITEMS_SCHEMA), path)
+    pq.write_table(items.cast(schema), path)
     context.attach(name, path)
 
 

@@ -8,12 +8,13 @@ Values are correlations in [-1, 1] (papers print them x100).
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import scipy.stats
 
 from tasks.evaluate.groups import metric_row
 from tasks.encoders.neighbours import as_unit_float32
 
-__all__ = ["paired_cosine", "spearman", "sts_rows"]
+__all__ = ["paired_cosine", "spearman", "sts_items", "sts_rows"]
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -53,3 +54,17 @@ def sts_rows(
     if gold.shape != cosine.shape:
         raise ValueError(f"{gold.size} gold scores for {cosine.size} pairs")
     return [metric_row(benchmark, dataset, src_lang, tgt_lang, "spearman", spearman(cosine, gold), cosine.size)]
+
+
+def sts_items(cosine: np.ndarray, gold: np.ndarray, *, dataset: str, src_lang: str, tgt_lang: str, benchmark: str = "sts") -> pa.Table:
+    """Per pair, its cosine and gold score (`STS_ITEMS_SCHEMA`): what the paired Spearman bootstrap resamples."""
+    from tasks.evaluate.schema import STS_ITEMS_SCHEMA
+
+    n = len(cosine)
+    return pa.table(
+        {
+            "benchmark": [benchmark] * n, "dataset": [dataset] * n, "src_lang": [src_lang] * n, "tgt_lang": [tgt_lang] * n,
+            "item": np.arange(n, dtype=np.int32), "cosine": np.asarray(cosine, dtype=np.float64), "gold": np.asarray(gold, dtype=np.float64),
+        },
+        schema=STS_ITEMS_SCHEMA,
+    )  # fmt: skip

@@ -136,7 +136,7 @@ class QualityFilters(StageConfig):
     filter off (TOML has no null).
     """
 
-    drop_identical: bool = Field(default=True, description="drop translations equal to the source (case and spacing ignored)")
+    drop_identical: bool = Field(default=True, description="drop translations equal to the source after NFKC, case folding and removing whitespace and punctuation (tasks/corpus/dedup.py copy_normalized_text)")
     repetition_max_ngram: int | None = Field(default=4, ge=0, description="longest looping n-gram looked for (tokens); 0: off")
     repetition_min_repeats: int = Field(default=4, ge=2, description="an n-gram this many times in a row is a loop")
     min_length_ratio: float | None = Field(default=0.25, ge=0, description="output/input tokens below this: dropped; 0: off")

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from tasks.corpus import lid
+from tasks.corpus.dedup import is_copy
 from tasks.translate.config import QualityFilters
 from tasks.translate.languages import script_pattern
 
@@ -88,10 +89,6 @@ def loops(ids: Sequence[Sequence[int]], max_ngram: int, min_repeats: int) -> np.
     return found
 
 
-def _normalised(texts: pl.Expr) -> pl.Expr:
-    return texts.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
-
-
 def script_shares(texts: Sequence[str], langs: Sequence[str]) -> np.ndarray:
     """Share of letters in each text that belong to its language's script (NaN: no letters)."""
     frame = pl.DataFrame({"text": list(texts), "lang": list(langs)}, schema={"text": pl.String, "lang": pl.String})
@@ -125,7 +122,7 @@ def quality_reasons(
     frame = pl.DataFrame({"src": list(sources), "out": list(outputs)}, schema={"src": pl.String, "out": pl.String})
     checks = frame.select(
         (pl.col("out").str.strip_chars().str.len_chars() == 0).alias("empty"),
-        (_normalised(pl.col("out")) == _normalised(pl.col("src"))).alias("identical"),
+        is_copy(pl.col("out"), pl.col("src")).alias("identical"),
     )
     mark(EMPTY, checks["empty"].to_numpy())
     if filters.drop_identical:

@@ -39,7 +39,8 @@ from tasks.translate.layout import multiway_layout
 from tasks.translate.model_stage import CT2_DIR, MODEL_INFO, TOKENIZER_DIR
 from tasks.translate.report import GROUP_INCOMPLETE, KEPT, SAMPLES_DIR, shard_samples, summarize_translate
 
-CODE_VERSION = "1"
+# 2: drop_identical compares texts as the corpus's drop_copies does (NFKC, case folded, no whitespace or punctuation)
+CODE_VERSION = "2"
 
 
 def model_info(model: InputArtifact) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from tasks.evaluate.benchmarks.registry import (
 from tasks.evaluate.benchmarks.tatoeba import DistractorSource, TatoebaBenchmark  # noqa: I001
 from tasks.evaluate.benchmarks.bucc import BuccBenchmark
 from tasks.evaluate.benchmarks.sts import StsBenchmark
+from tasks.evaluate.benchmarks.stsb_multi_mt import StsbMultiMtBenchmark
 from tasks.evaluate.benchmarks.multiway import MultiwayBenchmark
 from tasks.evaluate.benchmarks.corpus_dev import CorpusDevBenchmark
 from tasks.evaluate.benchmarks.mteb import MtebBenchmark
@@ -39,6 +40,7 @@ __all__ = [
     "MtebBenchmark",
     "MultiwayBenchmark",
     "StsBenchmark",
+    "StsbMultiMtBenchmark",
     "TatoebaBenchmark",
     "XnliBenchmark",
     "headline_metric",

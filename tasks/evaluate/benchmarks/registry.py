@@ -71,6 +71,13 @@ class Evaluation(Protocol):
         """Scored retrieval pairs (`retrieval.PairRetrieval`): their metric rows and per-query items."""
         ...
 
+    def add_sts(
+        self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, emb1: np.ndarray, emb2: np.ndarray, gold: np.ndarray
+    ) -> None:
+        """One STS set: its `spearman` row (cosine of row i of `emb1` and `emb2` against `gold`)
+        and the per-pair cosines, which the report's paired Spearman bootstrap resamples."""
+        ...
+
     def add_sentences(
         self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True
     ) -> None:

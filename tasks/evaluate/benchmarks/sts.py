@@ -38,14 +38,10 @@ class StsBenchmark(Benchmark):
         return [read_sts_tsv(self.path, self.langs[0], self.langs[1])]
 
     def score(self, evaluation: Evaluation) -> None:
-        from tasks.evaluate.sts import sts_rows
-
         for pairs in self.read():
             evaluation.context.drop("sts_unscored_pair", pairs.unscored_dropped)
             evaluation.add_sentences("sts", pairs.dataset, pairs.src_lang, pairs.tgt_lang, pairs.sentence1, pairs.sentence2)
-            evaluation.add_rows(
-                sts_rows(
-                    evaluation.encode(pairs.sentence1, pairs.src_lang), evaluation.encode(pairs.sentence2, pairs.tgt_lang), pairs.scores,
-                    dataset=pairs.dataset, src_lang=pairs.src_lang, tgt_lang=pairs.tgt_lang,
-                )
+            evaluation.add_sts(
+                "sts", pairs.dataset, pairs.src_lang, pairs.tgt_lang,
+                evaluation.encode(pairs.sentence1, pairs.src_lang), evaluation.encode(pairs.sentence2, pairs.tgt_lang), pairs.scores,
             )  # fmt: skip

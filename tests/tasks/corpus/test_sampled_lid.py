@@ -162,6 +162,7 @@ def test_too_many_variants_fall_back_to_every_row(tmp_path: Path, monkeypatch: p
     langs = ["en", "pl", "tr", "ro", "hu", "fi"]  # languages CLD2 checks by default (tasks/corpus/lid_exempt.py)
     columns = {lang: [f"{ENGLISH[i % 4]} {latin(i)}" for i in range(30)] for lang in langs}
     files = write_source(tmp_path / "src", columns)
-    manifest, _ = run(monkeypatch, tmp_path / "s", files, True, 5, filters={"lid": {}, "min_langs_per_group": 1})
+    # every language's row copies the English one: LID, not drop_copies, is what this checks
+    manifest, _ = run(monkeypatch, tmp_path / "s", files, True, 5, filters={"lid": {}, "min_langs_per_group": 1, "drop_copies": False})
     assert manifest.metrics["lid"]["checked"] == "every_row"
     assert manifest.dropped["lid_mismatch"] == 5 * 30  # the English rows of the five other languages

@@ -39,16 +39,30 @@ SHIPPED_KEYS = {
 }
 
 
-def shipped_evaluate_config(name: str) -> EvaluateConfig:
+# stsb-multi-mt (issue 31) was added to these configs after the values above were recorded: the
+# values above are their keys without it (so the other benchmarks key as before), these with it
+WITH_STSB_KEYS = {
+    "cpu-small.toml": "e84cbd047b96ba2739eb66e12818d271c84b46c902320c77a10ea31fa69fac67",
+    "cpu-wacse.toml": "3da5c1ca19b62f15debe16c7f7ea391f710a5bc0bb3c6c2303a3ef4e6a56cdcf",
+    "offline-multiway.toml": "0fae42b6e64d56dbbd65867731fb41bc028386785cc235d485dd3951e80798ec",
+}
+
+
+def shipped_evaluate_config(name: str, *, without_kinds: tuple[str, ...] = ()) -> EvaluateConfig:
     path = CONFIGS / name
     section = tomllib.loads(path.read_text(encoding="utf-8"))["evaluate"]
+    section["benchmarks"] = [b for b in section.get("benchmarks", []) if b["kind"] not in without_kinds]
     return EvaluateConfig.model_validate(section, context={CONFIG_DIR: str(path.parent)})
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_KEYS))
 def test_shipped_configs_keep_their_evaluate_keys(name: str) -> None:
-    config = shipped_evaluate_config(name)
+    config = shipped_evaluate_config(name, without_kinds=("stsb_multi_mt",))
     assert stage_key(KEYED_AS, config, INPUT_KEYS, {}) == SHIPPED_KEYS[name]
+    kinds = [b.kind for b in shipped_evaluate_config(name).benchmarks]
+    assert ("stsb_multi_mt" in kinds) == (name in WITH_STSB_KEYS)
+    if name in WITH_STSB_KEYS:
+        assert stage_key(KEYED_AS, shipped_evaluate_config(name), INPUT_KEYS, {}) == WITH_STSB_KEYS[name]
 
 
 def write_benchmark_files(root: Path) -> dict[str, Path]:

@@ -463,6 +463,69 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
     def attach_model(config, inputs, shard, context):
         from tasks.encoders.tiny import build_tiny_model
 
+
+# stsb-multi-mt layout: row i is the same pair in every language, with the same gold score; quoted
+# fields where a sentence holds a comma, as in ../shared/data/stsb-multi-mt-dev
+STSB = {
+    "en": [f'"{a}, yes",{b},{s}' if i % 3 == 0 else f"{a},{b},{s}" for i, (a, b, s) in enumerate(
+        zip(SENTENCES["eng"], SENTENCES["eng"][3:] + SENTENCES["eng"][:3], [4.8, 0.4, 3.1, 2.2, 1.0, 5.0, 2.6, 0.0]))],
+    "fr": [f"{a},{b},{s}" for a, b, s in zip(SENTENCES["fra"], SENTENCES["fra"][3:] + SENTENCES["fra"][:3], [4.8, 0.4, 3.1, 2.2, 1.0, 5.0, 2.6, 0.0])],
+}  # fmt: skip
+
+
+def stsb_folder(root: Path) -> Path:
+    folder = root / "stsb"
+    folder.mkdir(exist_ok=True)
+    for code, rows in STSB.items():
+        (folder / f"stsb-{code}-dev.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_stsb_multi_mt_scores_each_language_and_english_with_each_other_as_scipy_does(built: dict, tmp_path: Path) -> None:
+    """Monolingual sets per language and cross-lingual en-xx sets: each value is scipy's Spearman of
+    the cosines of the model's own vectors (encoded here by sentence-transformers) and the gold."""
+    import scipy.stats
+
+    folder = stsb_folder(tmp_path)
+    metrics, manifest = evaluate(built, [{"kind": "stsb_multi_mt", "path": str(folder)}])
+    sts = metrics.filter(pl.col("benchmark") == "sts")
+    assert sorted(zip(sts["dataset"], sts["src_lang"], sts["tgt_lang"])) == [
+        ("stsb-multi-mt-dev", "eng_Latn", "eng_Latn"),
+        ("stsb-multi-mt-dev", "fra_Latn", "fra_Latn"),
+        ("stsb-multi-mt-dev-cross", "eng_Latn", "fra_Latn"),
+    ]
+    model = sentence_transformer(built["store"].attached_dir("base_model", built["inputs"]["base_model"]))
+    import csv
+
+    rows = {code: list(csv.reader((folder / f"stsb-{code}-dev.csv").open(encoding="utf-8", newline=""))) for code in STSB}
+    assert rows["en"][0][0].endswith(", yes")  # the quoted comma is inside the sentence
+    gold = np.array([float(r[2]) for r in rows["en"]])
+    for dataset, first, second, lang in (("stsb-multi-mt-dev", "en", "en", "eng_Latn"), ("stsb-multi-mt-dev", "fr", "fr", "fra_Latn"), ("stsb-multi-mt-dev-cross", "en", "fr", "eng_Latn")):
+        a = model.encode([r[0] for r in rows[first]], normalize_embeddings=True)
+        b = model.encode([r[1] for r in rows[second]], normalize_embeddings=True)
+        expected = scipy.stats.spearmanr((a * b).sum(axis=1), gold).statistic
+        assert value(metrics, benchmark="sts", dataset=dataset, src_lang=lang, metric="spearman") == pytest.approx(expected, abs=1e-6)
+    # the per-pair cosines are kept, and give the same correlation
+    items = pl.read_parquet(Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/sts_items.parquet")
+    for (dataset, src, tgt), part in items.group_by(["dataset", "src_lang", "tgt_lang"]):
+        assert part["item"].to_list() == list(range(8)) and part["gold"].to_list() == gold.tolist()
+        expected = scipy.stats.spearmanr(part["cosine"].to_numpy(), gold).statistic
+        assert value(metrics, dataset=dataset, src_lang=src, tgt_lang=tgt, metric="spearman") == pytest.approx(expected, abs=1e-12)
+    # one headline for the monolingual sets, one for the cross-lingual ones
+    assert manifest.metrics["headline"]["sts/stsb-multi-mt-dev"]["pairs"] == 2
+    assert manifest.metrics["headline"]["sts/stsb-multi-mt-dev-cross"]["pairs"] == 1
+
+
+def test_stsb_multi_mt_beside_the_base_reports_each_sets_change_with_an_interval(built: dict, tmp_path: Path) -> None:
+    from tasks.evaluate.bootstrap import paired_spearman_bootstrap
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 3
+
+    def attach_model(config, inputs, shard, context):
+        from tasks.encoders.tiny import build_tiny_model
+
         context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
         return []
 
@@ -484,3 +547,42 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
     assert lines[0].startswith(
         f"tatoeba/tatoeba {shown['label']}: {shown['delta']:+.1f} [{shown['low']:+.1f}, {shown['high']:+.1f}] points of accuracy over the untrained base ("
     ), lines
+
+
+    config = EvaluateConfig.model_validate({"benchmarks": [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path))}], "encoder": {"pooling": "mean"}})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
+    assert {"files/sts_items.parquet", "files/items/base_sts_items.parquet"} <= {f.path for f in manifest.attached_files}
+    ours, base = pl.read_parquet(files / "sts_items.parquet"), pl.read_parquet(files / "items/base_sts_items.parquet")
+    report = (files / "report/report.md").read_text(encoding="utf-8")
+    assert "## Change vs untrained base, with 95% intervals" in report
+    for dataset, src, tgt, label in (
+        ("stsb-multi-mt-dev", "fra_Latn", "fra_Latn", "fra_Latn"), ("stsb-multi-mt-dev-cross", "eng_Latn", "fra_Latn", "eng_Latn → fra_Latn")
+    ):
+        mine = ours.filter((pl.col("dataset") == dataset) & (pl.col("src_lang") == src) & (pl.col("tgt_lang") == tgt)).sort("item")
+        theirs = base.filter((pl.col("dataset") == dataset) & (pl.col("src_lang") == src) & (pl.col("tgt_lang") == tgt)).sort("item")
+        interval = paired_spearman_bootstrap(mine["cosine"].to_numpy(), theirs["cosine"].to_numpy(), mine["gold"].to_numpy())
+        line = f"| sts/{dataset} | {label} | {100 * interval.delta:+.1f} | {100 * interval.low:+.1f} to {100 * interval.high:+.1f} |"
+        assert line in report, report[report.index("## Change") : report.index("## sts")]
+    assert "| sts/stsb-multi-mt-dev | all sets |" in report
+    # the per-language table shows each set beside the base
+    assert "## sts" in report and "Δ vs untrained base (spearman)" in report
+
+
+def test_stsb_multi_mt_files_that_are_not_line_aligned_fail_naming_file_and_line(built: dict, tmp_path: Path) -> None:
+    folder = stsb_folder(tmp_path)
+    rows = STSB["fr"][:]
+    rows[4] = rows[4].rsplit(",", 1)[0] + ",1.5"
+    (folder / "stsb-fr-dev.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(BenchmarkDataError, match=r"stsb-fr-dev\.csv:5: score: not line-aligned"):
+        evaluate(built, [{"kind": "stsb_multi_mt", "path": str(folder)}])
+    (folder / "stsb-fr-dev.csv").write_text("\n".join(STSB["fr"][:3]) + '\n"a, b",c\n', encoding="utf-8")
+    with pytest.raises(BenchmarkDataError, match=r"stsb-fr-dev\.csv:4: expected 3 comma-separated fields"):
+        evaluate(built, [{"kind": "stsb_multi_mt", "path": str(folder), "cross_lingual": False}])
+
+
+def test_stsb_multi_mt_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dict, tmp_path: Path) -> None:
+    metrics, manifest = evaluate(built, [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path)), "max_pairs": 5}])
+    sts = metrics.filter(pl.col("benchmark") == "sts")
+    assert sts.height == 3 and set(sts["n"]) == {5}
+    assert manifest.dropped["sts_pair_beyond_max_pairs"] == 2 * 3  # per language (en, fr), not per set
