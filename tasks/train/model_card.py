@@ -25,73 +25,21 @@ import pyarrow as pa
 from storage import ArtifactStore
 from tasks.encoders.pooling import recorded_pooling
 from tasks.languages import is_group_code
+from tasks.train.papers import Paper
 
 CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
 
 
-@dataclass(frozen=True)
-class Paper:
-    key: str  # BibTeX key
-    title: str
-    authors: str  # "First Last and First Last"
-    year: int
-    venue: str
+def objective_citation(name: str) -> tuple[str, tuple[Paper, ...]]:
+    """(what it does, the papers it comes from) of the objective registered under `name`, as its
+    class declares them; ("", ()) for one not registered in this process (the card then says
+    "no citation recorded")."""
+    from tasks.registry import lookup
+    from tasks.train.objectives import OBJECTIVES
 
-    def bibtex(self) -> str:
-        return (
-            f"@inproceedings{{{self.key},\n  title = {{{self.title}}},\n  author = {{{self.authors}}},\n"
-            f"  booktitle = {{{self.venue}}},\n  year = {{{self.year}}}\n}}"
-        )
+    objective = lookup(OBJECTIVES, name)
+    return ("", ()) if objective is None else (objective.description, tuple(objective.papers))
 
-    def short(self) -> str:
-        names = [a.split()[-1] for a in self.authors.split(" and ")]
-        who = " and ".join(names) if len(names) <= 2 else f"{names[0]} et al."
-        return f"{who} ({self.year}), *{self.title}*"
-
-
-# Titles and authors as the papers print them (shared/seeds); DuEAM's seed text lacks its title
-# page: its entry is the ACL Anthology's record of the EMNLP 2021 paper (2021.emnlp-main.716).
-WACSE = Paper(
-    "miao2024wacse",
-    "Enhancing Cross-lingual Sentence Embedding for Low-resource Languages with Word Alignment",
-    "Zhongtao Miao and Qiyu Wu and Kaiyan Zhao and Zilong Wu and Yoshimasa Tsuruoka",
-    2024,
-    "Findings of the Association for Computational Linguistics: NAACL 2024",
-)
-MULTIWAY = Paper(
-    "fazili2025multiway",
-    "Enhancing Multilingual Embeddings via Multi-Way Parallel Text Alignment",
-    "Barah Fazili and Koustava Goswami",
-    2025,
-    "arXiv preprint",
-)
-DAP = Paper(
-    "li2023dap",
-    "Dual-Alignment Pre-training for Cross-lingual Sentence Embedding",
-    "Ziheng Li and Shaohan Huang and Zihan Zhang and Zhi-Hong Deng and Qiang Lou and Haizhen Huang and Jian Jiao "
-    "and Furu Wei and Weiwei Deng and Qi Zhang",
-    2023,
-    "Proceedings of the 61st Annual Meeting of the Association for Computational Linguistics (ACL 2023)",
-)
-DUEAM = Paper(
-    "goswami2021dueam",
-    "Cross-lingual Sentence Embedding using Multi-Task Learning",
-    "Koustava Goswami and Sourav Dutta and Haytham Assem and Theodorus Fransen and John P. McCrae",
-    2021,
-    "Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing (EMNLP 2021)",
-)
-
-# Objective (its `[train.objectives]` section name) -> (what it is, the papers it comes from).
-# A new objective without an entry is listed with its weight and "no citation recorded".
-OBJECTIVE_CITATIONS: dict[str, tuple[str, tuple[Paper, ...]]] = {
-    "translation_ranking": ("translation ranking (TR): in-batch softmax over cosine similarities of translation pairs", (DAP, WACSE)),
-    "multiway_supcon": ("supervised contrastive loss over multi-way parallel rows", (MULTIWAY,)),
-    "aligned_word_prediction": ("aligned word prediction (AWP): predict the aligned word of the translation", (WACSE,)),
-    "word_translation_ranking": ("word translation ranking (WTR): rank the aligned word among the translation's words", (WACSE,)),
-    "representation_translation": ("representation translation learning (RTL): rebuild the translation from token states", (DAP,)),
-    "dueam": ("DuEAM: a frozen anchor's word mover's distance teaches the learner's distances, plus cosine", (DUEAM,)),
-    "base_regularization": ("stay near the base model: mean squared distance to its sentence vectors", (MULTIWAY,)),
-}
 
 def hub_language(flores: str) -> str:
     """The model hub's code for a FLORES-200 code: ISO 639-1 where one exists (for the variety or
@@ -516,7 +464,7 @@ def render_model_card(
     if base_paper:
         cited[base_paper.key] = base_paper
     for objective in metrics.get("objectives", {}):
-        for paper in OBJECTIVE_CITATIONS.get(objective, ("", ()))[1]:
+        for paper in objective_citation(objective)[1]:
             cited[paper.key] = paper
     md += ["## Citation", "", "### BibTeX", ""]
     md += ["#### Sentence Transformers", "", "```bibtex", SENTENCE_BERT.bibtex(), "```", ""]
@@ -595,7 +543,7 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
 
     md += ["### Training Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
     for objective, weight in metrics.get("objectives", {}).items():
-        what, papers = OBJECTIVE_CITATIONS.get(objective, ("", ()))
+        what, papers = objective_citation(objective)
         source = "; ".join(p.short() for p in papers) or "no citation recorded"
         md.append(f"| `{objective}` | {_fmt(weight)} | {what} | {source} |")
     md.append("")
