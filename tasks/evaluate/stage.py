@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.encoders.language_vectors import read_language_vectors
-from tasks.evaluate.benchmarks.registry import headline_metric, main_metric
+from tasks.evaluate.benchmarks.registry import headline_metric, hub_task_type, main_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
@@ -338,7 +338,7 @@ def _attach_model_card(
 
     train = inputs["train"]
     results = EvaluationResults.from_tables(
-        None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric,
+        None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric, hub_task_type=hub_task_type,
         items=items, base_items=base_items, seed=config.seed, paired_intervals=paired_delta_intervals,
     )  # fmt: skip
     path = context.workdir / CARD_FILE

@@ -15,7 +15,7 @@ tests/tasks/train/test_trainer.py). The key then includes them wherever they spl
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     ConfigDict,
@@ -35,6 +35,9 @@ from tasks.languages import LangCodes
 from tasks.registry import lookup
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
 
+if TYPE_CHECKING:
+    from tasks.train.objectives import ObjectiveConfig
+
 
 
 def default_checkpoint_dir() -> str:
@@ -42,21 +45,6 @@ def default_checkpoint_dir() -> str:
     return str(xlembed_cache_dir("train-checkpoints"))
 
 
-class ObjectiveConfig(StageConfig):
-    """A `[train.objectives.<name>]` section: the base of an objective's `Settings`, which sits
-    beside the objective in its file (tasks/train/objectives/<name>.py). It declares what the
-    objective needs (`register_objective` mirrors them onto the objective class)."""
-
-    needs_alignments: ClassVar[bool] = False  # word pairs from the align stage (without them it contributes nothing)
-    needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
-    needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
-    trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
-
-    weight: float = Field(default=0.0, ge=0.0)
-
-    def needs_frozen(self) -> bool:
-        """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
-        return self.needs_frozen_model
 
 
 class ObjectivesConfig(StageConfig):

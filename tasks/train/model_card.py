@@ -209,13 +209,15 @@ class EvaluationResults:
         base_metrics: pa.Table | None = None,
         *,
         main_metric: Callable[[str], str | None],
+        hub_task_type: Callable[[str], str] = lambda benchmark: "sentence-similarity",
         items: pa.Table | None = None,
         base_items: pa.Table | None = None,
         seed: int = 0,
         paired_intervals: Callable[..., Any] | None = None,
     ) -> EvaluationResults:
         """`main_metric`: a benchmark's main metric (None: keep all its rows), the evaluate
-        stage's `benchmarks.main_metric`. `items`/`base_items` (per-query outcomes of the trained
+        stage's `benchmarks.main_metric`; `hub_task_type`: the hub's task type of its results
+        (`benchmarks.hub_task_type`, which each benchmark declares). `items`/`base_items` (per-query outcomes of the trained
         model and of the base on the same queries) give the paired bootstrap intervals through
         `paired_intervals` (the evaluate report's `paired_delta_intervals`). Both functions are
         passed in because train sits below evaluate."""
@@ -227,7 +229,7 @@ class EvaluationResults:
             metric = main_metric(row["benchmark"])
             if metric is not None and row["metric"] != metric:
                 continue
-            rows.append({**row, "base": base.get(_row_id(row))})
+            rows.append({**row, "base": base.get(_row_id(row)), "task_type": hub_task_type(row["benchmark"])})
         rows.sort(key=lambda r: (r["benchmark"], r["dataset"], is_group_code(r["src_lang"]), r["src_lang"], r["tgt_lang"] or ""))
         intervals = {}
         if paired_intervals is not None and items is not None and base_items is not None and items.num_rows and base_items.num_rows:
@@ -313,7 +315,7 @@ def _front_matter(facts: CardFacts, results: EvaluationResults | None) -> str:
             pair = f"{row['src_lang']}-{row['tgt_lang']}" if row["tgt_lang"] else row["src_lang"]
             lines += [
                 "      - task:",
-                "          type: " + ("bitext-mining" if row["benchmark"] in ("tatoeba", "retrieval", "bucc") else "sentence-similarity"),
+                "          type: " + row.get("task_type", "sentence-similarity"),
                 "        dataset:",
                 f"          name: {_yaml_scalar(row['dataset'] + ' ' + pair)}",
                 f"          type: {_yaml_scalar(row['dataset'])}",

@@ -17,9 +17,9 @@ from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import keyed_config, stage_key
 from tasks.train import TRAIN_STAGE
-from tasks.train.config import ObjectiveConfig, TrainConfig
+from tasks.train.config import TrainConfig
 from tasks.train.data import TrainingData
-from tasks.train.objectives import OBJECTIVES, SentenceObjective, TrainContext, register_objective
+from tasks.train.objectives import OBJECTIVES, ObjectiveConfig, SentenceObjective, TrainContext, register_objective
 from tasks.train.trainer import Trainer, TrainInputs
 from tasks.train.views import encode_views
 from tasks.encoders.tiny import build_tiny_model

@@ -9,6 +9,8 @@ imported before the config is validated.
 
 from tasks.corpus.sources.registry import (
     SOURCES,
+    DataSet,
+    Licence,
     Source,
     SourceIO,
     check_line_aligned,
@@ -29,6 +31,8 @@ from tasks.corpus.sources.cldr import CldrSource
 __all__ = [
     "SOURCES",
     "CldrSource",
+    "DataSet",
+    "Licence",
     "MultiwayDirSource",
     "OpusMosesSource",
     "ParquetSource",

@@ -16,6 +16,7 @@ class BuccBenchmark(Benchmark):
     """BUCC 2018 layout: `{xx}-en.{split}.{xx|en}` (id TAB sentence) and `.gold`; threshold tuned on `tune_split`."""
 
     main_metric: ClassVar[str] = "f1"
+    hub_task_type: ClassVar[str] = "bitext-mining"
 
     kind: Literal["bucc"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)

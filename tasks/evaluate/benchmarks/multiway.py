@@ -21,6 +21,7 @@ class MultiwayBenchmark(Benchmark):
     row_benchmark: ClassVar[str | None] = "retrieval"
     item_metric: ClassVar[str | None] = "accuracy_mean"
     in_domain: ClassVar[bool] = True  # held-out rows of the data the encoder is trained on
+    hub_task_type: ClassVar[str] = "bitext-mining"
 
     kind: Literal["multiway"]
     name: str = "flores200-dev"

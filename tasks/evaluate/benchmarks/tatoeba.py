@@ -57,6 +57,7 @@ class TatoebaBenchmark(Benchmark):
 
     main_metric: ClassVar[str] = "accuracy_mean"
     item_metric: ClassVar[str | None] = "accuracy_mean"
+    hub_task_type: ClassVar[str] = "bitext-mining"
 
     kind: Literal["tatoeba"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)

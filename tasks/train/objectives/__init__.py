@@ -9,21 +9,24 @@ file), its `description` and `papers`, builds itself with `build` and is decorat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.registry import lookup
-from tasks.train.config import ObjectivesConfig, TrainConfig
 from tasks.train.data import TrainingData
 from tasks.train.objectives.base import (
     OBJECTIVES,
     Chunk,
     Objective,
+    ObjectiveConfig,
     SentenceObjective,
     Side,
     TokenObjective,
     TrainContext,
     register_objective,
 )
+
+if TYPE_CHECKING:  # the config imports this package when it validates a section
+    from tasks.train.config import ObjectivesConfig, TrainConfig
 
 # The built-in objectives: importing a module registers its class (in this order, which is the
 # order of their sections in a config and of their losses in a step).
@@ -66,6 +69,7 @@ __all__ = [
     "DuEAMLoss",
     "MultiwaySupConLoss",
     "Objective",
+    "ObjectiveConfig",
     "RepresentationTranslationLoss",
     "SentenceObjective",
     "Side",

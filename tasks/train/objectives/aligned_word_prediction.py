@@ -52,10 +52,9 @@ from pydantic import Field
 from torch import nn
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
-from tasks.train.config import ObjectiveConfig
 from tasks.train.data import StepBatch, TrainingData, texts_to_arrays
 from tasks.train.model import VocabularyHead
-from tasks.train.objectives.base import Chunk, TokenObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import Chunk, ObjectiveConfig, TokenObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import WACSE
 
 log = logging.getLogger(__name__)

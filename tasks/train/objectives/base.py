@@ -26,12 +26,30 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
 from tasks.registry import register_unique
-from tasks.train.config import ObjectiveConfig
+from tasks.stage import StageConfig
 from tasks.train.data import StepBatch, TrainingData
 from tasks.train.papers import Paper
+
+
+class ObjectiveConfig(StageConfig):
+    """A `[train.objectives.<name>]` section: the base of an objective's `Settings`, which sits
+    beside the objective in its file. It declares what the objective needs, so that validating a
+    config checks them (`register_objective` mirrors them onto the objective class)."""
+
+    needs_alignments: ClassVar[bool] = False  # word pairs from the align stage (without them it contributes nothing)
+    needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
+    needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
+    trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
+
+    weight: float = Field(default=0.0, ge=0.0)
+
+    def needs_frozen(self) -> bool:
+        """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
+        return self.needs_frozen_model
 
 
 @dataclass

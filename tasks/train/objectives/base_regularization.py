@@ -15,8 +15,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from tasks.train.config import ObjectiveConfig
-from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
 from tasks.train.views import encode_views
 

@@ -34,9 +34,8 @@ import torch
 from pydantic import Field
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
-from tasks.train.config import ObjectiveConfig
 from tasks.train.data import TrainingData
-from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
 from tasks.train.views import encode_views
 

@@ -20,9 +20,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from tasks.train.config import ObjectiveConfig
 from tasks.train.data import TrainingData
-from tasks.train.objectives.base import SentenceObjective, register_objective
+from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, register_objective
 from tasks.train.papers import DAP, WACSE
 
 

@@ -24,9 +24,16 @@ from pydantic import Field
 from torch import nn
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
-from tasks.train.config import ObjectiveConfig
 from tasks.train.data import StepBatch, TrainingData
-from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import (
+    Chunk,
+    ObjectiveConfig,
+    Side,
+    TokenObjective,
+    TrainContext,
+    register_objective,
+    zero_like_graph,
+)
 from tasks.train.papers import WACSE
 
 
