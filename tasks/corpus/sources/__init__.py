@@ -2,7 +2,7 @@
 (tasks/corpus/sources/registry.py).
 
 Adding one: write `tasks/corpus/sources/<kind>.py` with a `@register_source` class
-(docs/architecture.md, "How to add a corpus source") and import it below: that import is its
+(docs/architecture.md, "Extension points") and import it below: that import is its
 registration. A source outside the package registers the same way from its own module,
 imported before the config is validated.
 """

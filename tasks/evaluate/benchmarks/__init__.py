@@ -1,7 +1,7 @@
 """The evaluation benchmarks, one class per file, and their registry (tasks/evaluate/benchmarks/registry.py).
 
 Adding one: write `tasks/evaluate/benchmarks/<name>.py` with a `@register_benchmark` class
-(docs/architecture.md, "How to add a benchmark") and import it below: that import is its
+(docs/architecture.md, "Extension points") and import it below: that import is its
 registration. A benchmark outside the package registers the same way from its own module,
 imported before the config is validated.
 """
