@@ -51,7 +51,7 @@ BASE_ITEMS_FILE = "items/base_items.parquet"
 def check_benchmark_files(config: EvaluateConfig) -> None:
     """Parse every benchmark's files before any model loads, so that a bad line in the last
     benchmark fails in seconds (naming file, line and field), not after the first ones ran.
-    The readers remember what they parsed (tasks/evaluate/datasets.py), so scoring the model,
+    The readers remember what they parsed (`parsed_once`, tasks/evaluate/datasets.py), so scoring the model,
     and the base beside it, reads these results again instead of parsing the files again."""
     for bench in config.benchmarks:
         bench.check_files()
