@@ -407,11 +407,11 @@ def write_benchmarks(folder: Path, rows: int) -> None:
 
 
 def case_evaluate(rows: int, naive: bool, folder: Path) -> dict:
-    from tasks.evaluate import datasets
+    from tasks.evaluate.benchmarks import bucc, tatoeba
 
     readers = [
-        (datasets.read_bucc, (folder, "de", "training")), (datasets.read_bucc, (folder, "de", "test")),
-        (datasets.read_tatoeba, (folder, "kaz")),
+        (bucc.read_bucc, (folder, "de", "training")), (bucc.read_bucc, (folder, "de", "test")),
+        (tatoeba.read_tatoeba, (folder, "kaz")),
     ]  # fmt: skip
 
     def three_reads() -> None:  # plan-time check, the trained model, the untrained base

@@ -1,5 +1,5 @@
 """What the four extension-point registries share (objectives, align backends, corpus sources,
-benchmarks; docs/architecture.md "How to add"): a name taken once, and a `kind = "..."` table
+benchmarks; docs/architecture.md "Extension points"): a name taken once, and a `kind = "..."` table
 validated as the config of the class its kind names. Each registry keeps its own checks of
 what a class must declare; this module only holds the parts that were copies of each other."""
 

@@ -33,12 +33,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 import faiss
 import numpy as np
 
-from tasks.evaluate.datasets import BuccSplit
 from tasks.evaluate.groups import metric_row
 from tasks.encoders.neighbours import as_unit_float32
+
+if TYPE_CHECKING:  # the benchmark's file imports this module to score
+    from tasks.evaluate.benchmarks.bucc import BuccSplit
 
 __all__ = [
     "DEFAULT_K",
@@ -357,7 +361,7 @@ def bucc_rows(
     k: int = DEFAULT_K,
     search: IvfSearch | None = None,
 ) -> list[dict]:
-    """Rows for two BUCC splits (tuning, test) as read by :func:`tasks.evaluate.datasets.read_bucc`, and their embeddings.
+    """Rows for two BUCC splits (tuning, test) as read by :func:`tasks.evaluate.benchmarks.bucc.read_bucc`, and their embeddings.
 
     ``*_src`` embeds ``split.src`` row by row, ``*_tgt`` embeds ``split.tgt``.
     """

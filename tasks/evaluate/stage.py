@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.encoders.language_vectors import read_language_vectors
-from tasks.evaluate.benchmarks.registry import headline_metric, main_metric
+from tasks.evaluate.benchmarks.registry import headline_metric, hub_task_type, main_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA, STS_ITEMS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
@@ -56,7 +56,7 @@ BASE_STS_ITEMS_FILE = "items/base_sts_items.parquet"
 def check_benchmark_files(config: EvaluateConfig) -> None:
     """Parse every benchmark's files before any model loads, so that a bad line in the last
     benchmark fails in seconds (naming file, line and field), not after the first ones ran.
-    The readers remember what they parsed (tasks/evaluate/datasets.py), so scoring the model,
+    The readers remember what they parsed (`parsed_once`, tasks/evaluate/datasets.py), so scoring the model,
     and the base beside it, reads these results again instead of parsing the files again."""
     for bench in config.benchmarks:
         bench.check_files()
@@ -386,7 +386,7 @@ def _attach_model_card(
 
     train = inputs["train"]
     results = EvaluationResults.from_tables(
-        None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric,
+        None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric, hub_task_type=hub_task_type,
         items=items, base_items=base_items, seed=config.seed, paired_intervals=paired_delta_intervals,
     )  # fmt: skip
     path = context.workdir / CARD_FILE

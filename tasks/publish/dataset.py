@@ -44,8 +44,10 @@ import pyarrow.parquet as pq
 
 from storage import ArtifactStore, Manifest
 from tasks.corpus.schema import CORPUS_SCHEMA
+from tasks.corpus.sources import SOURCES, Licence
 from tasks.languages import ISO639_1_TO_3
 from tasks.publish import ExportError
+from tasks.registry import lookup
 
 Layout = Literal["multiway", "pairs", "both"]
 HUB_SPLITS = {"dev": "validation"}  # the corpus's split names as the hub names them
@@ -56,37 +58,39 @@ CARD = "README.md"
 TASK_CATEGORIES = ["translation", "sentence-similarity"]
 
 
-@dataclass(frozen=True)
-class Licence:
-    """A source's licence as a reader names it, and as the hub's `license:` field does."""
-
-    name: str
-    hub_id: str  # an identifier from https://huggingface.co/docs/hub/repositories-licenses, or "other"
-    url: str
-
-
-# The licences of the data sets the corpus stage is used with, in one place. A source is
-# matched by its kind (tatoeba, cldr) or by its name or location (flores, ntrex); any other
+# The licences of data sets that sources of several kinds read (a FLORES folder read by a
+# `multiway_dir` or a `text` source), recognised by the source's name or location. A source
+# kind that always reads one data set declares it (`Source.data_set`: tatoeba, cldr); any other
 # source's licence is unknown and the card says so.
 LICENCES: Mapping[str, tuple[str, Licence]] = {
     "flores-200": ("FLORES-200", Licence("CC-BY-SA 4.0", "cc-by-sa-4.0", "https://creativecommons.org/licenses/by-sa/4.0/")),
     "ntrex-128": ("NTREX-128", Licence("CC-BY-SA 4.0", "cc-by-sa-4.0", "https://creativecommons.org/licenses/by-sa/4.0/")),
-    "tatoeba": ("Tatoeba", Licence("CC-BY 2.0 FR", "cc-by-2.0", "https://creativecommons.org/licenses/by/2.0/fr/")),
-    "cldr": ("Unicode CLDR (via Babel)", Licence("Unicode License v3", "other", "https://www.unicode.org/license.txt")),
     # translate: the model's licence; whether it binds its translations is for the publisher to check
     "nllb-200": ("NLLB-200 machine translations", Licence("CC-BY-NC 4.0 (the model's licence)", "cc-by-nc-4.0", "https://creativecommons.org/licenses/by-nc/4.0/")),
 }
 UNKNOWN_LICENCE = Licence("unknown: check it before publishing", "unknown", "")
-_MATCH_BY_KIND = {"tatoeba": "tatoeba", "cldr": "cldr"}
-_MATCH_BY_NAME = (("flores", "flores-200"), ("ntrex", "ntrex-128"), ("tatoeba", "tatoeba"), ("cldr", "cldr"))
+_MATCH_BY_NAME = (("flores", "flores-200"), ("ntrex", "ntrex-128"))
+
+
+def known_datasets() -> dict[str, tuple[str, Licence]]:
+    """Data set -> (its name on the card, its licence): `LICENCES`, then those the registered source kinds declare."""
+    found = dict(LICENCES)
+    for cls in SOURCES.values():
+        if cls.data_set is not None:
+            found[cls.data_set.key] = (cls.data_set.title, cls.data_set.licence)
+    return found
 
 
 def source_dataset(source: Mapping[str, Any], locations: Iterable[str] = ()) -> str | None:
-    """The LICENCES entry a corpus source config (as in a manifest) comes from, if known."""
-    if source.get("kind") in _MATCH_BY_KIND:
-        return _MATCH_BY_KIND[source["kind"]]
+    """The `known_datasets` entry a corpus source config (as in a manifest) comes from, if known:
+    the data set its kind declares, else one its name or location names (a registered kind that
+    declares one counts as a name: a `text` source named "tatoeba-dev")."""
+    cls = lookup(SOURCES, source.get("kind"))
+    if cls is not None and cls.data_set is not None:
+        return cls.data_set.key
     text = " ".join([str(source.get("name", "")), *map(str, locations)]).lower()
-    return next((dataset for needle, dataset in _MATCH_BY_NAME if needle in text), None)
+    by_kind = tuple((kind, cls.data_set.key) for kind, cls in SOURCES.items() if cls.data_set is not None)
+    return next((dataset for needle, dataset in (*_MATCH_BY_NAME, *by_kind) if needle in text), None)
 
 
 @dataclass
@@ -356,7 +360,7 @@ def source_licences(lineage: _Lineage) -> list[tuple[str, str, Licence]]:
             if dataset is None:
                 rows.append((str(source.get("name")), f"{source.get('kind')} source", UNKNOWN_LICENCE))
             else:
-                rows.append((str(source.get("name")), *LICENCES[dataset]))
+                rows.append((str(source.get("name")), *known_datasets()[dataset]))
     if lineage.model is not None:
         name = lineage.translate.metrics.get("model") if lineage.translate else None
         config = lineage.model.config

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from storage import ArtifactStore
 from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
 from tasks.encoders.pooling import recorded_pooling
-from tasks.evaluate.benchmarks.registry import main_metric
+from tasks.evaluate.benchmarks.registry import hub_task_type, main_metric
 from tasks.evaluate.report import paired_delta_intervals
 from tasks.publish import ExportError
 from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
@@ -109,6 +109,7 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
     encoder.setdefault("max_length", 128)
     return EvaluationResults.from_tables(
         evaluate_key, store.read_table("evaluate", evaluate_key), encoder, table("report/base_metrics.parquet"), main_metric=main_metric,
+        hub_task_type=hub_task_type,
         items=table(EVALUATE_ITEMS), base_items=table(EVALUATE_BASE_ITEMS), seed=int(manifest.config.get("seed", 0)),
         paired_intervals=paired_delta_intervals,
     )  # fmt: skip

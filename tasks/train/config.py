@@ -14,15 +14,29 @@ tests/tasks/train/test_trainer.py). The key then includes them wherever they spl
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from storage.user_cache import xlembed_cache_dir
 from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
 from tasks.registry import lookup
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
+
+if TYPE_CHECKING:
+    from tasks.train.objectives import ObjectiveConfig
 
 
 
@@ -31,223 +45,59 @@ def default_checkpoint_dir() -> str:
     return str(xlembed_cache_dir("train-checkpoints"))
 
 
-class ObjectiveConfig(StageConfig):
-    """A `[train.objectives.<name>]` section. The class declares what its objective needs (here,
-    free of torch, so that validating a config can check them; `register_objective` in
-    tasks/train/objectives/base.py mirrors them onto the objective class)."""
-
-    needs_alignments: ClassVar[bool] = False  # word pairs from the align stage (without them it contributes nothing)
-    needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
-    needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
-    trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
-
-    weight: float = Field(default=0.0, ge=0.0)
-
-    def needs_frozen(self) -> bool:
-        """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
-        return self.needs_frozen_model
-
-
-OBJECTIVE_SECTIONS: dict[str, type[ObjectiveConfig]] = {}
-"""`[train.objectives]` section name -> its config class, filled by `register_objective` (the
-built-in sections are also fields of `ObjectivesConfig`; other names are looked up here)."""
-
-
-class TranslationRankingConfig(ObjectiveConfig):
-    """In-batch translation ranking (DAP, WACSE, LaBSE): cosine / temperature, labels on the diagonal."""
-
-    weight: float = Field(default=1.0, ge=0.0)
-    temperature: float = Field(default=0.05, gt=0.0, description="0.05 = sentence-transformers' scale 20")
-    symmetric: bool = Field(default=False, description="both directions; False = non-pivot -> pivot only (DAP default)")
-    margin: float = Field(default=0.0, ge=0.0, description="additive margin on the positive's cosine (LaBSE); DAP uses 0")
-
-
-class MultiwaySupConConfig(ObjectiveConfig):
-    """Supervised contrastive loss over multi-way rows (Fazili & Goswami): every text is an anchor.
-
-    The paper's own form (eq. 1-3) is `denominator = "paper"`, `reduction = "sum"`: then
-    `regularization` is the paper's lambda. The defaults (Khosla's denominator, mean over anchors)
-    are the form this project trained with before; with `reduction = "mean"` the paper's lambda
-    corresponds to `regularization = lambda / n`, n the anchors of a batch (rows x views)."""
-
-    weight: float = Field(default=0.0, ge=0.0)
-    temperature: float = Field(default=0.05, gt=0.0)
-    positive_boost: bool = Field(default=False, description="scale positive logits by exp(-z_i . z_p) (appendix)")
-    regularization: float = Field(
-        default=0.0, ge=0.0, description="lambda of L_sup + lambda * mean ||z - z_orig||^2 (the paper's lambda with reduction = 'sum')"
-    )
-    denominator: Literal["khosla", "paper"] = Field(
-        default="khosla",
-        json_schema_extra=KEYED_UNLESS_DEFAULT,
-        description=(
-            "paper: eq. 1's denominator sums over the negatives only, A(i) = I minus ({i} and P(i)); khosla: over every "
-            "text but the anchor, positives included (Khosla et al.'s L_sup^out, the SupCon reference code)"
-        ),
-    )
-    reduction: Literal["mean", "sum"] = Field(
-        default="mean",
-        json_schema_extra=KEYED_UNLESS_DEFAULT,
-        description=(
-            "sum: L_sup sums the anchors' losses (eq. 1; the paper's lambda and scale: n times the mean's gradient, "
-            "against the same optimizer.max_grad_norm); mean: divided by the n anchors (comparable in size to TR)"
-        ),
-    )
-    anchors: Literal["all", "pivot"] = Field(
-        default="all", description="all: every text is an anchor (the paper); pivot: only view 0's text (the en-anchor ablation)"
-    )
-
-    def needs_frozen(self) -> bool:
-        return self.regularization > 0  # the regulariser's z_orig
-
-
-class AlignedWordPredictionConfig(ObjectiveConfig):
-    """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
-
-    needs_alignments: ClassVar[bool] = True
-    needs_pivot: ClassVar[bool] = True
-
-    weight: float = Field(default=0.0, ge=0.0)
-    mask_fraction: float = Field(
-        default=1.0,
-        gt=0.0,
-        le=1.0,
-        description=(
-            "share of each sentence's aligned words masked per step, all in one masked copy (at least one word); 1.0 = every "
-            "aligned word, as WACSE eq. 4 sums over them"
-        ),
-    )
-    reduction: Literal["per_row", "per_word"] = Field(
-        default="per_row",
-        json_schema_extra=KEYED_UNLESS_DEFAULT,
-        description=(
-            "per_row: token losses summed over masked words, divided by 2N rows (WACSE eq. 5: grows with sentence "
-            "length, ~17 nats per row on FLORES); per_word: divided by the masked words instead (comparable in size to TR)"
-        ),
-    )
-    vocabulary: Literal["full", "sampled"] = Field(
-        default="full",
-        json_schema_extra=KEYED_UNLESS_DEFAULT,
-        description=(
-            "full: softmax over the whole vocabulary (the paper's loss; on e5-small's 250k tokens it costs about as much as "
-            "the masked forward pass on CPU); sampled: over the batch's target tokens plus `negatives` tokens drawn "
-            "uniformly, their exponentials scaled up to stand for the rest of the vocabulary (an estimate of the full "
-            "loss; its effect on retrieval is not measured: see docs/train.md)"
-        ),
-    )
-    negatives: int = Field(
-        default=8192,
-        ge=0,
-        json_schema_extra=KEYED_UNLESS_DEFAULT,
-        description="vocabulary = sampled: tokens drawn per step (without replacement) besides the targets; 0 = targets only",
-    )
-
-
-class WordTranslationRankingConfig(ObjectiveConfig):
-    """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
-
-    needs_alignments: ClassVar[bool] = True
-    needs_pivot: ClassVar[bool] = True
-
-    weight: float = Field(default=0.0, ge=0.0)
-    temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
-    reduction: Literal["per_row", "per_word"] = Field(
-        default="per_row",
-        json_schema_extra=KEYED_UNLESS_DEFAULT,
-        description=(
-            "per_row: summed over aligned word pairs, divided by 2N rows (WACSE eq. 8: ~16 nats per FLORES row with plain "
-            "cosine); per_word: divided by the aligned pairs instead (comparable in size to TR)"
-        ),
-    )
-
-
-class RepresentationTranslationConfig(ObjectiveConfig):
-    """DAP RTL: a copy of the last K layers + vocabulary head rebuilds one side of a pair from the other's tokens."""
-
-    needs_pivot: ClassVar[bool] = True
-
-    weight: float = Field(default=0.0, ge=0.0)
-    layers: int = Field(default=2, ge=1, description="K: encoder layers copied into the RTL head")
-    direction: Literal["to_pivot", "from_pivot", "both"] = Field(
-        default="to_pivot",
-        description=(
-            "to_pivot: rebuild the pivot (English) sentence from the other's tokens (DAP's xx->en); from_pivot: the other "
-            "sentence from the pivot's (en->xx); both: half of the rows each way (DAP Table 5). from_pivot and both add a "
-            "learned language embedding to the head's input, as the paper does to name the language to rebuild"
-        ),
-    )
-    target_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in the texts the head rebuilds only")
-
-
-class DuEAMConfig(ObjectiveConfig):
-    """DuEAM: a frozen anchor's Word Mover's Distance teaches the learner's distances; plus cosine."""
-
-    needs_frozen_model: ClassVar[bool] = True
-
-    weight: float = Field(default=0.0, ge=0.0)
-    cosine_weight: float = Field(default=0.003, ge=0.0, description="lambda of L_A - lambda * L_B (paper: 0.003)")
-    pairs: Literal["parallel", "parallel_and_random", "random"] = Field(
-        default="parallel_and_random",
-        description=(
-            "parallel: each row's translation pair; parallel_and_random: plus a mismatched pair per row (its text with "
-            "another row's pivot text), which only the distance loss sees; random: the mismatched pairs only, for both "
-            "losses, so no translation pair is ever used (the paper's unsupervised DuEAM on random sentence pairs)"
-        ),
-    )
-    sinkhorn_epsilon: float = Field(
-        default=0.01,
-        gt=0.0,
-        description=(
-            "entropic regularisation of the anchor's WMD (costs are distances between unit vectors, 0-2): the estimate "
-            "is an upper bound, 0.5-0.8% above the exact WMD at 0.01 with 100 iterations, 4-7% at 0.05 (the former "
-            "default); smaller needs more iterations"
-        ),
-    )
-    sinkhorn_iterations: int = Field(default=100, ge=1, description="Sinkhorn rounds (each a pass over the [a, b] cost of every pair)")
-
-
-class BaseRegularizationConfig(ObjectiveConfig):
-    """lambda * mean ||z - z_orig||^2 against the frozen starting model, for every text (multi-way paper's regulariser)."""
-
-    needs_frozen_model: ClassVar[bool] = True
-    trains_alone: ClassVar[bool] = False
-
-    weight: float = Field(default=0.0, ge=0.0, description="lambda; 0 = off")
 
 
 class ObjectivesConfig(StageConfig):
-    """The built-in objectives' sections, plus any section a plugin registered (`OBJECTIVE_SECTIONS`)."""
+    """`[train.objectives]`: one section per objective, each validated by the `Settings` of the
+    objective registered under its name (tasks/train/objectives). Validating gives an instance
+    of `sections_class()`, whose fields are the built-in objectives' sections (in every config,
+    off by default but for translation ranking); a plug-in's section is kept only where the
+    config has it. The objectives' modules, torch among their imports, are imported when a
+    config is first validated, not when this module is."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    translation_ranking: TranslationRankingConfig = TranslationRankingConfig()
-    multiway_supcon: MultiwaySupConConfig = MultiwaySupConConfig()
-    aligned_word_prediction: AlignedWordPredictionConfig = AlignedWordPredictionConfig()
-    word_translation_ranking: WordTranslationRankingConfig = WordTranslationRankingConfig()
-    representation_translation: RepresentationTranslationConfig = RepresentationTranslationConfig()
-    dueam: DuEAMConfig = DuEAMConfig()
-    base_regularization: BaseRegularizationConfig = BaseRegularizationConfig()
+    def __new__(cls, *args: Any, **data: Any) -> ObjectivesConfig:
+        # `ObjectivesConfig(...)` gives the class with the built-in sections, as model_validate does
+        if cls is ObjectivesConfig:
+            return sections_class().model_validate(data)
+        return super().__new__(cls)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_sections(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        model = sections_class()
+        if cls is model or isinstance(data, model):
+            return handler(data)
+        return model.model_validate(data, context=info.context)
 
     @model_validator(mode="before")
     @classmethod
     def _registered_sections(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        from tasks.train.objectives import OBJECTIVES
+
         data = dict(data)
         for name, section in data.items():
             if name in cls.model_fields:
                 continue
-            config = lookup(OBJECTIVE_SECTIONS, name)
-            if config is None:
-                known = sorted({*cls.model_fields, *OBJECTIVE_SECTIONS})
+            objective = lookup(OBJECTIVES, name)
+            if objective is None:
+                known = sorted({*cls.model_fields, *OBJECTIVES})
                 raise ValueError(f"[train.objectives.{name}]: no such objective (known: {', '.join(known)}; a plugin registers with register_objective)")
-            if not isinstance(section, config):
+            if not isinstance(section, objective.Settings):
                 try:
-                    section = config.model_validate(section)
+                    section = objective.Settings.model_validate(section)
                 except ValidationError as exc:  # its location would be lost: name the section
                     problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}" for e in exc.errors())
                     raise ValueError(f"[train.objectives.{name}]: {problems}") from None
             data[name] = section
         return data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the class is built at run time: pickle the sections, not the class
+        return (ObjectivesConfig.model_validate, (self.model_dump(mode="json"),))
 
     def sections(self) -> dict[str, ObjectiveConfig]:
         """Every objective section, on or off: the built-in ones, then the registered ones present."""
@@ -276,6 +126,16 @@ class ObjectivesConfig(StageConfig):
         return self
 
 
+@cache
+def sections_class() -> type[ObjectivesConfig]:
+    """`ObjectivesConfig` with a field for each built-in objective's section (in registration
+    order, defaults from its `Settings`): the objectives the package registers itself."""
+    from tasks.train.objectives import BUILT_IN_OBJECTIVES, OBJECTIVES
+
+    fields: dict[str, Any] = {name: (OBJECTIVES[name].Settings, OBJECTIVES[name].Settings()) for name in BUILT_IN_OBJECTIVES}
+    return create_model("ObjectivesConfig", __base__=ObjectivesConfig, __module__=__name__, **fields)
+
+
 class OptimizerConfig(StageConfig):
     lr: float = Field(default=5e-5, gt=0.0)
     weight_decay: float = Field(default=0.01, ge=0.0)
@@ -301,7 +161,7 @@ class DistributedConfig(StageConfig):
 
 
 class TrainConfig(StageConfig):
-    objectives: ObjectivesConfig = ObjectivesConfig()
+    objectives: SerializeAsAny[ObjectivesConfig] = Field(default_factory=ObjectivesConfig)  # dumped as the class with the sections
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     distributed: DistributedConfig = DistributedConfig()

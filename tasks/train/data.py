@@ -22,9 +22,9 @@ and the alignment join go column to column; only a slice being tokenised is ever
 
 A batch is `batch_size` rows, each with the pivot text in view 0 and up to `views - 1` other
 languages after it; no text appears twice in a batch (duplicates would be false negatives).
-Which languages a row shows and the order of rows are drawn from `(seed, epoch)`, and the
-word pairs AWP masks (when it masks fewer than all) from `(seed, step)`, so the batch of any step can be rebuilt from the
-step number alone: that is what makes resume exact.
+Which languages a row shows and the order of rows are drawn from `(seed, epoch)`, and what an
+objective draws for a step (AWP: which aligned words it masks) from `(seed, step)`, so the batch
+of any step can be rebuilt from the step number alone: that is what makes resume exact.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ import pyarrow.compute as pc
 
 log = logging.getLogger(__name__)
 
-IGNORE = -100
 
 
 @dataclass
@@ -695,12 +694,9 @@ def epoch_batches(
 class BatchPlan:
     """Step number -> batch, over as many epochs as needed (each epoch's batches computed once)."""
 
-    def __init__(
-        self, data: TrainingData, *, batch_size: int, views: int, seed: int, mask_fraction: float = 1.0, pivot_in_every_row: bool = True
-    ) -> None:
+    def __init__(self, data: TrainingData, *, batch_size: int, views: int, seed: int, pivot_in_every_row: bool = True) -> None:
         self.data, self.batch_size, self.views, self.seed = data, batch_size, views, seed
         self.pivot_in_every_row = pivot_in_every_row
-        self.mask_fraction = mask_fraction
         self._epochs: dict[int, list[np.ndarray]] = {}
         first = self.epoch(0)
         if not first:
@@ -728,7 +724,7 @@ class BatchPlan:
     def batch(self, step: int) -> StepBatch:
         e, i = self.position(step)
         plan = self.epoch(e)[i]
-        return make_step_batch(self.data, plan, step=step, seed=self.seed, mask_fraction=self.mask_fraction)
+        return make_step_batch(self.data, plan, step=step)
 
 
 @dataclass
@@ -738,34 +734,40 @@ class StepBatch:
     text_ids: np.ndarray  # [B, V] text id, -1 for no view
     lang_ids: np.ndarray  # [B, V] column in data.langs, -1 for no view
     pairs: np.ndarray  # [B, A, 2] aligned (view-1 word, pivot word), -1 padded
-    mask_src: np.ndarray  # [B, A] bool: AWP masks the view-1 word of this pair
-    mask_tgt: np.ndarray  # [B, A] bool: AWP masks the pivot word of this pair
     step: int = 0
+    drawn: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # objective -> what it drew for the step, [B, ...] each
+
+    def draw(self, draws: Mapping[str, Any], rng: np.random.Generator) -> StepBatch:
+        """This batch with what each of `draws` (objective name -> `draw(batch, rng)`) draws from `rng`, in order."""
+        drawn = dict(self.drawn)
+        for name, draw in draws.items():
+            arrays = draw(self, rng)
+            if arrays:
+                drawn[name] = arrays
+        return StepBatch(self.text_ids, self.lang_ids, self.pairs, self.step, drawn)
 
     @property
     def size(self) -> int:
         return int(self.text_ids.shape[0])
 
     def rows(self, start: int, stop: int) -> StepBatch:
-        return StepBatch(self.text_ids[start:stop], self.lang_ids[start:stop], self.pairs[start:stop],
-                         self.mask_src[start:stop], self.mask_tgt[start:stop], self.step)  # fmt: skip
+        drawn = {name: {k: v[start:stop] for k, v in arrays.items()} for name, arrays in self.drawn.items()}
+        return StepBatch(self.text_ids[start:stop], self.lang_ids[start:stop], self.pairs[start:stop], self.step, drawn)
 
 
-def make_step_batch(data: TrainingData, plan: np.ndarray, *, step: int, seed: int, mask_fraction: float = 1.0) -> StepBatch:
+def make_step_batch(data: TrainingData, plan: np.ndarray, *, step: int) -> StepBatch:
     rows, cols = plan[:, 0], plan[:, 1:]
     text_ids = np.where(cols >= 0, data.groups[rows[:, None], np.maximum(cols, 0)], -1)
     start, count = data.alignments.lookup(text_ids[:, 1], text_ids[:, 0])  # each row's (view 1, view 0) pairs
     pairs = np.full((len(rows), max(int(count.max(initial=0)), 1), 2), -1, dtype=np.int32)
     at = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
     pairs[np.repeat(np.arange(len(rows)), count), at] = data.alignments.pairs[np.repeat(start, count) + at]
-    valid = pairs[..., 0] >= 0
-    rng = np.random.default_rng([seed, step, 1])
-    masks = []
-    for _ in range(2):  # which pairs AWP masks: a fraction of each sentence's aligned words (1.0: all), at least one
-        keys = np.where(valid, rng.random(valid.shape), np.inf)  # random() < 1.0: a fraction of 1.0 takes every pair
-        chosen = (keys < mask_fraction) | (keys == keys.min(axis=1, keepdims=True))
-        masks.append(chosen & valid)
-    return StepBatch(text_ids.astype(np.int64), np.where(cols >= 0, cols, -1).astype(np.int64), pairs, masks[0], masks[1], step)
+    return StepBatch(text_ids.astype(np.int64), np.where(cols >= 0, cols, -1).astype(np.int64), pairs, step)
+
+
+def step_draws_rng(seed: int, step: int) -> np.random.Generator:
+    """The generator objectives draw a step's random choices from (`StepBatch.draw`)."""
+    return np.random.default_rng([seed, step, 1])
 
 
 # ----------------------------------------------------------------------------- tensors
@@ -780,44 +782,3 @@ def texts_to_arrays(data: TrainingData, text_ids: np.ndarray) -> dict[str, np.nd
         "attention_mask": (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64),
         "word_ids": data.word_ids[text_ids, :width],
     }
-
-
-def masked_word_prediction(data: TrainingData, src: np.ndarray, tgt: np.ndarray, pairs: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """AWP inputs for one direction: (masked src input ids, attention mask, labels), all [n, T].
-
-    For each chosen pair (src word w, tgt word u) every token of w is masked; the j-th masked
-    token of w predicts the j-th token of u, for j < min(tokens of w, tokens of u) (the longer
-    word is clipped, as WACSE does); the other masked tokens carry no label. Vectorised.
-    """
-    arrays = texts_to_arrays(data, src)
-    ids, wid = arrays["input_ids"].copy(), arrays["word_ids"]
-    n, width = ids.shape
-    n_words = int(max(wid.max(initial=-1), data.word_ids[tgt].max(initial=-1))) + 1
-    labels = np.full((n, width), IGNORE, dtype=np.int64)
-    if n_words == 0 or not chosen.any():
-        return ids, arrays["attention_mask"], labels
-    target_of = np.full((n, n_words), -1, dtype=np.int64)  # src word -> aligned tgt word, where masked
-    b_idx, a_idx = np.nonzero(chosen)
-    target_of[b_idx, pairs[b_idx, a_idx, 0]] = pairs[b_idx, a_idx, 1]
-    tgt_wid = data.word_ids[tgt]  # [n, L]
-    positions = np.arange(tgt_wid.shape[1])
-    first_tgt = np.full((n, n_words), 10**9, dtype=np.int64)
-    rows_t, cols_t = np.nonzero(tgt_wid >= 0)
-    np.minimum.at(first_tgt, (rows_t, tgt_wid[rows_t, cols_t]), positions[cols_t])
-    count_tgt = np.zeros((n, n_words), dtype=np.int64)
-    np.add.at(count_tgt, (rows_t, tgt_wid[rows_t, cols_t]), 1)
-    first_src = np.full((n, n_words), 10**9, dtype=np.int64)
-    rows_s, cols_s = np.nonzero(wid >= 0)
-    np.minimum.at(first_src, (rows_s, wid[rows_s, cols_s]), cols_s)
-
-    safe_w = np.maximum(wid, 0)
-    u = np.where(wid >= 0, np.take_along_axis(target_of, safe_w, axis=1), -1)
-    masked = u >= 0
-    ids[masked] = data.mask_id
-    rank = np.arange(width)[None, :] - np.take_along_axis(first_src, safe_w, axis=1)
-    safe_u = np.maximum(u, 0)
-    labelled = masked & (rank < np.take_along_axis(count_tgt, safe_u, axis=1))
-    r, c = np.nonzero(labelled)
-    tgt_pos = first_tgt[r, safe_u[r, c]] + rank[r, c]
-    labels[r, c] = data.token_ids[tgt[r], tgt_pos]
-    return ids, arrays["attention_mask"], labels

@@ -25,73 +25,21 @@ import pyarrow as pa
 from storage import ArtifactStore
 from tasks.encoders.pooling import recorded_pooling
 from tasks.languages import GROUP_PREFIX, group_code, is_group_code
+from tasks.train.papers import Paper
 
 CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
 
 
-@dataclass(frozen=True)
-class Paper:
-    key: str  # BibTeX key
-    title: str
-    authors: str  # "First Last and First Last"
-    year: int
-    venue: str
+def objective_citation(name: str) -> tuple[str, tuple[Paper, ...]]:
+    """(what it does, the papers it comes from) of the objective registered under `name`, as its
+    class declares them; ("", ()) for one not registered in this process (the card then says
+    "no citation recorded")."""
+    from tasks.registry import lookup
+    from tasks.train.objectives import OBJECTIVES
 
-    def bibtex(self) -> str:
-        return (
-            f"@inproceedings{{{self.key},\n  title = {{{self.title}}},\n  author = {{{self.authors}}},\n"
-            f"  booktitle = {{{self.venue}}},\n  year = {{{self.year}}}\n}}"
-        )
+    objective = lookup(OBJECTIVES, name)
+    return ("", ()) if objective is None else (objective.description, tuple(objective.papers))
 
-    def short(self) -> str:
-        names = [a.split()[-1] for a in self.authors.split(" and ")]
-        who = " and ".join(names) if len(names) <= 2 else f"{names[0]} et al."
-        return f"{who} ({self.year}), *{self.title}*"
-
-
-# Titles and authors as the papers print them (shared/seeds); DuEAM's seed text lacks its title
-# page: its entry is the ACL Anthology's record of the EMNLP 2021 paper (2021.emnlp-main.716).
-WACSE = Paper(
-    "miao2024wacse",
-    "Enhancing Cross-lingual Sentence Embedding for Low-resource Languages with Word Alignment",
-    "Zhongtao Miao and Qiyu Wu and Kaiyan Zhao and Zilong Wu and Yoshimasa Tsuruoka",
-    2024,
-    "Findings of the Association for Computational Linguistics: NAACL 2024",
-)
-MULTIWAY = Paper(
-    "fazili2025multiway",
-    "Enhancing Multilingual Embeddings via Multi-Way Parallel Text Alignment",
-    "Barah Fazili and Koustava Goswami",
-    2025,
-    "arXiv preprint",
-)
-DAP = Paper(
-    "li2023dap",
-    "Dual-Alignment Pre-training for Cross-lingual Sentence Embedding",
-    "Ziheng Li and Shaohan Huang and Zihan Zhang and Zhi-Hong Deng and Qiang Lou and Haizhen Huang and Jian Jiao "
-    "and Furu Wei and Weiwei Deng and Qi Zhang",
-    2023,
-    "Proceedings of the 61st Annual Meeting of the Association for Computational Linguistics (ACL 2023)",
-)
-DUEAM = Paper(
-    "goswami2021dueam",
-    "Cross-lingual Sentence Embedding using Multi-Task Learning",
-    "Koustava Goswami and Sourav Dutta and Haytham Assem and Theodorus Fransen and John P. McCrae",
-    2021,
-    "Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing (EMNLP 2021)",
-)
-
-# Objective (its `[train.objectives]` section name) -> (what it is, the papers it comes from).
-# A new objective without an entry is listed with its weight and "no citation recorded".
-OBJECTIVE_CITATIONS: dict[str, tuple[str, tuple[Paper, ...]]] = {
-    "translation_ranking": ("translation ranking (TR): in-batch softmax over cosine similarities of translation pairs", (DAP, WACSE)),
-    "multiway_supcon": ("supervised contrastive loss over multi-way parallel rows", (MULTIWAY,)),
-    "aligned_word_prediction": ("aligned word prediction (AWP): predict the aligned word of the translation", (WACSE,)),
-    "word_translation_ranking": ("word translation ranking (WTR): rank the aligned word among the translation's words", (WACSE,)),
-    "representation_translation": ("representation translation learning (RTL): rebuild the translation from token states", (DAP,)),
-    "dueam": ("DuEAM: a frozen anchor's word mover's distance teaches the learner's distances, plus cosine", (DUEAM,)),
-    "base_regularization": ("stay near the base model: mean squared distance to its sentence vectors", (MULTIWAY,)),
-}
 
 def hub_language(flores: str) -> str:
     """The model hub's code for a FLORES-200 code: ISO 639-1 where one exists (for the variety or
@@ -261,13 +209,15 @@ class EvaluationResults:
         base_metrics: pa.Table | None = None,
         *,
         main_metric: Callable[[str], str | None],
+        hub_task_type: Callable[[str], str] = lambda benchmark: "sentence-similarity",
         items: pa.Table | None = None,
         base_items: pa.Table | None = None,
         seed: int = 0,
         paired_intervals: Callable[..., Any] | None = None,
     ) -> EvaluationResults:
         """`main_metric`: a benchmark's main metric (None: keep all its rows), the evaluate
-        stage's `benchmarks.main_metric`. `items`/`base_items` (per-query outcomes of the trained
+        stage's `benchmarks.main_metric`; `hub_task_type`: the hub's task type of its results
+        (`benchmarks.hub_task_type`, which each benchmark declares). `items`/`base_items` (per-query outcomes of the trained
         model and of the base on the same queries) give the paired bootstrap intervals through
         `paired_intervals` (the evaluate report's `paired_delta_intervals`). Both functions are
         passed in because train sits below evaluate."""
@@ -279,7 +229,7 @@ class EvaluationResults:
             metric = main_metric(row["benchmark"])
             if metric is not None and row["metric"] != metric:
                 continue
-            rows.append({**row, "base": base.get(_row_id(row))})
+            rows.append({**row, "base": base.get(_row_id(row)), "task_type": hub_task_type(row["benchmark"])})
         rows.sort(key=lambda r: (r["benchmark"], r["dataset"], is_group_code(r["src_lang"]), r["src_lang"], r["tgt_lang"] or ""))
         intervals = {}
         if paired_intervals is not None and items is not None and base_items is not None and items.num_rows and base_items.num_rows:
@@ -365,7 +315,7 @@ def _front_matter(facts: CardFacts, results: EvaluationResults | None) -> str:
             pair = f"{row['src_lang']}-{row['tgt_lang']}" if row["tgt_lang"] else row["src_lang"]
             lines += [
                 "      - task:",
-                "          type: " + ("bitext-mining" if row["benchmark"] in ("tatoeba", "retrieval", "bucc") else "sentence-similarity"),
+                "          type: " + row.get("task_type", "sentence-similarity"),
                 "        dataset:",
                 f"          name: {_yaml_scalar(row['dataset'] + ' ' + pair)}",
                 f"          type: {_yaml_scalar(row['dataset'])}",
@@ -516,7 +466,7 @@ def render_model_card(
     if base_paper:
         cited[base_paper.key] = base_paper
     for objective in metrics.get("objectives", {}):
-        for paper in OBJECTIVE_CITATIONS.get(objective, ("", ()))[1]:
+        for paper in objective_citation(objective)[1]:
             cited[paper.key] = paper
     md += ["## Citation", "", "### BibTeX", ""]
     md += ["#### Sentence Transformers", "", "```bibtex", SENTENCE_BERT.bibtex(), "```", ""]
@@ -595,7 +545,7 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
 
     md += ["### Training Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
     for objective, weight in metrics.get("objectives", {}).items():
-        what, papers = OBJECTIVE_CITATIONS.get(objective, ("", ()))
+        what, papers = objective_citation(objective)
         source = "; ".join(p.short() for p in papers) or "no citation recorded"
         md.append(f"| `{objective}` | {_fmt(weight)} | {what} | {source} |")
     md.append("")

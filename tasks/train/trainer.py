@@ -1,8 +1,8 @@
 """The trainer: one loop for every objective, plain or gradient-cached, one process or many.
 
 A step:
-1. rebuild the step's global batch from the step number (tasks.train.data.BatchPlan), take
-   this process's rows, reseed torch from (seed, step, rank) — dropout draws depend on the step
+1. rebuild the step's global batch from the step number (tasks.train.data.BatchPlan), with
+   what the objectives draw for it from (seed, step) (`Objective.draw`), take this process's rows, reseed torch from (seed, step, rank) — dropout draws depend on the step
    only, so resume is exact without replaying anything;
 2. objectives' no-grad extras (frozen-model vectors, WMD), gathered over processes;
 3. plain: forward all rows, sentence losses on the gathered vectors, token losses, backward.
@@ -39,7 +39,7 @@ from tasks.encoders.precision import full_fp32_matmuls
 from tasks.stop import Interrupted, stop_requested
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
-from tasks.train.data import BatchPlan, StepBatch, build_training_data, multiway_rows, tokenize
+from tasks.train.data import BatchPlan, StepBatch, build_training_data, multiway_rows, step_draws_rng, tokenize
 from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradients, sum_over_processes
 from tasks.train.model import DualEncoder, frozen_copy, load_transformer
 from tasks.train.objectives import Chunk, Objective, Side, TrainContext, build_objectives, needs_frozen_model
@@ -114,10 +114,8 @@ class Trainer:
             alignments=inputs.alignments,
             min_alignment_score=config.min_alignment_score,
         )
-        awp = config.objectives.aligned_word_prediction
         self.plan = BatchPlan(
-            self.data, batch_size=config.batch_size, views=config.views, seed=config.seed, mask_fraction=awp.mask_fraction,
-            pivot_in_every_row=config.pivot_in_every_row,
+            self.data, batch_size=config.batch_size, views=config.views, seed=config.seed, pivot_in_every_row=config.pivot_in_every_row
         )
         self.local_rows = config.batch_size // world
 
@@ -237,6 +235,11 @@ class Trainer:
                 total = total + obj.weight * value
         return total, parts
 
+    def step_batch(self, step: int) -> StepBatch:
+        """The step's global batch, with what the objectives draw for it (`Objective.draw`)."""
+        draws = {name: obj.draw for name, obj in self.objectives.items()}
+        return self.plan.batch(step).draw(draws, step_draws_rng(self.config.seed, step))
+
     def backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
         """The step's forward and backward passes: every parameter's `.grad` holds the gradient of
         the global batch's loss (summed over processes). Returns (loss, loss per objective)."""
@@ -246,7 +249,7 @@ class Trainer:
     def _backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
         config = self.config
         torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + self.rank)
-        full = self.plan.batch(step)
+        full = self.step_batch(step)
         local = full.rows(self.rank * self.local_rows, (self.rank + 1) * self.local_rows)
         valid = torch.from_numpy(full.text_ids >= 0).to(self.device)
         extras: dict[str, dict[str, torch.Tensor]] = {}

@@ -17,9 +17,9 @@ from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import keyed_config, stage_key
 from tasks.train import TRAIN_STAGE
-from tasks.train.config import ObjectiveConfig, TrainConfig
+from tasks.train.config import TrainConfig
 from tasks.train.data import TrainingData
-from tasks.train.objectives import OBJECTIVES, SentenceObjective, TrainContext, register_objective
+from tasks.train.objectives import OBJECTIVES, ObjectiveConfig, SentenceObjective, TrainContext, register_objective
 from tasks.train.trainer import Trainer, TrainInputs
 from tasks.train.views import encode_views
 from tasks.encoders.tiny import build_tiny_model
@@ -36,11 +36,15 @@ class PullToPivotConfig(ObjectiveConfig):
     anchor: float = Field(default=0.0, ge=0.0, description="weight of the distance to the frozen model's pivot vector")
 
 
-@register_objective("pull_to_pivot", PullToPivotConfig)
+@register_objective
 class PullToPivotLoss(SentenceObjective):
     """A toy: mean ||z_v - z_pivot||^2 over non-pivot views, times a learned scale (a parameter of
     its own, to check that it reaches the optimizer), plus `anchor` x the distance of the pivot
     vector to the frozen model's."""
+
+    name = "pull_to_pivot"
+    Settings = PullToPivotConfig
+    description = "pull every view's vector to the pivot's"
 
     def __init__(self, scale: float, anchor: float) -> None:
         super().__init__()
@@ -95,10 +99,12 @@ def test_the_section_validates_and_errors_name_it() -> None:
 
 def test_a_name_taken_by_another_objective_or_section_is_refused() -> None:
     with pytest.raises(ValueError, match="'pull_to_pivot' is already registered"):
-        register_objective("pull_to_pivot", PullToPivotConfig)(type("Other", (SentenceObjective,), {}))
-    with pytest.raises(ValueError, match=r"\[train.objectives.dueam\] is validated by DuEAMConfig, not PullToPivotConfig"):
-        register_objective("dueam", PullToPivotConfig)(type("Other", (SentenceObjective,), {}))
-    assert OBJECTIVES["pull_to_pivot"] is PullToPivotLoss and OBJECTIVES["dueam"].config_class.__name__ == "DuEAMConfig"
+        register_objective(type("Other", (SentenceObjective,), {"name": "pull_to_pivot", "Settings": PullToPivotConfig}))
+    with pytest.raises(ValueError, match="'dueam' is already registered by tasks.train.objectives.dueam_wmd.DuEAMLoss"):
+        register_objective(type("Other", (SentenceObjective,), {"name": "dueam", "Settings": PullToPivotConfig}))
+    with pytest.raises(TypeError, match="Settings must be a tasks.train.config.ObjectiveConfig subclass"):
+        register_objective(type("Other", (SentenceObjective,), {"name": "unsettled"}))
+    assert OBJECTIVES["pull_to_pivot"] is PullToPivotLoss and OBJECTIVES["dueam"].Settings.__name__ == "DuEAMConfig"
 
 
 def test_its_settings_join_the_key_only_while_it_trains() -> None:

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flows.config import ConfigError, load_config
-from tasks.evaluate.datasets import read_bucc, read_lines
+from tasks.evaluate.benchmarks.bucc import read_bucc
+from tasks.evaluate.datasets import read_lines
 
 SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 line_text = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=30)

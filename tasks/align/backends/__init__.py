@@ -4,7 +4,7 @@
 
 A backend is a class in its own file, decorated with `@register_backend`; importing the file
 registers it. The built-in backends are imported below, one line each (docs/architecture.md,
-"How to add an align backend").
+"Extension points").
 """
 
 from __future__ import annotations

@@ -2,13 +2,15 @@
 (tasks/corpus/sources/registry.py).
 
 Adding one: write `tasks/corpus/sources/<kind>.py` with a `@register_source` class
-(docs/architecture.md, "How to add a corpus source") and import it below: that import is its
+(docs/architecture.md, "Extension points") and import it below: that import is its
 registration. A source outside the package registers the same way from its own module,
 imported before the config is validated.
 """
 
 from tasks.corpus.sources.registry import (
     SOURCES,
+    DataSet,
+    Licence,
     Source,
     SourceIO,
     check_line_aligned,
@@ -29,6 +31,8 @@ from tasks.corpus.sources.cldr import CldrSource
 __all__ = [
     "SOURCES",
     "CldrSource",
+    "DataSet",
+    "Licence",
     "MultiwayDirSource",
     "OpusMosesSource",
     "ParquetSource",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from tasks.corpus.readers import GroupBatch, read_cldr
-from tasks.corpus.sources.registry import Source, SourceIO, register_source
+from tasks.corpus.sources.registry import DataSet, Licence, Source, SourceIO, register_source
 from tasks.languages import LangCodes, to_flores
 from tasks.stage import ShardSpec
 
@@ -16,6 +16,8 @@ from tasks.stage import ShardSpec
 @register_source
 class CldrSource(Source):
     """Human-translated CLDR phrases shipped in the Babel package: multi-way parallel, offline."""
+
+    data_set: ClassVar[DataSet | None] = DataSet("cldr", "Unicode CLDR (via Babel)", Licence("Unicode License v3", "other", "https://www.unicode.org/license.txt"))
 
     kind: Literal["cldr"]
     langs: LangCodes = Field(min_length=2)

@@ -27,8 +27,9 @@ before a config is validated is a source like the built-in ones (`tasks/corpus/s
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -39,6 +40,8 @@ from tasks.stage import ShardSpec, StageConfig, file_fingerprint, folder_fingerp
 
 __all__ = [
     "SOURCES",
+    "DataSet",
+    "Licence",
     "Source",
     "SourceIO",
     "check_line_aligned",
@@ -46,6 +49,25 @@ __all__ = [
     "register_source",
     "validate_source",
 ]
+
+
+@dataclass(frozen=True)
+class Licence:
+    """A data set's licence as a reader names it, and as the hub's `license:` field does."""
+
+    name: str
+    hub_id: str  # an identifier from https://huggingface.co/docs/hub/repositories-licenses, or "other"
+    url: str
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """The data set every source of a kind reads (Tatoeba, CLDR) and its licence, which the
+    exported dataset's card states (tasks/publish/dataset.py)."""
+
+    key: str  # a short name: "tatoeba"
+    title: str  # as the card names it: "Tatoeba"
+    licence: Licence
 
 
 def is_local(path: str) -> bool:
@@ -115,6 +137,10 @@ class Source(StageConfig):
     as pydantic fields (mark paths CONTENT_KEYED: `fingerprint` keys their content) and
     implements `languages`, `read` and `fingerprint`; `shards` and `check` have defaults.
     Each source becomes one or more shards, cached on their own."""
+
+    # The data set its kind always reads, with its licence; None: it depends on the files it is
+    # given (a FLORES or NTREX folder is recognised by its name or location, others are "unknown").
+    data_set: ClassVar[DataSet | None] = None
 
     name: str = Field(description="names the shards and the `source` column")
     sample: int | None = Field(default=None, ge=1, description="groups to sample (seeded); all when unset")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from tasks.corpus.readers import GroupBatch, check_aligned_line_counts, read_tatoeba_pair
-from tasks.corpus.sources.registry import Source, SourceIO, is_local, register_source
+from tasks.corpus.sources.registry import DataSet, Licence, Source, SourceIO, is_local, register_source
 from tasks.languages import LangCodes, to_flores
 from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec
 
@@ -20,6 +20,8 @@ class TatoebaSource(Source):
 
     Each language pair is its own shard; `sample` applies per pair.
     """
+
+    data_set: ClassVar[DataSet | None] = DataSet("tatoeba", "Tatoeba", Licence("CC-BY 2.0 FR", "cc-by-2.0", "https://creativecommons.org/licenses/by/2.0/fr/"))
 
     kind: Literal["tatoeba"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)

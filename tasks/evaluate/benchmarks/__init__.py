@@ -1,7 +1,7 @@
 """The evaluation benchmarks, one class per file, and their registry (tasks/evaluate/benchmarks/registry.py).
 
 Adding one: write `tasks/evaluate/benchmarks/<name>.py` with a `@register_benchmark` class
-(docs/architecture.md, "How to add a benchmark") and import it below: that import is its
+(docs/architecture.md, "Extension points") and import it below: that import is its
 registration. A benchmark outside the package registers the same way from its own module,
 imported before the config is validated.
 """
@@ -11,6 +11,7 @@ from tasks.evaluate.benchmarks.registry import (
     Benchmark,
     Evaluation,
     headline_metric,
+    hub_task_type,
     in_domain,
     item_metric,
     main_metric,
@@ -44,6 +45,7 @@ __all__ = [
     "TatoebaBenchmark",
     "XnliBenchmark",
     "headline_metric",
+    "hub_task_type",
     "in_domain",
     "item_metric",
     "main_metric",

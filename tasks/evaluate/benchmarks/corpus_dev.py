@@ -23,6 +23,7 @@ class CorpusDevBenchmark(Benchmark):
     row_benchmark: ClassVar[str | None] = "retrieval"
     item_metric: ClassVar[str | None] = "accuracy_mean"
     in_domain: ClassVar[bool] = True
+    hub_task_type: ClassVar[str] = "bitext-mining"
 
     kind: Literal["corpus_dev"]
     pivot: str = "eng_Latn"

@@ -21,7 +21,7 @@ before a config is validated is a benchmark like the built-in ones (`tasks/evalu
 Metric rows name their benchmark in the `benchmark` column: by default the class's `kind`;
 `row_benchmark` overrides it when several classes score the same kind of task (`multiway`
 and `corpus_dev` both write `retrieval` rows). Classes that share a row benchmark must agree
-on its main metric, its per-query item metric and whether it is in domain.
+on its main metric, its per-query item metric, whether it is in domain and its hub task type.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "Benchmark",
     "Evaluation",
     "headline_metric",
+    "hub_task_type",
     "in_domain",
     "item_metric",
     "main_metric",
@@ -103,6 +104,9 @@ class Benchmark(StageConfig):
     item_metric: ClassVar[str | None] = None
     # Its data are held-out rows of what the encoder is trained on (the report contrasts in- and out-of-domain).
     in_domain: ClassVar[bool] = False
+    # The model hub's task type of its results (the model card's `model-index`): "bitext-mining" for
+    # finding translations, "sentence-similarity", "pair-classification", ...
+    hub_task_type: ClassVar[str] = "sentence-similarity"
 
     @classmethod
     def kind_name(cls) -> str:
@@ -171,7 +175,7 @@ def register_benchmark(cls: BenchmarkT) -> BenchmarkT:
 
 
 def _row_facts(cls: type[Benchmark]) -> dict[str, Any]:
-    return {"main_metric": cls.main_metric, "item_metric": cls.item_metric, "in_domain": cls.in_domain}
+    return {"main_metric": cls.main_metric, "item_metric": cls.item_metric, "in_domain": cls.in_domain, "hub_task_type": cls.hub_task_type}
 
 
 def _by_rows_name(benchmark: str) -> type[Benchmark] | None:
@@ -206,6 +210,12 @@ def in_domain(benchmark: str) -> bool:
     """Whether a row benchmark's data are held-out rows of what the encoder is trained on."""
     cls = _by_rows_name(benchmark)
     return cls.in_domain if cls is not None else False
+
+
+def hub_task_type(benchmark: str) -> str:
+    """The model hub's task type of a row benchmark's results ("sentence-similarity" for one not registered)."""
+    cls = _by_rows_name(benchmark)
+    return cls.hub_task_type if cls is not None else Benchmark.hub_task_type
 
 
 def validate_benchmark(value: Any, context: dict[str, Any] | None = None) -> Benchmark:

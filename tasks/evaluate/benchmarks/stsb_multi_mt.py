@@ -4,17 +4,77 @@ language's sentence 2, the pivot's gold score)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import Field
 
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
-from tasks.languages import LangCodes
+from tasks.evaluate.benchmarks.sts import StsPairs, _parse_score
+from tasks.evaluate.datasets import BenchmarkDataError, look_at, parsed_once
+from tasks.languages import LangCodes, to_flores
 from tasks.stage import CONTENT_KEYED, ConfigPath
 
-if TYPE_CHECKING:
-    from tasks.evaluate.datasets import StsPairs
+STSB_MULTI_MT_PATTERN = "stsb-{code}-{split}.csv"
+
+
+def stsb_multi_mt_languages(folder: str | Path, split: str = "dev") -> list[str]:
+    """The language codes of the ``stsb-{code}-{split}.csv`` files in ``folder``, sorted."""
+    folder = Path(folder)
+    look_at(folder)
+    if not folder.is_dir():
+        raise BenchmarkDataError(folder, None, "folder not found")
+    name = re.compile(rf"^stsb-([A-Za-z_-]+)-{re.escape(split)}\.csv$")
+    return sorted(m.group(1) for p in folder.iterdir() if (m := name.match(p.name)))
+
+
+@parsed_once
+def read_stsb_multi_mt(folder: str | Path, code: str, split: str = "dev") -> StsPairs:
+    """One language of stsb-multi-mt (``stsb-{code}-{split}.csv``: CSV rows ``sentence1,sentence2,score``,
+    quoted where a sentence holds a comma; no header). The languages' files are line-aligned: row i
+    is the same pair translated, with the same gold score.
+
+    Raises:
+        BenchmarkDataError: a row without exactly three fields, an empty sentence, a score that is
+            not a number, invalid UTF-8 (all naming file and line); a file with no rows.
+    """
+    import csv
+    import io
+
+    path = Path(folder) / STSB_MULTI_MT_PATTERN.format(code=code, split=split)
+    look_at(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BenchmarkDataError(path, None, "file not found") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise BenchmarkDataError(path, data.count(b"\n", 0, error.start) + 1, f"invalid UTF-8 at byte {error.start}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    sentence1: list[str] = []
+    sentence2: list[str] = []
+    scores: list[float] = []
+    try:
+        for row in reader:
+            number = reader.line_num
+            if len(row) != 3:
+                raise BenchmarkDataError(path, number, f"expected 3 comma-separated fields (sentence1,sentence2,score), found {len(row)}")
+            for name, value in zip(("sentence1", "sentence2"), row):
+                if not value.strip():
+                    raise BenchmarkDataError(path, number, "empty", name)
+            scores.append(_parse_score(path, number, row[2].strip()))
+            sentence1.append(row[0])
+            sentence2.append(row[1])
+    except csv.Error as error:
+        raise BenchmarkDataError(path, reader.line_num, f"malformed CSV: {error}") from None
+    if not scores:
+        raise BenchmarkDataError(path, None, "no scored pairs")
+    lang = to_flores(code)
+    return StsPairs(path.name, lang, lang, tuple(sentence1), tuple(sentence2), np.array(scores, dtype=np.float64))
+
 
 
 @register_benchmark
@@ -41,8 +101,6 @@ class StsbMultiMtBenchmark(Benchmark):
         return f"stsb-multi-mt-{self.split}" + ("-cross" if cross else "")
 
     def languages(self) -> list[str]:
-        from tasks.evaluate.datasets import BenchmarkDataError, stsb_multi_mt_languages
-
         found = stsb_multi_mt_languages(self.path, self.split)
         if self.langs is None:
             if not found:
@@ -54,8 +112,6 @@ class StsbMultiMtBenchmark(Benchmark):
         """(each language's pairs, the pivot's pairs when cross-lingual sets are scored). Files
         of the pivot and another language that disagree in length or gold are an error: they are
         not line-aligned, so a cross pair would join two different pairs."""
-        from tasks.evaluate.datasets import STSB_MULTI_MT_PATTERN, BenchmarkDataError, read_stsb_multi_mt
-
         sets = {code: read_stsb_multi_mt(self.path, code, self.split) for code in self.languages()}
         if not self.cross_lingual:
             return sets, None

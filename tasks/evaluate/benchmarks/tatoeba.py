@@ -3,18 +3,167 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from tasks.languages import LangCodes, LangKeyed
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
+from tasks.evaluate.datasets import (
+    BenchmarkDataError,
+    Lines,
+    no_empty_lines,
+    parsed_once,
+    read_line_array,
+    read_lines,
+    same_line_counts,
+)
+from tasks.languages import LangCodes, LangKeyed, UnknownLanguageError, to_flores
 from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig, folder_fingerprint
 
-if TYPE_CHECKING:
-    from tasks.evaluate.datasets import DistractorFolder
+# ------------------------------------------------------------------ reading: Tatoeba
+
+
+@dataclass(frozen=True)
+class BitextPairs:
+    """Line-aligned translations: ``src[i]`` translates ``tgt[i]``."""
+
+    src_lang: str  # FLORES-200
+    tgt_lang: str  # FLORES-200
+    src: Sequence[str]  # Lines when read from files
+    tgt: Sequence[str]
+    source: str  # where it was read from
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def tatoeba_languages(folder: str | Path) -> list[str]:
+    """Tatoeba codes (``kaz``, ``cmn``, ...) with a ``tatoeba.{xx}-eng.{xx}`` file in ``folder``."""
+    found = []
+    for path in Path(folder).glob("tatoeba.*-eng.*"):
+        code = path.name[len("tatoeba.") :].split("-eng.")[0]
+        if path.name == f"tatoeba.{code}-eng.{code}":
+            found.append(code)
+    return sorted(found)
+
+
+@parsed_once
+def read_tatoeba(folder: str | Path, lang: str) -> BitextPairs:
+    """Tatoeba pairs of ``lang`` (a Tatoeba / ISO 639-3 code such as ``kaz``) with English.
+
+    Raises:
+        BenchmarkDataError: a file is missing, the two files differ in line count (message
+            names both files and counts), or a line is empty (``file:line``).
+        UnknownLanguageError: ``lang`` has no FLORES-200 code.
+    """
+    folder = Path(folder)
+    src_lang = to_flores(lang)
+    src_path = folder / f"tatoeba.{lang}-eng.{lang}"
+    tgt_path = folder / f"tatoeba.{lang}-eng.eng"
+    src, tgt = read_line_array(src_path), read_line_array(tgt_path)
+    same_line_counts({src_path: src, tgt_path: tgt})
+    no_empty_lines(src_path, src, lang)
+    no_empty_lines(tgt_path, tgt, "eng")
+    if not len(src):
+        raise BenchmarkDataError(src_path, None, "no sentences")
+    return BitextPairs(src_lang, "eng_Latn", Lines(src), Lines(tgt), str(src_path))
+
+
+# ------------------------------------------------------------------ distractor folders
+
+
+@dataclass(frozen=True)
+class DistractorFolder:
+    """Which file of a folder of per-language files holds which FLORES-200 language."""
+
+    path: Path
+    by_lang: Mapping[str, Path]  # FLORES-200 code -> file
+    ambiguous: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)  # several files, none preferred
+
+    def file_for(self, lang: str) -> Path | None:
+        """The file of FLORES-200 ``lang``, or None. Raises BenchmarkDataError where several
+        pattern files map to ``lang`` with equally short codes (name one in ``files``)."""
+        if lang in self.ambiguous:
+            names = ", ".join(p.name for p in self.ambiguous[lang])
+            raise BenchmarkDataError(
+                self.path, None, f"several files map to {lang}: {names}; name one in files = {{code = \"file\"}}", "pattern"
+            )
+        return self.by_lang.get(lang)
+
+    def read(self, lang: str) -> tuple[str, ...]:
+        """The lines of ``lang``'s file; () where the folder has none.
+
+        Raises BenchmarkDataError for invalid UTF-8, an empty file or an empty line (the
+        files are line-aligned translations: an empty line means a damaged file)."""
+        path = self.file_for(lang)
+        if path is None:
+            return ()
+        return _read_distractor_lines(path, lang)
+
+
+@parsed_once
+def _read_distractor_lines(path: Path, lang: str) -> tuple[str, ...]:
+    lines = read_lines(path)
+    if not lines:
+        raise BenchmarkDataError(path, None, "no sentences")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise BenchmarkDataError(path, number, "empty line (the files are line-aligned: is the file damaged?)", lang)
+    return tuple(lines)
+
+
+def scan_distractor_folder(
+    path: str | Path, pattern: str = "{code}.dev", files: Mapping[str, str] | None = None
+) -> DistractorFolder:
+    """Map the files of ``path`` to FLORES-200 languages.
+
+    ``files`` (code -> file name) come first; then every file whose name fits ``pattern``, its
+    ``{code}`` part mapped with :func:`to_flores` (names whose code maps to no language are
+    not language files and are skipped). Where several pattern files give one language, the
+    shortest code wins (``fra`` over ``fra-CA``); a tie is reported when that language is read.
+
+    Raises:
+        BenchmarkDataError: the folder or a file named in ``files`` does not exist.
+        UnknownLanguageError: a ``files`` code without a FLORES-200 code.
+    """
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise BenchmarkDataError(folder, None, "distractor folder not found")
+    if pattern.count("{code}") != 1:
+        raise ValueError(f"pattern {pattern!r} must contain {{code}} once")
+    by_lang: dict[str, Path] = {}
+    for code, name in (files or {}).items():
+        file = folder / name
+        if not file.is_file():
+            raise BenchmarkDataError(file, None, f"file not found (named in files for {code!r})", "files")
+        by_lang[to_flores(code)] = file
+    prefix, suffix = pattern.split("{code}")
+    named = {folder / name for name in (files or {}).values()}
+    fitting = re.compile(re.escape(prefix) + r"(?P<code>.+)" + re.escape(suffix))
+    candidates: dict[str, list[tuple[str, Path]]] = {}
+    for file in sorted(folder.iterdir()):
+        match = fitting.fullmatch(file.name)
+        if match is None or file in named or not file.is_file():
+            continue
+        try:
+            lang = to_flores(match["code"])
+        except UnknownLanguageError:
+            continue
+        if lang not in by_lang:
+            candidates.setdefault(lang, []).append((match["code"], file))
+    ambiguous: dict[str, tuple[Path, ...]] = {}
+    for lang, found in candidates.items():
+        shortest = min(len(code) for code, _ in found)
+        best = [file for code, file in found if len(code) == shortest]
+        if len(best) == 1:
+            by_lang[lang] = best[0]
+        else:
+            ambiguous[lang] = tuple(best)
+    return DistractorFolder(folder, by_lang, ambiguous)
 
 
 class DistractorSource(StageConfig):
@@ -57,6 +206,7 @@ class TatoebaBenchmark(Benchmark):
 
     main_metric: ClassVar[str] = "accuracy_mean"
     item_metric: ClassVar[str | None] = "accuracy_mean"
+    hub_task_type: ClassVar[str] = "bitext-mining"
 
     kind: Literal["tatoeba"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
@@ -79,8 +229,6 @@ class TatoebaBenchmark(Benchmark):
         return sources
 
     def check_files(self) -> None:
-        from tasks.evaluate.datasets import read_tatoeba, scan_distractor_folder
-
         langs = {read_tatoeba(self.path, lang).src_lang for lang in self.langs} | {"eng_Latn"}
         for source in self.distractors:
             folder = scan_distractor_folder(source.path, source.pattern, source.files)
@@ -97,7 +245,6 @@ class TatoebaBenchmark(Benchmark):
         return prints
 
     def score(self, evaluation: Evaluation) -> None:
-        from tasks.evaluate.datasets import read_tatoeba, scan_distractor_folder
         from tasks.evaluate.retrieval import score_pair
 
         folders = [(s.name, scan_distractor_folder(s.path, s.pattern, s.files)) for s in self.distractors]

@@ -1,36 +1,46 @@
 """The training objectives, one per file, each registered under its `[train.objectives.<name>]`
 section (`register_objective`); `build_objectives` turns the config into modules.
 
-A new objective: subclass `SentenceObjective` or `TokenObjective`, give it a config class
-(a subclass of `tasks.train.config.ObjectiveConfig`, which declares what it needs), a `build`
-classmethod, and decorate it with `@register_objective("name", ConfigClass)` (see
-docs/architecture.md, "How to add a training objective")."""
+A new objective is one file: a `SentenceObjective` or `TokenObjective` subclass that declares
+its `name`, its `Settings` (a subclass of `tasks.train.config.ObjectiveConfig`, in the same
+file), its `description` and `papers`, builds itself with `build` and is decorated with
+`@register_objective`; plus its import line below (docs/architecture.md, "Extension points")."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.registry import lookup
-from tasks.train.config import ObjectivesConfig, TrainConfig
 from tasks.train.data import TrainingData
-from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
 from tasks.train.objectives.base import (
     OBJECTIVES,
     Chunk,
     Objective,
+    ObjectiveConfig,
     SentenceObjective,
     Side,
     TokenObjective,
     TrainContext,
     register_objective,
 )
-from tasks.train.objectives.base_regularization import BaseRegularizationLoss
-from tasks.train.objectives.dueam_wmd import DuEAMLoss
+
+if TYPE_CHECKING:  # the config imports this package when it validates a section
+    from tasks.train.config import ObjectivesConfig, TrainConfig
+
+# The built-in objectives: importing a module registers its class (in this order, which is the
+# order of their sections in a config and of their losses in a step).
+from tasks.train.objectives.translation_ranking import TranslationRankingLoss  # noqa: I001
 from tasks.train.objectives.multiway_supcon import MultiwaySupConLoss
-from tasks.train.objectives.representation_translation import RepresentationTranslationLoss
-from tasks.train.objectives.translation_ranking import TranslationRankingLoss
+from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
 from tasks.train.objectives.word_translation_ranking import WordTranslationRankingLoss
+from tasks.train.objectives.representation_translation import RepresentationTranslationLoss
+from tasks.train.objectives.dueam_wmd import DuEAMLoss
+from tasks.train.objectives.base_regularization import BaseRegularizationLoss
+
+BUILT_IN_OBJECTIVES: tuple[str, ...] = tuple(OBJECTIVES)
+"""The objectives the package registers: their sections are in every validated config (off,
+but for translation ranking, unless given); a plug-in's section only where a config has it."""
 
 
 def objective_class(name: str) -> type[Objective]:
@@ -51,6 +61,7 @@ def build_objectives(config: TrainConfig, model: Any, data: TrainingData, base_d
 
 
 __all__ = [
+    "BUILT_IN_OBJECTIVES",
     "OBJECTIVES",
     "AlignedWordPredictionLoss",
     "BaseRegularizationLoss",
@@ -58,6 +69,7 @@ __all__ = [
     "DuEAMLoss",
     "MultiwaySupConLoss",
     "Objective",
+    "ObjectiveConfig",
     "RepresentationTranslationLoss",
     "SentenceObjective",
     "Side",

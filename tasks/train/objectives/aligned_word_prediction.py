@@ -44,19 +44,22 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
-from tasks.train.config import AlignedWordPredictionConfig
-from tasks.train.data import IGNORE, StepBatch, TrainingData, masked_word_prediction
+from tasks.stage import KEYED_UNLESS_DEFAULT
+from tasks.train.data import StepBatch, TrainingData, texts_to_arrays
 from tasks.train.model import VocabularyHead
-from tasks.train.objectives.base import Chunk, TokenObjective, TrainContext, register_objective, zero_like_graph
-
+from tasks.train.objectives.base import Chunk, ObjectiveConfig, TokenObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.papers import WACSE
 
 log = logging.getLogger(__name__)
+
+IGNORE = -100  # the label of a position that predicts nothing (cross_entropy's ignore_index)
 
 
 def sampled_vocabulary(labels: torch.Tensor, vocab_size: int, negatives: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -74,8 +77,55 @@ def sampled_vocabulary(labels: torch.Tensor, vocab_size: int, negatives: int) ->
     return torch.cat([targets, drawn]), log_weight, torch.searchsorted(targets, labels)
 
 
-@register_objective("aligned_word_prediction", AlignedWordPredictionConfig)
+class AlignedWordPredictionConfig(ObjectiveConfig):
+    """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
+
+    needs_alignments: ClassVar[bool] = True
+    needs_pivot: ClassVar[bool] = True
+
+    weight: float = Field(default=0.0, ge=0.0)
+    mask_fraction: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "share of each sentence's aligned words masked per step, all in one masked copy (at least one word); 1.0 = every "
+            "aligned word, as WACSE eq. 4 sums over them"
+        ),
+    )
+    reduction: Literal["per_row", "per_word"] = Field(
+        default="per_row",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "per_row: token losses summed over masked words, divided by 2N rows (WACSE eq. 5: grows with sentence "
+            "length, ~17 nats per row on FLORES); per_word: divided by the masked words instead (comparable in size to TR)"
+        ),
+    )
+    vocabulary: Literal["full", "sampled"] = Field(
+        default="full",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "full: softmax over the whole vocabulary (the paper's loss; on e5-small's 250k tokens it costs about as much as "
+            "the masked forward pass on CPU); sampled: over the batch's target tokens plus `negatives` tokens drawn "
+            "uniformly, their exponentials scaled up to stand for the rest of the vocabulary (an estimate of the full "
+            "loss; its effect on retrieval is not measured: see docs/train.md)"
+        ),
+    )
+    negatives: int = Field(
+        default=8192,
+        ge=0,
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description="vocabulary = sampled: tokens drawn per step (without replacement) besides the targets; 0 = targets only",
+    )
+
+
+@register_objective
 class AlignedWordPredictionLoss(TokenObjective):
+    name = "aligned_word_prediction"
+    Settings = AlignedWordPredictionConfig
+    description = "aligned word prediction (AWP): predict the aligned word of the translation"
+    papers = (WACSE,)
+
     @classmethod
     def build(cls, config: AlignedWordPredictionConfig, model: Any, data: TrainingData, base_dir: Path) -> AlignedWordPredictionLoss:
         if data.mask_id is None:
@@ -83,29 +133,43 @@ class AlignedWordPredictionLoss(TokenObjective):
         head = VocabularyHead(model, eps=getattr(model.transformer.config, "layer_norm_eps", 1e-12))
         if not head.load_pretrained(base_dir):
             log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
-        return cls(head, config.reduction, config.negatives if config.vocabulary == "sampled" else None)
+        return cls(head, config.reduction, config.negatives if config.vocabulary == "sampled" else None, config.mask_fraction)
 
-    def __init__(self, head: nn.Module, reduction: str = "per_row", negatives: int | None = None) -> None:
+    def __init__(self, head: nn.Module, reduction: str = "per_row", negatives: int | None = None, mask_fraction: float = 1.0) -> None:
         super().__init__()
         if reduction not in ("per_row", "per_word"):
             raise ValueError(f"reduction must be 'per_row' or 'per_word', got {reduction!r}")
         if negatives is not None and negatives < 0:
             raise ValueError(f"negatives must be >= 0 (or None for the full vocabulary), got {negatives}")
-        self.head, self.reduction, self.negatives = head, reduction, negatives
+        if not 0.0 < mask_fraction <= 1.0:
+            raise ValueError(f"mask_fraction must be in (0, 1], got {mask_fraction}")
+        self.head, self.reduction, self.negatives, self.mask_fraction = head, reduction, negatives, mask_fraction
+
+    def draw(self, batch: StepBatch, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Which aligned pairs it masks, in each direction: `mask_src` (the view-1 word) and `mask_tgt` (the pivot word)."""
+        mask_src, mask_tgt = choose_masked_pairs(batch.pairs, self.mask_fraction, rng)
+        return {"mask_src": mask_src, "mask_tgt": mask_tgt}
+
+    def masks(self, batch: StepBatch) -> tuple[np.ndarray, np.ndarray]:
+        """(mask_src, mask_tgt) drawn for `batch`'s step (`draw`), [B, A] bool each."""
+        drawn = batch.drawn[self.name]
+        return drawn["mask_src"], drawn["mask_tgt"]
 
     def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
         if self.reduction == "per_row":
             return super().normaliser(data, batch)
-        return max(float(batch.mask_src.sum() + batch.mask_tgt.sum()), 1.0)  # masked words, both directions
+        mask_src, mask_tgt = self.masks(batch)
+        return max(float(mask_src.sum() + mask_tgt.sum()), 1.0)  # masked words, both directions
 
     def forward(self, ctx: TrainContext, chunk: Chunk) -> torch.Tensor:
         batch, data = chunk.batch, ctx.data
         if ctx.data.mask_id is None:
             raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
         src, tgt = batch.text_ids[:, 1], batch.text_ids[:, 0]
+        mask_src, mask_tgt = self.masks(batch)
         # direction 1: mask view-1 words, predict pivot words; direction 2: the reverse; one forward for both
-        ids1, att1, lab1 = masked_word_prediction(data, src, tgt, batch.pairs, batch.mask_src)
-        ids2, att2, lab2 = masked_word_prediction(data, tgt, src, batch.pairs[..., ::-1], batch.mask_tgt)
+        ids1, att1, lab1 = masked_word_prediction(data, src, tgt, batch.pairs, mask_src)
+        ids2, att2, lab2 = masked_word_prediction(data, tgt, src, batch.pairs[..., ::-1], mask_tgt)
         width = max(ids1.shape[1], ids2.shape[1])
 
         def pad(a: np.ndarray, fill: int) -> np.ndarray:
@@ -130,3 +194,57 @@ class AlignedWordPredictionLoss(TokenObjective):
                 logits = self.head(hidden[where], vocab) + log_weight
         loss = nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
         return loss / chunk.normaliser
+
+
+def choose_masked_pairs(pairs: np.ndarray, mask_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(mask_src, mask_tgt): which aligned pairs of `pairs` ([B, A, 2], -1 padded) are masked in
+    each direction, [B, A] bool: `mask_fraction` of each sentence's aligned words (1.0: all), at
+    least one; one draw of `rng` per direction."""
+    valid = pairs[..., 0] >= 0
+    masks = []
+    for _ in range(2):
+        keys = np.where(valid, rng.random(valid.shape), np.inf)  # random() < 1.0: a fraction of 1.0 takes every pair
+        chosen = (keys < mask_fraction) | (keys == keys.min(axis=1, keepdims=True))
+        masks.append(chosen & valid)
+    return masks[0], masks[1]
+
+
+def masked_word_prediction(data: TrainingData, src: np.ndarray, tgt: np.ndarray, pairs: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """AWP inputs for one direction: (masked src input ids, attention mask, labels), all [n, T].
+
+    For each chosen pair (src word w, tgt word u) every token of w is masked; the j-th masked
+    token of w predicts the j-th token of u, for j < min(tokens of w, tokens of u) (the longer
+    word is clipped, as WACSE does); the other masked tokens carry no label. Vectorised.
+    """
+    arrays = texts_to_arrays(data, src)
+    ids, wid = arrays["input_ids"].copy(), arrays["word_ids"]
+    n, width = ids.shape
+    n_words = int(max(wid.max(initial=-1), data.word_ids[tgt].max(initial=-1))) + 1
+    labels = np.full((n, width), IGNORE, dtype=np.int64)
+    if n_words == 0 or not chosen.any():
+        return ids, arrays["attention_mask"], labels
+    target_of = np.full((n, n_words), -1, dtype=np.int64)  # src word -> aligned tgt word, where masked
+    b_idx, a_idx = np.nonzero(chosen)
+    target_of[b_idx, pairs[b_idx, a_idx, 0]] = pairs[b_idx, a_idx, 1]
+    tgt_wid = data.word_ids[tgt]  # [n, L]
+    positions = np.arange(tgt_wid.shape[1])
+    first_tgt = np.full((n, n_words), 10**9, dtype=np.int64)
+    rows_t, cols_t = np.nonzero(tgt_wid >= 0)
+    np.minimum.at(first_tgt, (rows_t, tgt_wid[rows_t, cols_t]), positions[cols_t])
+    count_tgt = np.zeros((n, n_words), dtype=np.int64)
+    np.add.at(count_tgt, (rows_t, tgt_wid[rows_t, cols_t]), 1)
+    first_src = np.full((n, n_words), 10**9, dtype=np.int64)
+    rows_s, cols_s = np.nonzero(wid >= 0)
+    np.minimum.at(first_src, (rows_s, wid[rows_s, cols_s]), cols_s)
+
+    safe_w = np.maximum(wid, 0)
+    u = np.where(wid >= 0, np.take_along_axis(target_of, safe_w, axis=1), -1)
+    masked = u >= 0
+    ids[masked] = data.mask_id
+    rank = np.arange(width)[None, :] - np.take_along_axis(first_src, safe_w, axis=1)
+    safe_u = np.maximum(u, 0)
+    labelled = masked & (rank < np.take_along_axis(count_tgt, safe_u, axis=1))
+    r, c = np.nonzero(labelled)
+    tgt_pos = first_tgt[r, safe_u[r, c]] + rank[r, c]
+    labels[r, c] = data.token_ids[tgt[r], tgt_pos]
+    return ids, arrays["attention_mask"], labels

@@ -7,27 +7,49 @@
   sides); it returns its chunk's share of the loss, already divided by a normaliser computed from
   the whole batch, so that chunk losses add up to the batch loss.
 
-The trainer knows no objective by name: it sums `objective.weight * objective(...)`. Objectives
-register under their `[train.objectives.<name>]` section name (`register_objective`) and
-declare what they need as class attributes: `needs_alignments` (word pairs from the align
-stage), `needs_pivot` (the pivot text in view 0 of every row), `needs_frozen_model` (a frozen
-copy of the starting model in `TrainContext.frozen`), and `level` ("sentence" or "token").
-Each builds itself from its config section with `from_config`.
+The trainer knows no objective by name: it sums `objective.weight * objective(...)`. An
+objective is one file: its class declares its `name` (the `[train.objectives.<name>]` section),
+its `Settings` (that section's config model, beside it in the file), a one-line `description`
+and the `papers` it comes from (the model card reads both), and is registered by
+`@register_objective`. The settings declare what it needs: `needs_alignments` (word pairs from
+the align stage), `needs_pivot` (the pivot text in view 0 of every row), `needs_frozen_model` (a
+frozen copy of the starting model in `TrainContext.frozen`). Each builds itself from its
+section with `build`; one that draws something per step (AWP: which aligned words to mask)
+does it in `draw`, which the trainer calls on every step's whole batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
 from tasks.registry import register_unique
-from tasks.train.config import OBJECTIVE_SECTIONS, ObjectiveConfig, ObjectivesConfig
+from tasks.stage import StageConfig
 from tasks.train.data import StepBatch, TrainingData
+from tasks.train.papers import Paper
+
+
+class ObjectiveConfig(StageConfig):
+    """A `[train.objectives.<name>]` section: the base of an objective's `Settings`, which sits
+    beside the objective in its file. It declares what the objective needs, so that validating a
+    config checks them (`register_objective` mirrors them onto the objective class)."""
+
+    needs_alignments: ClassVar[bool] = False  # word pairs from the align stage (without them it contributes nothing)
+    needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
+    needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
+    trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
+
+    weight: float = Field(default=0.0, ge=0.0)
+
+    def needs_frozen(self) -> bool:
+        """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
+        return self.needs_frozen_model
 
 
 @dataclass
@@ -62,12 +84,14 @@ class TrainContext:
 
 
 class Objective(nn.Module):
-    """What every objective declares; `weight` is its config's weight (set by `from_config`).
-    The needs are declared on the config class (`ObjectiveConfig`), torch-free so that config
-    validation can check them, and copied here by `register_objective`."""
+    """What every objective declares; `weight` is its section's weight (set by `from_config`).
+    The needs are declared on its `Settings` (so that validating a config checks them) and
+    copied here by `register_objective`."""
 
-    name: ClassVar[str] = ""  # the config section, set by register_objective
-    config_class: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
+    name: ClassVar[str] = ""  # its section, [train.objectives.<name>]
+    Settings: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig  # that section's config model
+    description: ClassVar[str] = ""  # what it does, in one line (the model card's objectives table)
+    papers: ClassVar[tuple[Paper, ...]] = ()  # where it comes from (the model card cites them)
     level: ClassVar[str] = ""
     needs_alignments: ClassVar[bool] = False
     needs_pivot: ClassVar[bool] = False
@@ -86,6 +110,14 @@ class Objective(nn.Module):
         obj.weight = float(config.weight)
         return obj
 
+    def draw(self, batch: StepBatch, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """What it draws at random for a step, as arrays indexed by the batch's rows ([B, ...]);
+        it finds them as `batch.drawn[self.name]` in every chunk of the batch. Called on the
+        step's whole batch, before it is split over processes and chunks, with a generator seeded
+        by (seed, step) that the objectives on draw from in config order, so that the batch of
+        any step is rebuilt from its number alone (exact resume). Default: nothing."""
+        return {}
+
 
 O = TypeVar("O", bound=type[Objective])
 
@@ -93,25 +125,20 @@ OBJECTIVES: dict[str, type[Objective]] = {}
 """Section name under `[train.objectives]` -> the objective class (filled by `register_objective`)."""
 
 
-def register_objective(name: str, config: type[ObjectiveConfig]) -> Callable[[O], O]:
-    """Class decorator: the objective trains from `[train.objectives.<name>]`, validated by `config`.
-
-    A name the built-in `ObjectivesConfig` has no field for becomes a section of its own: register
-    before the config is validated (import the module that registers)."""
-
-    def deco(cls: O) -> O:
-        if cls.level not in ("sentence", "token"):
-            raise TypeError(f"{cls.__name__}: an objective is a SentenceObjective or a TokenObjective")
-        field = ObjectivesConfig.model_fields.get(name)
-        if field is not None and field.annotation is not config:
-            raise ValueError(f"objective {name!r}: [train.objectives.{name}] is validated by {field.annotation.__name__}, not {config.__name__}")
-        register_unique(OBJECTIVES, name, cls, "objective")
-        cls.name, cls.config_class = name, config
-        cls.needs_alignments, cls.needs_pivot, cls.needs_frozen_model = config.needs_alignments, config.needs_pivot, config.needs_frozen_model
-        OBJECTIVE_SECTIONS[name] = config
-        return cls
-
-    return deco
+def register_objective(cls: O) -> O:
+    """Class decorator: the objective trains from `[train.objectives.<cls.name>]`, validated by
+    `cls.Settings`. Register before a config naming it is validated (import its module)."""
+    if not (isinstance(cls, type) and issubclass(cls, Objective)) or cls.level not in ("sentence", "token"):
+        raise TypeError(f"{getattr(cls, '__name__', cls)}: an objective is a SentenceObjective or a TokenObjective")
+    name = cls.__dict__.get("name")
+    if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
+        raise ValueError(f"{cls.__qualname__}.name must be a lower-case identifier (it names [train.objectives.<name>]), got {name!r}")
+    settings = cls.__dict__.get("Settings")
+    if not (isinstance(settings, type) and issubclass(settings, ObjectiveConfig)):
+        raise TypeError(f"{cls.__qualname__}.Settings must be a tasks.train.config.ObjectiveConfig subclass, got {settings!r}")
+    register_unique(OBJECTIVES, name, cls, "objective")
+    cls.needs_alignments, cls.needs_pivot, cls.needs_frozen_model = settings.needs_alignments, settings.needs_pivot, settings.needs_frozen_model
+    return cls
 
 
 class SentenceObjective(Objective):

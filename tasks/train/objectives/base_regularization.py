@@ -10,15 +10,32 @@ L2-normalised sentence vector, z_orig the frozen starting model's vector of the 
 
 from __future__ import annotations
 
-import torch
+from typing import ClassVar
 
-from tasks.train.config import BaseRegularizationConfig
-from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+import torch
+from pydantic import Field
+
+from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.papers import MULTIWAY
 from tasks.train.views import encode_views
 
 
-@register_objective("base_regularization", BaseRegularizationConfig)
+class BaseRegularizationConfig(ObjectiveConfig):
+    """lambda * mean ||z - z_orig||^2 against the frozen starting model, for every text (multi-way paper's regulariser)."""
+
+    needs_frozen_model: ClassVar[bool] = True
+    trains_alone: ClassVar[bool] = False
+
+    weight: float = Field(default=0.0, ge=0.0, description="lambda; 0 = off")
+
+
+@register_objective
 class BaseRegularizationLoss(SentenceObjective):
+    name = "base_regularization"
+    Settings = BaseRegularizationConfig
+    description = "stay near the base model: mean squared distance to its sentence vectors"
+    papers = (MULTIWAY,)
+
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         if ctx.frozen is None:
             raise ValueError("base_regularization needs the frozen starting model, and the trainer built none")

@@ -28,18 +28,63 @@ Inputs: rows of `views` texts (view 0 the pivot), some views possibly missing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from pydantic import Field
 
-from tasks.train.config import MultiwaySupConConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT
 from tasks.train.data import TrainingData
-from tasks.train.objectives.base import SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.papers import MULTIWAY
 from tasks.train.views import encode_views
 
 
-@register_objective("multiway_supcon", MultiwaySupConConfig)
+class MultiwaySupConConfig(ObjectiveConfig):
+    """Supervised contrastive loss over multi-way rows (Fazili & Goswami): every text is an anchor.
+
+    The paper's own form (eq. 1-3) is `denominator = "paper"`, `reduction = "sum"`: then
+    `regularization` is the paper's lambda. The defaults (Khosla's denominator, mean over anchors)
+    are the form this project trained with before; with `reduction = "mean"` the paper's lambda
+    corresponds to `regularization = lambda / n`, n the anchors of a batch (rows x views)."""
+
+    weight: float = Field(default=0.0, ge=0.0)
+    temperature: float = Field(default=0.05, gt=0.0)
+    positive_boost: bool = Field(default=False, description="scale positive logits by exp(-z_i . z_p) (appendix)")
+    regularization: float = Field(
+        default=0.0, ge=0.0, description="lambda of L_sup + lambda * mean ||z - z_orig||^2 (the paper's lambda with reduction = 'sum')"
+    )
+    denominator: Literal["khosla", "paper"] = Field(
+        default="khosla",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "paper: eq. 1's denominator sums over the negatives only, A(i) = I minus ({i} and P(i)); khosla: over every "
+            "text but the anchor, positives included (Khosla et al.'s L_sup^out, the SupCon reference code)"
+        ),
+    )
+    reduction: Literal["mean", "sum"] = Field(
+        default="mean",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "sum: L_sup sums the anchors' losses (eq. 1; the paper's lambda and scale: n times the mean's gradient, "
+            "against the same optimizer.max_grad_norm); mean: divided by the n anchors (comparable in size to TR)"
+        ),
+    )
+    anchors: Literal["all", "pivot"] = Field(
+        default="all", description="all: every text is an anchor (the paper); pivot: only view 0's text (the en-anchor ablation)"
+    )
+
+    def needs_frozen(self) -> bool:
+        return self.regularization > 0  # the regulariser's z_orig
+
+
+@register_objective
 class MultiwaySupConLoss(SentenceObjective):
+    name = "multiway_supcon"
+    Settings = MultiwaySupConConfig
+    description = "supervised contrastive loss over multi-way parallel rows"
+    papers = (MULTIWAY,)
+
     @classmethod
     def build(cls, config: MultiwaySupConConfig, model: Any, data: TrainingData, base_dir: Path) -> MultiwaySupConLoss:
         return cls(config.temperature, config.positive_boost, config.regularization, config.anchors, config.denominator, config.reduction)

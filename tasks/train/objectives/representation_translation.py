@@ -31,16 +31,25 @@ Inputs: rows whose view 1 translates the pivot view 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
-from tasks.train.config import RepresentationTranslationConfig
 from tasks.train.data import StepBatch, TrainingData
 from tasks.train.model import RepresentationTranslationHead
-from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import (
+    Chunk,
+    ObjectiveConfig,
+    Side,
+    TokenObjective,
+    TrainContext,
+    register_objective,
+    zero_like_graph,
+)
+from tasks.train.papers import DAP
 
 
 def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:
@@ -53,8 +62,31 @@ def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:
     return (batch.text_ids[:, 0] + batch.step) % 2 == 0
 
 
-@register_objective("representation_translation", RepresentationTranslationConfig)
+class RepresentationTranslationConfig(ObjectiveConfig):
+    """DAP RTL: a copy of the last K layers + vocabulary head rebuilds one side of a pair from the other's tokens."""
+
+    needs_pivot: ClassVar[bool] = True
+
+    weight: float = Field(default=0.0, ge=0.0)
+    layers: int = Field(default=2, ge=1, description="K: encoder layers copied into the RTL head")
+    direction: Literal["to_pivot", "from_pivot", "both"] = Field(
+        default="to_pivot",
+        description=(
+            "to_pivot: rebuild the pivot (English) sentence from the other's tokens (DAP's xx->en); from_pivot: the other "
+            "sentence from the pivot's (en->xx); both: half of the rows each way (DAP Table 5). from_pivot and both add a "
+            "learned language embedding to the head's input, as the paper does to name the language to rebuild"
+        ),
+    )
+    target_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in the texts the head rebuilds only")
+
+
+@register_objective
 class RepresentationTranslationLoss(TokenObjective):
+    name = "representation_translation"
+    Settings = RepresentationTranslationConfig
+    description = "representation translation learning (RTL): rebuild the translation from token states"
+    papers = (DAP,)
+
     @classmethod
     def build(cls, config: RepresentationTranslationConfig, model: Any, data: TrainingData, base_dir: Path) -> RepresentationTranslationLoss:
         if data.mask_id is None:

@@ -17,15 +17,30 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import Field
 from torch import nn
 
-from tasks.train.config import TranslationRankingConfig
 from tasks.train.data import TrainingData
-from tasks.train.objectives.base import SentenceObjective, register_objective
+from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, register_objective
+from tasks.train.papers import DAP, WACSE
 
 
-@register_objective("translation_ranking", TranslationRankingConfig)
+class TranslationRankingConfig(ObjectiveConfig):
+    """In-batch translation ranking (DAP, WACSE, LaBSE): cosine / temperature, labels on the diagonal."""
+
+    weight: float = Field(default=1.0, ge=0.0)
+    temperature: float = Field(default=0.05, gt=0.0, description="0.05 = sentence-transformers' scale 20")
+    symmetric: bool = Field(default=False, description="both directions; False = non-pivot -> pivot only (DAP default)")
+    margin: float = Field(default=0.0, ge=0.0, description="additive margin on the positive's cosine (LaBSE); DAP uses 0")
+
+
+@register_objective
 class TranslationRankingLoss(SentenceObjective):
+    name = "translation_ranking"
+    Settings = TranslationRankingConfig
+    description = "translation ranking (TR): in-batch softmax over cosine similarities of translation pairs"
+    papers = (DAP, WACSE)
+
     @classmethod
     def build(cls, config: TranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path) -> TranslationRankingLoss:
         return cls(config.temperature, config.symmetric, config.margin)

@@ -17,14 +17,24 @@ Inputs: rows with word alignments between view 1 and the pivot view 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
-from tasks.train.config import WordTranslationRankingConfig
+from tasks.stage import KEYED_UNLESS_DEFAULT
 from tasks.train.data import StepBatch, TrainingData
-from tasks.train.objectives.base import Chunk, Side, TokenObjective, TrainContext, register_objective, zero_like_graph
+from tasks.train.objectives.base import (
+    Chunk,
+    ObjectiveConfig,
+    Side,
+    TokenObjective,
+    TrainContext,
+    register_objective,
+    zero_like_graph,
+)
+from tasks.train.papers import WACSE
 
 
 def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,8 +49,31 @@ def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
     return nn.functional.normalize(vectors, dim=-1), counts[:, :n_words] > 0
 
 
-@register_objective("word_translation_ranking", WordTranslationRankingConfig)
+class WordTranslationRankingConfig(ObjectiveConfig):
+    """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
+
+    needs_alignments: ClassVar[bool] = True
+    needs_pivot: ClassVar[bool] = True
+
+    weight: float = Field(default=0.0, ge=0.0)
+    temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
+    reduction: Literal["per_row", "per_word"] = Field(
+        default="per_row",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "per_row: summed over aligned word pairs, divided by 2N rows (WACSE eq. 8: ~16 nats per FLORES row with plain "
+            "cosine); per_word: divided by the aligned pairs instead (comparable in size to TR)"
+        ),
+    )
+
+
+@register_objective
 class WordTranslationRankingLoss(TokenObjective):
+    name = "word_translation_ranking"
+    Settings = WordTranslationRankingConfig
+    description = "word translation ranking (WTR): rank the aligned word among the translation's words"
+    papers = (WACSE,)
+
     @classmethod
     def build(cls, config: WordTranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path) -> WordTranslationRankingLoss:
         return cls(config.temperature, config.reduction)

@@ -21,7 +21,7 @@ import yaml
 from storage import ArtifactStore, Manifest
 from tasks.corpus.config import CorpusConfig
 from tasks.publish import ExportError
-from tasks.publish.dataset import LICENCES, export_dataset, hub_language, push_dataset, size_category, source_dataset
+from tasks.publish.dataset import LICENCES, export_dataset, hub_language, known_datasets, push_dataset, size_category, source_dataset
 from tasks.corpus.stage import CORPUS_STAGE
 from tasks.stage import run_stage
 
@@ -189,7 +189,9 @@ def test_licence_of_a_source_by_kind_name_or_location() -> None:
     assert source_dataset({"kind": "multiway_dir", "name": "dev"}, ['"/data/ntrex-128/"']) == "ntrex-128"
     assert source_dataset({"kind": "multiway_dir", "name": "flores200-dev"}) == "flores-200"
     assert source_dataset({"kind": "opus_moses", "name": "wiki"}, ['"https://opus.nlpl.eu/x.zip"']) is None
-    assert LICENCES["tatoeba"][1].name == "CC-BY 2.0 FR" and LICENCES["cldr"][1].hub_id == "other"
+    assert source_dataset({"kind": "text", "name": "tatoeba-dev"}) == "tatoeba"  # a kind's data set, named
+    known = known_datasets()
+    assert known["tatoeba"][1].name == "CC-BY 2.0 FR" and known["cldr"][1].hub_id == "other" and "flores-200" in LICENCES
     assert hub_language("kaz_Cyrl") == "kk" and hub_language("ace_Latn") == "ace"
     assert size_category(999) == "n<1K" and size_category(1000) == "1K<n<10K" and size_category(2_000_000) == "1M<n<10M"
 

@@ -18,7 +18,8 @@ from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.evaluate.config import EvaluateConfig
-from tasks.evaluate.datasets import BenchmarkDataError, read_tatoeba
+from tasks.evaluate.benchmarks.tatoeba import read_tatoeba
+from tasks.evaluate.datasets import BenchmarkDataError
 from tasks.evaluate.schema import ITEMS_SCHEMA
 from tasks.stage import run_stage
 

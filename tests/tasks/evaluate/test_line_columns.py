@@ -10,7 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tasks.evaluate.datasets import BenchmarkDataError, Lines, clear_parsed, read_bucc, read_line_array, read_lines, read_tatoeba
+from tasks.evaluate.benchmarks.bucc import read_bucc
+from tasks.evaluate.benchmarks.tatoeba import read_tatoeba
+from tasks.evaluate.datasets import BenchmarkDataError, Lines, clear_parsed, read_line_array, read_lines
 
 
 def reference_lines(data: bytes) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.evaluate.datasets import read_bucc
+from tasks.evaluate.benchmarks.bucc import read_bucc
 from tasks.evaluate.mining import (
     IvfSearch,
     best_threshold,

@@ -12,10 +12,10 @@ import torch
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.config import AlignedWordPredictionConfig, TrainConfig
-from tasks.train.data import BatchPlan, build_training_data
+from tasks.train.config import TrainConfig
+from tasks.train.data import BatchPlan, build_training_data, step_draws_rng
 from tasks.train.model import DualEncoder, VocabularyHead, load_transformer
-from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss, sampled_vocabulary
+from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionConfig, AlignedWordPredictionLoss, sampled_vocabulary
 from tasks.train.objectives.base import Chunk, Side, TrainContext
 
 # one-to-one alignments (English word, Swahili word), so that both directions name one target per masked word
@@ -47,6 +47,12 @@ def toy(tiny_model_dir):
     head = VocabularyHead(model)
     ctx = TrainContext(data, model, None, torch.device("cpu"), contextlib.nullcontext)
     return data, model, head, ctx
+
+
+def step_batch(data, mask_fraction: float = 1.0, seed: int = 0, step: int = 0):
+    """A step's batch with the words AWP masks drawn, as the trainer draws them (`Objective.draw`)."""
+    awp = AlignedWordPredictionLoss(None, mask_fraction=mask_fraction)
+    return BatchPlan(data, batch_size=3, views=2, seed=seed).batch(step).draw({awp.name: awp.draw}, step_draws_rng(seed, step))
 
 
 def awp_loss(ctx, batch, objective) -> torch.Tensor:
@@ -86,10 +92,11 @@ def hand_loss(data, model, head, batch) -> float:
 def test_default_awp_masks_every_aligned_word_in_one_copy_as_in_eq_4(toy):
     data, model, head, ctx = toy
     fraction = AlignedWordPredictionConfig().mask_fraction
-    batch = BatchPlan(data, batch_size=3, views=2, seed=0, mask_fraction=fraction).batch(0)
+    batch = step_batch(data, fraction)
     valid = batch.pairs[..., 0] >= 0
     assert valid.sum() == 7
-    assert (batch.mask_src == valid).all() and (batch.mask_tgt == valid).all()  # every aligned word, both directions
+    mask_src, mask_tgt = AlignedWordPredictionLoss(head).masks(batch)
+    assert (mask_src == valid).all() and (mask_tgt == valid).all()  # every aligned word, both directions
     got = awp_loss(ctx, batch, AlignedWordPredictionLoss(head))
     want = hand_loss(data, model, head, batch)
     assert want > 0
@@ -98,9 +105,9 @@ def test_default_awp_masks_every_aligned_word_in_one_copy_as_in_eq_4(toy):
 
 def test_a_mask_fraction_masks_fewer_words_and_at_least_one(toy):
     data, _, _, _ = toy
-    batch = BatchPlan(data, batch_size=3, views=2, seed=0, mask_fraction=0.01).batch(0)
+    batch = step_batch(data, 0.01)
     valid = batch.pairs[..., 0] >= 0
-    for mask in (batch.mask_src, batch.mask_tgt):
+    for mask in batch.drawn["aligned_word_prediction"].values():
         assert (mask <= valid).all()
         assert (mask.sum(1) == 1).all()  # the fraction rounds to nothing: one word per sentence
 
@@ -126,7 +133,7 @@ def test_sampled_vocabulary_holds_the_targets_and_weights_the_draws():
 
 def test_sampled_softmax_drawing_every_token_is_the_full_loss_and_fewer_estimate_it(toy):
     data, _, head, ctx = toy
-    batch = BatchPlan(data, batch_size=3, views=2, seed=0).batch(0)
+    batch = step_batch(data)
     vocab_size = ctx.model.word_embeddings().weight.shape[0]
     full = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head)))
     every = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, negatives=vocab_size)))

@@ -8,15 +8,8 @@ import pytest
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.data import (
-    IGNORE,
-    BatchPlan,
-    build_training_data,
-    epoch_batches,
-    masked_word_prediction,
-    token_word_ids,
-    word_char_spans,
-)
+from tasks.train.data import BatchPlan, build_training_data, epoch_batches, step_draws_rng, token_word_ids, word_char_spans
+from tasks.train.objectives.aligned_word_prediction import IGNORE, choose_masked_pairs, masked_word_prediction
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +111,11 @@ def test_awp_labels_clip_the_longer_word(tokenizer, tiny_model_dir):
     ])  # fmt: skip
     data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=16, alignments=align)
     batch = BatchPlan(data, batch_size=2, views=2, seed=0).batch(0)
-    ids, att, labels = masked_word_prediction(data, batch.text_ids[:, 1], batch.text_ids[:, 0], batch.pairs, batch.mask_src)
+    mask_src, _ = choose_masked_pairs(batch.pairs, 1.0, step_draws_rng(0, 0))
+    ids, att, labels = masked_word_prediction(data, batch.text_ids[:, 1], batch.text_ids[:, 0], batch.pairs, mask_src)
     for row in range(2):
         src, tgt = batch.text_ids[row, 1], batch.text_ids[row, 0]
-        for a in np.flatnonzero(batch.mask_src[row]):
+        for a in np.flatnonzero(mask_src[row]):
             w, u = batch.pairs[row, a]
             src_pos = np.flatnonzero(data.word_ids[src] == w)
             tgt_pos = np.flatnonzero(data.word_ids[tgt] == u)

@@ -140,7 +140,8 @@ def test_per_word_reduction_divides_by_the_aligned_words_of_the_batch():
     mask_src[0, 1] = mask_src[2, 0] = True
     mask_tgt = mask_src.copy()
     mask_tgt[0, 2] = True
-    batch = StepBatch(np.zeros((3, 2), np.int64), np.zeros((3, 2), np.int64), pairs, mask_src, mask_tgt)
+    drawn = {"aligned_word_prediction": {"mask_src": mask_src, "mask_tgt": mask_tgt}}  # what AWP drew for the step
+    batch = StepBatch(np.zeros((3, 2), np.int64), np.zeros((3, 2), np.int64), pairs, drawn=drawn)
     assert WordTranslationRankingLoss().normaliser(None, batch) == 6.0  # 2 x 3 rows: the paper's eq. 8
     assert WordTranslationRankingLoss(reduction="per_word").normaliser(None, batch) == 10.0  # 2 x 5 aligned pairs
     head = nn.Linear(2, 2)

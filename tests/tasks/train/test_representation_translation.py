@@ -39,8 +39,7 @@ def batch_and_sides(encoder: DualEncoder, step: int = 3) -> tuple[StepBatch, Sim
     pivot, other = side(lengths[:ROWS], 0), side(lengths[ROWS:], 2)
     text_ids = np.stack([np.arange(ROWS), np.arange(ROWS, 2 * ROWS)], axis=1)
     lang_ids = np.tile(np.array([0, 2]), (ROWS, 1))
-    empty = np.zeros((ROWS, 1), dtype=bool)
-    batch = StepBatch(text_ids, lang_ids, np.full((ROWS, 1, 2), -1, dtype=np.int32), empty, empty, step)
+    batch = StepBatch(text_ids, lang_ids, np.full((ROWS, 1, 2), -1, dtype=np.int32), step)
     data = SimpleNamespace(lengths=lengths.numpy())
     return batch, data, other, pivot
 
@@ -59,11 +58,11 @@ def cross_entropy_sum(head: RepresentationTranslationHead, source: Side, target:
 
 def test_both_sends_about_half_of_the_rows_each_way_and_every_slice_agrees():
     text_ids = np.stack([np.arange(100, 164), np.arange(200, 264)], axis=1)
-    batch = StepBatch(text_ids, np.zeros((64, 2), dtype=np.int64), np.full((64, 1, 2), -1, dtype=np.int32), np.zeros((64, 1), bool), np.zeros((64, 1), bool), 5)
+    batch = StepBatch(text_ids, np.zeros((64, 2), dtype=np.int64), np.full((64, 1, 2), -1, dtype=np.int32), 5)
     flags = rows_to_pivot(batch, "both")
     assert 16 <= flags.sum() <= 48
     np.testing.assert_array_equal(np.concatenate([rows_to_pivot(batch.rows(0, 20), "both"), rows_to_pivot(batch.rows(20, 64), "both")]), flags)
-    later = StepBatch(*[getattr(batch, f) for f in ("text_ids", "lang_ids", "pairs", "mask_src", "mask_tgt")], 6)
+    later = StepBatch(*[getattr(batch, f) for f in ("text_ids", "lang_ids", "pairs")], 6)
     assert (rows_to_pivot(later, "both") != flags).all()  # the next step sends each row the other way
     assert rows_to_pivot(batch, "to_pivot").all() and not rows_to_pivot(batch, "from_pivot").any()
 
