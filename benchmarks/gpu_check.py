@@ -100,6 +100,25 @@ def _peak(device) -> float | None:  # noqa: ANN001
     return torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None
 
 
+def count_syncs(device, fn) -> int | None:  # noqa: ANN001
+    """How many times `fn` made the host wait for the GPU (torch's sync debug mode: `.item()`,
+    boolean-mask indexing, blocking copies, ...); None off CUDA."""
+    import warnings
+
+    import torch
+
+    if device.type != "cuda":
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
 def bench_xlembed(inputs, batch: int, chunk: int | None, args) -> tuple[dict, list[list[str]]]:  # noqa: ANN001
     """One TR step timed `args.repeat` times after a warm-up; also the step's rows as text pairs."""
     from tasks.train.config import TrainConfig
@@ -111,13 +130,13 @@ def bench_xlembed(inputs, batch: int, chunk: int | None, args) -> tuple[dict, li
     trainer = Trainer(cfg, inputs)
     _reset_peak(trainer.device)
     trainer.train_step(0)
-    times = []
-    for _ in range(args.repeat):
-        _sync(trainer.device)
-        t0 = time.perf_counter()
-        trainer.train_step(0)
-        _sync(trainer.device)
-        times.append(time.perf_counter() - t0)
+    syncs = count_syncs(trainer.device, lambda: trainer.train_step(0))
+    # steps back to back, the losses read once after them, as Trainer.run does between log lines
+    _sync(trainer.device)
+    t0 = time.perf_counter()
+    trainer.read_values([(1 + k, trainer.train_step(0)) for k in range(args.repeat)])
+    _sync(trainer.device)
+    times = [(time.perf_counter() - t0) / args.repeat]
     step = trainer.plan.batch(0)
     ids = step.text_ids[step.text_ids >= 0]
     tokens = int(trainer.data.lengths[ids].sum())
@@ -128,7 +147,7 @@ def bench_xlembed(inputs, batch: int, chunk: int | None, args) -> tuple[dict, li
     seconds = float(np.median(times))
     name = f"xlembed TR, batch {batch}" + (f", GradCache chunk {chunk}" if chunk else ", plain")
     row = {"what": name, "examples/s": batch / seconds, "tokens/s": tokens / seconds,
-           "MFU": 6 * non_embedding * tokens / seconds / (args.peak_tflops * 1e12), "peak GiB": _peak(trainer.device)}  # fmt: skip
+           "MFU": 6 * non_embedding * tokens / seconds / (args.peak_tflops * 1e12), "peak GiB": _peak(trainer.device), "syncs/step": syncs}  # fmt: skip
     del trainer
     return row, texts
 
@@ -210,7 +229,7 @@ def bench_wspalign(model_dir: Path, n_pairs: int, reference_pairs: int, args) ->
 # ------------------------------------------------------------------------------- main
 
 
-COLUMNS = ("examples/s", "tokens/s", "MFU", "questions/s", "identical links", "peak GiB")
+COLUMNS = ("examples/s", "tokens/s", "MFU", "questions/s", "padding", "identical links", "syncs/step", "peak GiB")
 
 
 def table(rows: list[dict], tests: dict, device: str) -> str:
@@ -221,7 +240,7 @@ def table(rows: list[dict], tests: dict, device: str) -> str:
 
     lines = [f"gpu-check on {device}", "", "| what | " + " | ".join(COLUMNS) + " |", "| --- |" + " ---: |" * len(COLUMNS)]
     for row in rows:
-        values = [f"{row['MFU']:.1%}" if c == "MFU" and c in row else cell(row.get(c)) for c in COLUMNS]
+        values = [f"{row[c]:.1%}" if c in ("MFU", "padding") and c in row else cell(row.get(c)) for c in COLUMNS]
         lines.append(f"| {row['what']} | " + " | ".join(values) + " |")
     lines.append("")
     lines.append(f"{tests['what']}: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped ({tests['seconds']:.0f} s)")
