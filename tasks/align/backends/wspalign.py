@@ -174,7 +174,9 @@ class WspAligner(AlignBackend):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.cls_id = tokenizer.cls_token_id
         self.token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
-        self.prefetch = True  # assemble the next batch in a worker thread (False: in turn, on this thread)
+        # assemble the next batch in a worker thread while a GPU runs this one; on a CPU the thread
+        # would only take cores from the model's own threads
+        self.prefetch = self.device.type == "cuda"
 
     @classmethod
     def load(cls, settings: WspalignSettings, base_model: Path | None = None) -> WspAligner:
@@ -228,12 +230,18 @@ class WspAligner(AlignBackend):
 
     def tokenize(self, sentences: Sequence[list[str]]) -> TokenizedSentences:
         texts = [" ".join(words) for words in sentences]
-        enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False) if texts else {"input_ids": [], "offset_mapping": []}
-        length = np.fromiter((len(ids) for ids in enc["input_ids"]), dtype=np.int64, count=len(texts))
         n_words = np.fromiter((len(words) for words in sentences), dtype=np.int64, count=len(texts))
+        backend = self.tokenizer.backend_tokenizer
+        if backend.truncation is None and backend.padding is None:  # what the tokenizer's own call gives here
+            encodings = backend.encode_batch(texts, add_special_tokens=False)
+            ids_of, offsets_of = [e.ids for e in encodings], [e.offsets for e in encodings]
+        else:
+            enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False) if texts else {}
+            ids_of, offsets_of = enc.get("input_ids", []), enc.get("offset_mapping", [])
+        length = np.fromiter(map(len, ids_of), dtype=np.int64, count=len(texts))
         n_tokens = int(length.sum())
-        ids = np.fromiter(chain.from_iterable(enc["input_ids"]), dtype=np.int64, count=n_tokens)
-        starts = np.fromiter((o[0] for row in enc["offset_mapping"] for o in row), dtype=np.int64, count=n_tokens)
+        ids = np.fromiter(chain.from_iterable(ids_of), dtype=np.int64, count=n_tokens)
+        starts = np.fromiter((o[0] for row in offsets_of for o in row), dtype=np.int64, count=n_tokens)
         word_len = np.fromiter((len(w) for words in sentences for w in words), dtype=np.int64, count=int(n_words.sum()))
         token_word, first, end = words_of_tokens(word_len, n_words, starts, length)
         return TokenizedSentences(

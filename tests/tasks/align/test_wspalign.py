@@ -143,6 +143,8 @@ def test_prefetching_batches_gives_the_links_of_assembling_them_in_turn_and_the_
     aligner = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), combine="union", threshold=0.0, batch_tokens=1024, device="cpu"))
     tok = aligner.tokenize(sentences)
     assert len(aligner._batches(np.arange(2 * int(tok.n_words.sum())), np.full(2 * int(tok.n_words.sum()), 100))) > 3
+    assert not aligner.prefetch  # on a CPU the model's threads keep the cores
+    aligner.prefetch = True  # as on a GPU
     ahead = aligner.align(sentences, [], pairs)
     aligner.prefetch = False
     in_turn = aligner.align(sentences, [], pairs)
