@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -79,8 +80,8 @@ def train_inputs(n_groups: int, base: Path):
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
-    from tasks.train.trainer import TrainInputs
     from tasks.train.tiny import multiway_rows
+    from tasks.train.trainer import TrainInputs
 
     corpus, align = multiway_rows(n_groups, dev_every=10**9)
     return TrainInputs(pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base)
@@ -137,7 +138,7 @@ def bench_xlembed(inputs, batch: int, chunk: int | None, args) -> tuple[dict, li
     trainer = Trainer(cfg, inputs)
     _reset_peak(trainer.device)
     trainer.train_step(0)
-    syncs = count_syncs(trainer.device, lambda: trainer.train_step(0))
+    syncs = count_syncs(trainer.device, partial(trainer.train_step, 0))
     # steps back to back, the losses read once after them, as Trainer.run does between log lines
     _sync(trainer.device)
     t0 = time.perf_counter()
