@@ -17,6 +17,13 @@ single sequence's, and how many reference questions the batch did not ask token 
 test encoder built here), eflomal on more pairs (it needs statistics). Pairs/s of each
 backend and the batched/reference ratio are printed, all measured in this run.
 
+Then the batched path's own costs, in the same run on the same pairs: the padding fraction of
+its forward batches (questions sorted by length, as it runs them, vs in question order at the
+same `batch_tokens`), questions/s with the next batch assembled by a worker thread (new, the
+default on a GPU) vs in turn on the calling thread (before, still the default on a CPU), in
+alternating rounds, and the sentences' tokenisation
+with tokens mapped to words in one search (now) vs sentence by sentence (before).
+
 --shape real: WSPAlign at XLM-R base's shape (benchmarks/shapes.py: hidden 768, 12 layers,
 12 heads, FFN 3072, vocabulary 250,002, QA head; random weights with XLM-R's initialiser,
 the tiny tokenizer; `--wspalign-model DIR` reuses one built before), on fewer and shorter
@@ -63,6 +70,45 @@ def load_pairs(n: int, offset: int = 0, synthetic: bool = False) -> tuple[list[l
         sentences += [split_words(rows["eng_Latn"][row], "eng_Latn"), split_words(rows[lang][row], lang)]
         langs += ["eng_Latn", lang]
     return sentences, np.array(pairs), langs
+
+
+def tokenize_sentence_by_sentence(aligner, sentences: list[list[str]]):  # noqa: ANN001
+    """The tokenisation's word map as it was computed before: a Python loop over the sentences."""
+    from tasks.align.backends.base import word_of_tokens
+
+    enc = aligner.tokenizer([" ".join(w) for w in sentences], add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False)
+    out = []
+    for words, offsets in zip(sentences, enc["offset_mapping"]):
+        starts = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
+        token_word = word_of_tokens(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), starts)
+        out.append((token_word, np.searchsorted(token_word, np.arange(len(words))), np.searchsorted(token_word, np.arange(len(words)), side="right")))
+    return out
+
+
+def batched_costs(aligner, sentences, langs, pairs, rounds: int = 3) -> dict:  # noqa: ANN001
+    """Padding fraction (sorted vs question order), questions/s with and without the assembling
+    worker thread, tokenisation in one search vs sentence by sentence; one run, alternating rounds."""
+    tok, default = aligner.tokenize(sentences), aligner.prefetch
+    questions = int(sum(len(sentences[a]) + len(sentences[b]) for a, b in pairs))
+    seconds: dict[bool, list[float]] = {True: [], False: []}
+    tokenize: dict[str, list[float]] = {"search": [], "loop": []}
+    for r in range(rounds):
+        for prefetch in (True, False) if r % 2 == 0 else (False, True):  # the default on a CPU: False
+            aligner.prefetch = prefetch
+            seconds[prefetch].append(timed(lambda: aligner.align(sentences, langs, pairs))[1])
+        tokenize["search"].append(timed(lambda: aligner.tokenize(sentences))[1])
+        tokenize["loop"].append(timed(lambda: tokenize_sentence_by_sentence(aligner, sentences))[1])
+    aligner.prefetch = default
+    med = lambda v: float(np.median(v))  # noqa: E731
+    return {
+        "questions": questions,
+        "padding_sorted": aligner.padding_fraction(pairs, tok),
+        "padding_unsorted": aligner.padding_fraction(pairs, tok, sort=False),
+        "qps_now": questions / med(seconds[True]),
+        "qps_before": questions / med(seconds[False]),
+        "tokenize_now": med(tokenize["search"]),
+        "tokenize_before": med(tokenize["loop"]),
+    }
 
 
 def timed(fn):
@@ -248,6 +294,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f" median {forwards['margin_median']:.2e}; QA logits: spread over the context {forwards['logit_spread']:.2e} (median),"
         f" max |batched - single| {forwards['logit_diff']:.2e}; questions the batch did not ask token for token: {forwards['missing']}"
     )
+    costs = batched_costs(aligner, sentences, langs, pairs)
+    print(
+        f"batched padding (batch_tokens {settings.batch_tokens}): {costs['padding_sorted']:.1%} sorted by length (now),"
+        f" {costs['padding_unsorted']:.1%} in question order"
+    )
+    print(
+        f"batched questions/s: {costs['qps_now']:.1f} next batch assembled by a worker thread (new; the default on a GPU), {costs['qps_before']:.1f} in turn (before; still the default on a CPU):"
+        f" {costs['qps_now'] / costs['qps_before']:.2f}x; tokenisation {costs['tokenize_now'] * 1e3:.1f} ms one search (now),"
+        f" {costs['tokenize_before'] * 1e3:.1f} ms sentence by sentence: {costs['tokenize_before'] / costs['tokenize_now']:.1f}x"
+    )
     for k, (b, r, ok) in enumerate(zip(batched, reference, same)):
         if ok:
             continue
@@ -265,7 +321,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             "reference": len(pairs) / t_reference,
             "reference_name": "one question per forward",
             "higher_is_better": True,
-        }
+        },
+        {
+            "case": f"{costs['questions']} questions, random XLM-R {described}, padding {costs['padding_sorted']:.1%} (question order: {costs['padding_unsorted']:.1%})",
+            "measure": "questions/s",
+            "stage": costs["qps_now"],
+            "reference": costs["qps_before"],
+            "reference_name": "batches assembled in turn",
+            "higher_is_better": True,
+        },
     ]
 
     from tasks.align.backends.simalign import SimAligner

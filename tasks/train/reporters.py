@@ -152,6 +152,7 @@ class StepMonitor:
         self.reported_curves = reported_curves  # a resumed run's curves are in the event files already
         self.reporters = open_reporters(list(self.config.report_to), checkpoint_dir, start, checkpoint_dir.name, self.config.model_dump(mode="json"))
         self.last_step_seconds = time.perf_counter()
+        self.examples_per_second: dict[int, float] = {}  # steps ticked, not yet reported
         if progress is not None:
             progress.expect(self.config.steps, "steps", done=start)
 
@@ -165,18 +166,25 @@ class StepMonitor:
             for at, scalars in sorted(by_step.items()):
                 reporter.scalars(at, scalars)
 
-    def step(self, done: int, values: dict[str, float], curves: list[dict[str, Any]]) -> None:
-        self._report_curves(curves)
+    def tick(self, done: int) -> None:
+        """Every step as the host finishes queueing it: the bar moves, the step's wall-clock time is kept."""
         now = time.perf_counter()
         if now > self.last_step_seconds:  # wall-clock: to the reporters only, never into the artifact's curves
-            for reporter in self.reporters:
-                reporter.scalars(done, {"examples_per_second": self.config.batch_size / (now - self.last_step_seconds)})
+            self.examples_per_second[done] = self.config.batch_size / (now - self.last_step_seconds)
         self.last_step_seconds = now
+        if self.progress is not None:
+            self.progress.progress(1, check_stop=False)  # the trainer stops after the step, with a checkpoint
+
+    def step(self, done: int, values: dict[str, float], curves: list[dict[str, Any]]) -> None:
+        """A step's values once the trainer has read them (every `log_every` steps and before each
+        evaluation and checkpoint, steps in order)."""
+        self._report_curves(curves)
+        if done in self.examples_per_second:
+            for reporter in self.reporters:
+                reporter.scalars(done, {"examples_per_second": self.examples_per_second.pop(done)})
         if done % self.config.checkpoint_every == 0:  # what a checkpoint keeps is on disk
             for reporter in self.reporters:
                 reporter.flush()
-        if self.progress is not None:
-            self.progress.progress(1, check_stop=False)  # the trainer stops after the step, with a checkpoint
         if done % self.config.log_every == 0 or done == self.config.steps or done == self.start + 1:
             line = self.line(done, values)
             if self.progress is not None:

@@ -11,8 +11,12 @@ A step:
    then each chunk again with grad (same RNG state, so the same dropout masks), backward of
    vector . cached gradient + the chunk's token losses. Peak memory is one chunk's activations,
    the negatives are the whole batch;
-4. sum gradients over processes, check the loss is finite (else stop, keeping the last good
-   checkpoint), clip, AdamW, LR schedule.
+4. sum gradients over processes, clip, AdamW (fused), LR schedule.
+The step never waits for the device: the losses and the gradient norm stay on it as 0-d tensors
+and `run` reads them together every `log_every` steps and before every evaluation, checkpoint
+and stop (one transfer). A NaN or infinite loss then stops training naming the first step that
+had it; no checkpoint, best model or curve is ever written from that step on, so the last
+good checkpoint is the one kept (the weights in memory, updated after it, are dropped).
 Every `eval_every` steps rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
 the best weights; every `checkpoint_every` steps it writes a checkpoint (tasks.train.checkpoint).
 """
@@ -43,7 +47,7 @@ from tasks.train.data import BatchPlan, StepBatch, build_training_data, multiway
 from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradients, sum_over_processes
 from tasks.train.model import DualEncoder, frozen_copy, load_transformer
 from tasks.train.objectives import Chunk, Objective, Side, TrainContext, build_objectives, needs_frozen_model
-from tasks.train.views import forward_views
+from tasks.train.views import forward_views, to_device
 
 log = logging.getLogger(__name__)
 
@@ -240,18 +244,19 @@ class Trainer:
         draws = {name: obj.draw for name, obj in self.objectives.items()}
         return self.plan.batch(step).draw(draws, step_draws_rng(self.config.seed, step))
 
-    def backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
+    def backward_step(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The step's forward and backward passes: every parameter's `.grad` holds the gradient of
-        the global batch's loss (summed over processes). Returns (loss, loss per objective)."""
+        the global batch's loss (summed over processes). Returns (loss, loss per objective), 0-d
+        tensors on the device."""
         with self.step_precision():
             return self._backward_step(step)
 
-    def _backward_step(self, step: int) -> tuple[float, dict[str, torch.Tensor]]:
+    def _backward_step(self, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         config = self.config
         torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + self.rank)
         full = self.step_batch(step)
         local = full.rows(self.rank * self.local_rows, (self.rank + 1) * self.local_rows)
-        valid = torch.from_numpy(full.text_ids >= 0).to(self.device)
+        valid = to_device(self.ctx, full.text_ids >= 0)
         extras: dict[str, dict[str, torch.Tensor]] = {}
         for name, obj in self.objectives.items():
             if obj.level == "sentence":
@@ -291,28 +296,39 @@ class Trainer:
         sum_gradients(self.params)
         token_global = sum_over_processes(token.detach().reshape(1))[0]
         t_parts = {k: sum_over_processes(torch.as_tensor(v, device=self.device).reshape(1))[0] for k, v in t_parts.items()}
-        return float(sentence.detach() + token_global), {**s_parts, **t_parts}
+        return sentence.detach() + token_global, {**s_parts, **t_parts}
 
-    def train_step(self, step: int) -> dict[str, float]:
+    def train_step(self, step: int) -> dict[str, torch.Tensor | float]:
+        """One optimizer step. The losses and the gradient norm come back as 0-d tensors on the
+        device (reading one makes the host wait for the GPU); `read_values` turns steps of them
+        into floats at once and stops on a non-finite loss."""
         config = self.config
         loss, parts = self.backward_step(step)
-        if not math.isfinite(loss):
-            self.optimizer.zero_grad(set_to_none=True)
-            raise NonFiniteLossError(
-                f"loss is {loss} at step {step + 1} (parts: { {k: float(v) for k, v in parts.items()} }); "
-                f"training stopped; the last good checkpoint is kept in {self.checkpoint_dir}"
-            )
         grad_norm = None
         if config.optimizer.max_grad_norm:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, config.optimizer.max_grad_norm))
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, config.optimizer.max_grad_norm)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        out = {"loss": loss, "lr": lr, **{f"loss/{k}": float(v) for k, v in parts.items()}}
+        out: dict[str, torch.Tensor | float] = {"loss": loss, "lr": lr, **{f"loss/{k}": v for k, v in parts.items()}}
         if grad_norm is not None:
-            out["grad_norm"] = grad_norm
+            out["grad_norm"] = grad_norm.detach()
         return out
+
+    def read_values(self, pending: list[tuple[int, dict[str, torch.Tensor | float]]]) -> list[tuple[int, dict[str, float]]]:
+        """(step, train_step's values) of steps not read yet -> floats, in one device-to-host transfer."""
+        tensors = [v.detach().reshape(()).double() for _, values in pending for v in values.values() if isinstance(v, torch.Tensor)]
+        numbers = iter(torch.stack(tensors).tolist() if tensors else [])
+        return [(done, {k: next(numbers) if isinstance(v, torch.Tensor) else float(v) for k, v in values.items()}) for done, values in pending]
+
+    def check_finite(self, done: int, values: dict[str, float]) -> None:
+        if not math.isfinite(values["loss"]):
+            parts = {k.removeprefix("loss/"): v for k, v in values.items() if k.startswith("loss/")}
+            raise NonFiniteLossError(
+                f"loss is {values['loss']} at step {done} (parts: {parts}); "
+                f"training stopped; the last good checkpoint is kept in {self.checkpoint_dir}"
+            )
 
     # -------------------------------------------------------------------------------- run
 
@@ -348,14 +364,28 @@ class Trainer:
         from tasks.train.reporters import StepMonitor
 
         monitor = StepMonitor(config, checkpoint_dir, start, progress, len(state["curves"]) if start else 0) if is_main else None
+        pending: list[tuple[int, dict[str, torch.Tensor | float]]] = []
+
+        def settle() -> None:
+            # at the same steps on every process: each reads the same global loss and stops with the others
+            read = self.read_values(pending)
+            pending.clear()
+            for done, values in read:
+                self.check_finite(done, values)  # the steps before the first non-finite one reach the curves
+                state["curves"] += [{"step": done, "metric": k, "value": v} for k, v in values.items()]
+                if monitor is not None:
+                    monitor.step(done, values, state["curves"])
+
         for step in range(start, config.steps):
-            values = self.train_step(step)
+            pending.append((step + 1, self.train_step(step)))
             done = step + 1
-            state["curves"] += [{"step": done, "metric": k, "value": v} for k, v in values.items()]
             if monitor is not None:
-                monitor.step(done, values, state["curves"])
+                monitor.tick(done)
             last = done == config.steps
-            if is_main and ((config.eval_every and done % config.eval_every == 0) or last):
+            evaluating = bool(config.eval_every and done % config.eval_every == 0) or last
+            if done % config.log_every == 0 or done == start + 1 or evaluating or done % config.checkpoint_every == 0:
+                settle()
+            if is_main and evaluating:
                 scores = self.evaluate_dev()
                 if scores is not None:
                     state["curves"] += dev_curves(done, scores)
@@ -363,6 +393,8 @@ class Trainer:
                         state.update(best_score=scores["mean"], best_step=done, best_scores=scores)
                         ckpt.save_tensors_atomic(checkpoint_dir / ckpt.BEST_MODEL, self.model.state_dict())
             stopping = not last and self._stop_agreed()
+            if stopping or (config.stop_after and done >= config.stop_after):
+                settle()
             if is_main and (done % config.checkpoint_every == 0 or last or stopping):
                 state["train_seconds"] = seconds_before + time.perf_counter() - started
                 state["position"] = list(self.plan.position(step))

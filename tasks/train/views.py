@@ -18,7 +18,13 @@ if TYPE_CHECKING:
 
 
 def to_device(ctx: TrainContext, array: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array)).to(ctx.device)
+    """A host array on the step's device. To a GPU through pinned memory, without waiting: a
+    copy from pageable memory makes the host wait until the GPU has run all the work queued
+    before it, every copy of every step."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if ctx.device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(ctx.device, non_blocking=True)
 
 
 def encode_views(ctx: TrainContext, model: Any, batch: StepBatch) -> torch.Tensor:
@@ -39,7 +45,8 @@ def forward_views(ctx: TrainContext, model: Any, batch: StepBatch) -> tuple[torc
     with ctx.autocast():
         emb, hidden = model(tensors["input_ids"], tensors["attention_mask"], langs)
     out = emb.new_zeros(vm.shape[0], vm.shape[1], emb.shape[-1])
-    out[to_device(ctx, vm)] = emb
+    # row numbers from the host: a boolean mask index would make the host wait for the GPU
+    out.view(-1, emb.shape[-1])[to_device(ctx, np.flatnonzero(vm))] = emb
     tensors["hidden"] = hidden
     return out.transpose(0, 1), tensors, langs
 

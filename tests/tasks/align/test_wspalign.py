@@ -117,3 +117,50 @@ def test_default_precision_is_fp32_with_tf32_off_and_bf16_autocasts_when_asked(t
         torch.set_float32_matmul_precision(before)
     bf16 = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), device="cpu", precision="bf16"))
     assert {dtype for _, dtype in forward_precisions(bf16, sentences, pairs)} == {torch.bfloat16}
+
+
+def test_tokenising_every_sentence_at_once_maps_tokens_to_words_as_sentence_by_sentence(wsp_aligner: WspAligner) -> None:
+    from tasks.align.backends.base import word_of_tokens
+
+    sentences = [split_words(text, code) for code in ("eng_Latn", "zho_Hans", "kaz_Cyrl", "tha_Thai", "jpn_Jpan") for text in flores_rows(code, 40)]
+    sentences += [[], ["a"], ["¶", "x"]]
+    tok = wsp_aligner.tokenize(sentences)
+    offsets = wsp_aligner.tokenizer([" ".join(w) for w in sentences], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    for k, (words, row) in enumerate(zip(sentences, offsets)):
+        token_word = word_of_tokens(np.array([len(w) for w in words], dtype=np.int64), np.array([o[0] for o in row], dtype=np.int64))
+        span = slice(tok.offset[k], tok.offset[k] + tok.length[k])
+        words_span = slice(tok.word_offset[k], tok.word_offset[k] + tok.n_words[k])
+        assert tok.word[span].tolist() == token_word.tolist()
+        assert tok.first[words_span].tolist() == np.searchsorted(token_word, np.arange(len(words)), side="left").tolist()
+        assert tok.end[words_span].tolist() == np.searchsorted(token_word, np.arange(len(words)), side="right").tolist()
+
+
+def test_prefetching_batches_gives_the_links_of_assembling_them_in_turn_and_the_reference(tiny_wspalign_dir) -> None:
+    """Real-length pairs (FLORES), many small batches: the worker thread that assembles the next
+    batch changes nothing, and both equal the one-question reference."""
+    rows = {code: flores_rows(code, 4, start=20) for code in ("eng_Latn", "fra_Latn", "hin_Deva")}
+    sentences, pairs = build(rows)
+    aligner = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), combine="union", threshold=0.0, batch_tokens=1024, device="cpu"))
+    tok = aligner.tokenize(sentences)
+    assert len(aligner._batches(np.arange(2 * int(tok.n_words.sum())), np.full(2 * int(tok.n_words.sum()), 100))) > 3
+    assert not aligner.prefetch  # on a CPU the model's threads keep the cores
+    aligner.prefetch = True  # as on a GPU
+    ahead = aligner.align(sentences, [], pairs)
+    aligner.prefetch = False
+    in_turn = aligner.align(sentences, [], pairs)
+    for (a, b), x, y in zip(pairs, ahead, in_turn):
+        assert x is not None and all(np.array_equal(u, v) for u, v in zip(x, y))
+        assert_same(x, aligner.align_reference(sentences[a], sentences[b]))
+
+
+def test_padding_fraction_counts_the_padding_of_the_batches_the_aligner_runs(tiny_wspalign_dir) -> None:
+    aligner = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), batch_tokens=256, device="cpu"))
+    sentences = [["a"] * 2, ["b"] * 3, ["c"] * 10]
+    pairs = np.array([[0, 2], [0, 1]] * 4)  # in question order long and short rows alternate
+    tok = aligner.tokenize(sentences)
+    length = aligner.sequence_lengths(tok, pairs)
+    questions = np.repeat(np.concatenate([length, length]), [2] * 8 + [10, 3] * 4)
+    batches = aligner._batches(np.argsort(questions, kind="stable"), questions)
+    padded = sum(len(b) * questions[b].max() for b in batches)
+    assert aligner.padding_fraction(pairs, tok) == pytest.approx(1 - questions.sum() / padded)
+    assert 0 <= aligner.padding_fraction(pairs, tok) < aligner.padding_fraction(pairs, tok, sort=False)

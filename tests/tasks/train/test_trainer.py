@@ -204,6 +204,34 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(inputs, tmp_pa
     assert latest["step"] == 2
 
 
+def test_a_non_finite_loss_read_steps_later_still_stops_before_any_checkpoint_of_that_step(inputs, tmp_path, monkeypatch):
+    """The step does not read its loss (that would make the host wait for a GPU every step): the
+    trainer reads them every `log_every` steps and before each checkpoint. A NaN at step 5, read at
+    step 6, names step 5; the checkpoint of step 4 is the last one."""
+    from tasks.train.objectives import translation_ranking
+
+    original = translation_ranking.TranslationRankingLoss.forward
+    calls = {"n": 0}
+
+    def poisoned(self, embeddings, valid, extras):
+        calls["n"] += 1
+        value = original(self, embeddings, valid, extras)
+        return value * float("nan") if calls["n"] >= 5 else value
+
+    monkeypatch.setattr(translation_ranking.TranslationRankingLoss, "forward", poisoned)
+    cfg = config(steps=8, checkpoint_every=2, log_every=100, eval_every=0, objectives={"translation_ranking": {"weight": 1.0}})
+    trainer = Trainer(cfg, inputs)
+    values = trainer.train_step(0)
+    assert isinstance(values["loss"], torch.Tensor) and values["loss"].dim() == 0  # not read by the step
+    trainer = Trainer(cfg, inputs)
+    calls["n"] = 0
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 5 \(parts: \{'translation_ranking': nan\}\).*last good checkpoint"):
+        trainer.run(tmp_path / "out", tmp_path / "ckpt")
+    assert calls["n"] == 6  # step 6 ran before the loss of step 5 was read
+    latest = json.loads((tmp_path / "ckpt" / "latest.json").read_text())
+    assert latest["step"] == 4
+
+
 def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, corpus_table, alignment_table):
     import pyarrow.parquet as pq
 
