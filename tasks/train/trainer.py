@@ -13,7 +13,7 @@ A step:
    the negatives are the whole batch;
 4. sum gradients over processes, check the loss is finite (else stop, keeping the last good
    checkpoint), clip, AdamW, LR schedule.
-Every `eval_every` steps rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
+Before the first step, every `eval_every` steps and after the last, rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
 the best weights; every `checkpoint_every` steps it writes a checkpoint (tasks.train.checkpoint).
 """
 
@@ -335,7 +335,9 @@ class Trainer:
         if self._stop_agreed():
             kept = f"checkpoint at step {start} kept" if start else "no checkpoint yet"
             raise Interrupted(f"train: stopped before step {start + 1} of {config.steps}; {kept}; rerun resumes")
-        if start == 0 and is_main and config.eval_every:
+        # a dev point before any update, even with eval_every = 0: the curve starts from the base
+        # (an evaluation in eval mode draws no random numbers and changes no weights)
+        if start == 0 and is_main:
             scores = self.evaluate_dev()
             if scores is not None:
                 state["curves"] += dev_curves(0, scores)
