@@ -191,6 +191,7 @@ class _Evaluation:
         items: pa.Table | None = None,
         base_items: pa.Table | None = None,
         leakage: pa.Table | None = None,
+        base_similarities: Sequence[Any] = (),
     ) -> list[dict[str, Any]]:
         """Write the report; returns its headline changes (`report.headline_changes`; [] without a baseline's items)."""
         from tasks.evaluate.report import build_report, headline_changes
@@ -224,6 +225,7 @@ class _Evaluation:
             metrics, title=self.config.title, model_card=card, baseline=baseline, baseline_name=baseline_name,
             similarities=self.similarities, word_map=self.word_map, seed=self.config.seed,
             items=items, baseline_items=baseline_items, leakage=leakage, trained="train" in self.inputs,
+            curves=self._training_curves(), base_similarities=base_similarities if base_metrics is not None and not self.config.baseline else (),
         )
         folder = self.context.workdir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -237,6 +239,14 @@ class _Evaluation:
             pq.write_table(leakage, folder / "leakage.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
         return headline_changes(report.deltas, baseline_name or "baseline")
+
+
+    def _training_curves(self) -> pa.Table | None:
+        """The scored train artifact's curves.parquet (None without a train input or the file)."""
+        if "train" not in self.inputs:
+            return None
+        path = self.inputs["train"].local_dir() / "curves.parquet"
+        return pq.read_table(path) if path.is_file() else None
 
 
 def main_metric_rows(metrics: pa.Table) -> pl.DataFrame:
@@ -305,12 +315,15 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, p
 def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
     base_dir = inputs["base_model"].local_dir()
     base_metrics = base_items = None
+    base_similarities: list[Any] = []
     if "train" in inputs:
         evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()), "the trained model")
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
             base_context = ShardContext(shard.shard_id, workdir=context.workdir)
-            base_metrics, base_items = _score(_Evaluation(config, inputs, base_context, base_dir, "the base model"), config)
+            base_evaluation = _Evaluation(config, inputs, base_context, base_dir, "the base model")
+            base_metrics, base_items = _score(base_evaluation, config)
+            base_similarities = base_evaluation.similarities
     else:
         evaluation = _Evaluation(config, inputs, context, base_dir, "the base model")
     metrics, items = _score(evaluation, config)
@@ -318,7 +331,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     _attach_items(context, ITEMS_FILE, items)
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
-    changes = evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage)
+    changes = evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, base_similarities=base_similarities)
     if "train" in inputs:
         _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}

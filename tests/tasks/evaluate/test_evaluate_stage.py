@@ -484,3 +484,39 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
     assert lines[0].startswith(
         f"tatoeba/tatoeba {shown['label']}: {shown['delta']:+.1f} [{shown['low']:+.1f}, {shown['high']:+.1f}] points of accuracy over the untrained base ("
     ), lines
+
+
+def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained_levels(built: dict) -> None:
+    """The train artifact's curves.parquet becomes the report's curves figure; the headline levels
+    of base and trained are plotted beside the Δ forest plot; the base's cosines are overlaid."""
+    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.train.model_folder import write_curves
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 5
+
+    def attach_model(config, inputs, shard, context):  # the train stage's files: a model under model/ and its curves
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        steps = range(1, 41)
+        rows = [{"step": s, "metric": m, "value": v} for s in steps for m, v in
+                (("loss", 2.0 / s), ("loss/translation_ranking", 1.5 / s), ("loss/multiway_supcon", 0.5 / s), ("lr", 1e-4), ("grad_norm", 3.0))]
+        rows += [{"step": s, "metric": "dev_accuracy", "value": 0.5 + s / 100} for s in (0, 20, 40)]
+        write_curves(rows, context.workdir / "curves.parquet", context.workdir / "curves.png")
+        context.attach("curves.parquet", context.workdir / "curves.parquet")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}, {"kind": "corpus_dev"}]
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "groups": ["wacse-4"]})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    files = {f.path for f in manifest.attached_files}
+    assert {"files/report/training_curves.png", "files/report/headline_levels.png", "files/report/delta_intervals.png"} <= files
+    html = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.html").read_text(encoding="utf-8")
+    assert 'alt="Training curves of the scored model"' in html
+    # the levels and the changes share one row of the page
+    row = html.split('<div class="figure-row"', 1)[1].split("</div>", 1)[0]
+    assert 'alt="Headline scores of untrained base and this model"' in row and 'alt="Change in retrieval accuracy vs untrained base' in row
+    assert "Dotted outlines: untrained base" in html
