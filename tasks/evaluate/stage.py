@@ -13,7 +13,9 @@ files, `items.parquet` (per-query retrieval outcomes, `ITEMS_SCHEMA`), `report/r
 `report/report.html`, the figures, `report/leakage.parquet` (how many of each scored set's
 sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
-intervals and the sweep comparison read). When it scored a trained model it also stores that
+intervals and the sweep comparison read), and `mteb/{Task}.json`: the Tatoeba/BUCC/STS scores as
+MTEB-format result files (tasks/evaluate/mteb_results.py), with MTEB's own result files of an
+`mteb` benchmark under `mteb/bridge/`. When it scored a trained model it also stores that
 model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
 is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
@@ -331,6 +333,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     _attach_items(context, ITEMS_FILE, items)
     if base_items is not None:
         _attach_items(context, BASE_ITEMS_FILE, base_items)
+    _attach_mteb_results(config, context, metrics)
     changes = evaluation.report(metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, base_similarities=base_similarities)
     if "train" in inputs:
         _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
@@ -374,6 +377,29 @@ def _attach_model_card(
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
     context.attach(CARD_FILE, path)
+
+
+MTEB_DIR = "mteb"
+
+
+def _attach_mteb_results(config: EvaluateConfig, context: ShardContext, metrics: pa.Table) -> None:
+    """The scored model's Tatoeba/BUCC/STS scores as MTEB-format result files, `mteb/{Task}.json`
+    (tasks/evaluate/mteb_results.py); the MTEB bridge's own files are under `mteb/bridge/`."""
+    from tasks.evaluate.mteb_results import dataset_revision, mteb_result_files, write_mteb_results
+
+    revisions = {}
+    for bench in config.benchmarks:
+        try:
+            revisions.setdefault(bench.kind, dataset_revision(bench.fingerprint()))
+        except OSError:  # its files were checked at plan time; a hash is a label here, not a requirement
+            continue
+    benchmarks = set(metrics.column("benchmark").to_pylist())
+    files = mteb_result_files(metrics, {b: m for b in benchmarks if (m := main_metric(b)) is not None}, revisions)
+    if files:
+        folder = context.workdir / MTEB_DIR
+        write_mteb_results(folder, files)
+        for name in files:
+            context.attach(f"{MTEB_DIR}/{name}", folder / name)
 
 
 def _attach_items(context: ShardContext, name: str, items: pa.Table) -> None:
