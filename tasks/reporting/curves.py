@@ -16,6 +16,7 @@ import matplotlib
 import matplotlib.style
 import numpy as np
 import pyarrow as pa
+from matplotlib.ticker import MaxNLocator
 
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
 
@@ -54,19 +55,21 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
     with matplotlib.style.context(STYLE):
         fig = new_figure(*CURVES_INCHES)
         (ax_loss, ax_dev), (ax_lr, ax_grad) = fig.subplots(2, 2)
-        positive = True
+        positive, low, high = True, np.inf, -np.inf
         if "loss" in rows:
             steps, values = _series(rows, "loss")
             ax_loss.plot(steps, values, color="0.6", alpha=0.25, linewidth=0.6)
             ax_loss.plot(steps, ema(values), color="0.35", linewidth=3.0, alpha=0.55, label="total (weighted sum)", zorder=2)
             positive &= bool(np.all(values > 0))
+            low, high = min(low, float(np.min(values))), max(high, float(np.max(values)))
         for i, metric in enumerate(objectives):
             steps, values = _series(rows, metric)
             colour = palette(i % palette.N)
             ax_loss.plot(steps, values, color=colour, alpha=0.2, linewidth=0.6)
             ax_loss.plot(steps, ema(values), color=colour, linewidth=1.4, label=metric.removeprefix("loss/"), zorder=3)
             positive &= bool(np.all(values > 0))
-        if positive and rows.get("loss"):
+            low, high = min(low, float(np.min(values))), max(high, float(np.max(values)))
+        if positive and high > 10 * low:  # a log axis only where the losses span more than a decade
             ax_loss.set_yscale("log")
         ax_loss.set_title(f"training loss (EMA {CURVES_SMOOTHING}; raw faint)", fontsize=9)
         ax_loss.set_xlabel("step")
@@ -100,6 +103,7 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
         ax_grad.set_title(f"gradient norm before clipping (EMA {CURVES_SMOOTHING})", fontsize=9)
         ax_grad.set_xlabel("step")
         for ax in (ax_loss, ax_dev, ax_lr, ax_grad):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, linewidth=0.3, alpha=0.5)
             ax.tick_params(labelsize=7)
         fig.suptitle(title, fontsize=10)
