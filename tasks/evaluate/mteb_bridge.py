@@ -14,7 +14,8 @@ so setting them in an already running process would not take effect, and a missi
 must fail fast instead of hanging on the network. The model is loaded with
 sentence-transformers from ``model_dir`` (a sentence-transformers folder; a bare Hugging Face
 model folder gets sentence-transformers' default mean pooling, which is not DAP's CLS pooling).
-MTEB's own result files go to ``<cache_dir>/mteb-results`` and are always recomputed, so a
+MTEB's own result files go to ``results_dir`` (the evaluate stage: a folder it attaches to its
+artifact as ``mteb/bridge/``; default ``<cache_dir>/mteb-results``) and are always recomputed, so a
 new checkpoint saved under an old path never reuses old scores.
 
 Rows: dataset ``"{task}.{split}"``; languages from MTEB's ``languages`` field (``kaz-Cyrl``)
@@ -72,10 +73,12 @@ def run_mteb(
     offline: bool = True,
     on_unknown_language: str = "error",
     timeout_s: float | None = None,
+    results_dir: Path | None = None,
 ) -> list[dict]:
     """Evaluate the encoder in ``model_dir`` on MTEB ``task_names``; metric rows, benchmark="mteb".
 
     ``languages`` (ISO 639-3 codes, as MTEB takes them) restricts multilingual tasks.
+    ``results_dir``: where MTEB writes its own result files (default ``<cache_dir>/mteb-results``).
     ``on_unknown_language``: "error" (default) raises UnknownLanguageError for a subset whose
     language has no FLORES-200 code; "skip" leaves those subsets out with a warning.
 
@@ -103,7 +106,7 @@ def run_mteb(
             "languages": list(languages) if languages else None,
             "batch_size": batch_size,
             "device": device,
-            "results_dir": str(cache_dir / "mteb-results"),
+            "results_dir": str(results_dir or cache_dir / "mteb-results"),
             "out": str(out_path),
         }
         spec_path.write_text(json.dumps(spec))

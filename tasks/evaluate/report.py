@@ -76,6 +76,8 @@ from tasks.languages import GROUP_PREFIX, is_group_code
 
 __all__ = [
     "DELTA_INTERVALS_FILE",
+    "LEVELS_FILE",
+    "TRAINING_CURVES_FILE",
     "EMBEDDING_MAP_FILE",
     "SIMILARITY_HISTOGRAM_FILE",
     "DeltaInterval",
@@ -93,6 +95,8 @@ __all__ = [
 SIMILARITY_HISTOGRAM_FILE = "similarity_histogram.png"
 EMBEDDING_MAP_FILE = "embedding_map.png"
 DELTA_INTERVALS_FILE = "delta_intervals.png"
+LEVELS_FILE = "headline_levels.png"
+TRAINING_CURVES_FILE = "training_curves.png"
 DELTA_ROW_INCHES = 0.2  # per language / group row of the error-bar figure
 DELTA_MAX_LANGUAGES = 40  # language rows per panel beyond which a seeded sample is shown
 
@@ -102,8 +106,8 @@ HIST_MAX_COLS = 4
 HIST_BINS = 40
 _HIST_SERIES = (("matched (translations)", "#1f77b4"), ("shuffled (derangement)", "#ff7f0e"))
 MAP_INCHES = (8.0, 6.5)
-MAP_MAX_WORD_LABELS = 120  # beyond this many points, words are not written next to points
-MAP_MAX_CONCEPT_LABELS = 60
+MAP_MAX_WORD_LABELS = 40  # beyond this many points, words are not written next to points
+MAP_CONCEPT_LABELS = 14  # concepts labelled: a spread subset (farthest-point), so labels do not pile up
 # build_report shows at most this many histogram panels / map concepts (a seeded sample).
 REPORT_MAX_PAIRS = 36
 REPORT_MAX_CONCEPTS = 40
@@ -306,9 +310,11 @@ def _histogram_floor(pairs: Sequence[PairSimilarities]) -> float:
     return float(max(-1.0, min(0.9, math.floor((finite.min() - 0.05) * 10) / 10)))
 
 
-def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
+def similarity_histogram(pairs: Sequence[PairSimilarities], baseline: Sequence[PairSimilarities] = ()) -> bytes:
     """PNG: one panel per language pair, histograms of matched vs shuffled cosines on a shared x range
-    from the lowest cosine (rounded down to 0.1, at least -1) to 1.
+    from the lowest cosine (rounded down to 0.1, at least -1) to 1. With `baseline` (the base
+    model's cosines of the same pairs, in the same order) its two histograms are drawn over them
+    as dotted outlines.
 
     Panels are HIST_PANEL_INCHES at figures.DPI each, HIST_MAX_COLS to a row, under a HIST_LEGEND_INCHES band; densities, so pairs of
     any size compare; dashed lines mark the means, which the panel's corner also gives.
@@ -317,12 +323,18 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
         raise ValueError("similarity_histogram needs at least one language pair")
     ncols = min(HIST_MAX_COLS, len(pairs))
     nrows = math.ceil(len(pairs) / ncols)
-    low = _histogram_floor(pairs)
+    if baseline and [(b.src_lang, b.tgt_lang) for b in baseline] != [(p.src_lang, p.tgt_lang) for p in pairs]:
+        raise ValueError("similarity_histogram: the baseline's pairs must be the same language pairs in the same order")
+    base_of = dict(enumerate(baseline))
+    low = _histogram_floor([*pairs, *baseline])
     bins = np.linspace(low, 1.0, HIST_BINS + 1)
     # A fixed layout in inches (constrained layout takes seconds for dozens of panels).
     panel_w, panel_h = HIST_PANEL_INCHES
     left, right, top, bottom = 0.55, 0.1, 0.3, 0.5  # per panel: tick labels + ylabel, title, xlabel
-    width, height = ncols * panel_w, nrows * panel_h + HIST_LEGEND_INCHES
+    legend_entries = 4 if base_of else 2
+    legend_cols = legend_entries if ncols >= 2 else 2  # one panel is too narrow for four entries in a row
+    legend_band = HIST_LEGEND_INCHES * math.ceil(legend_entries / legend_cols)
+    width, height = ncols * panel_w, nrows * panel_h + legend_band
     with matplotlib.style.context(STYLE):
         fig = new_figure(width, height, layout=None)
         axes = fig.subplots(
@@ -334,7 +346,7 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
                 "left": left / width,
                 "right": 1 - right / width,
                 "bottom": bottom / height,
-                "top": 1 - (top + HIST_LEGEND_INCHES) / height,
+                "top": 1 - (top + legend_band) / height,
                 "wspace": (left + right) / (panel_w - left - right),
                 "hspace": (top + bottom) / (panel_h - top - bottom),
             },
@@ -361,15 +373,28 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
                     means.append(f"{mean:.2f}")
                 else:
                     means.append("n/a")
+            base = base_of.get(index)
+            base_means = []
+            if base is not None:
+                for values, (_, colour) in zip((base.matched, base.shuffled), _HIST_SERIES):
+                    clipped = np.clip(_finite(values, "baseline"), -1.0, 1.0)
+                    if clipped.size:
+                        counts, _ = np.histogram(clipped, bins=bins)
+                        ax.stairs(counts / (clipped.size * np.diff(bins)), bins, color=colour, linewidth=1.2, linestyle=":")
+                        base_means.append(f"{float(clipped.mean()):.2f}")
+                    else:
+                        base_means.append("n/a")
             ax.set_xlim(low, 1.0)
-            ax.set_ylim(0.0, ax.get_ylim()[1] * 1.3)  # headroom for the text in the corner
+            ax.set_ylim(0.0, ax.get_ylim()[1] * (1.45 if base_means else 1.3))  # headroom for the text in the corner
             ax.xaxis.set_major_locator(MaxNLocator(5))
             ax.yaxis.set_major_locator(MaxNLocator(4))
             ax.set_title(_pair_label(pair.src_lang, pair.tgt_lang), fontsize=9, y=1.0, pad=4)  # fixed y: no auto-placement
             ax.text(
                 0.02,
                 0.97,
-                f"mean {means[0]} vs {means[1]}\nn = {series[0][1].size:,} / {series[1][1].size:,}",
+                f"mean {means[0]} vs {means[1]}"
+                + (f"\nbase {base_means[0]} vs {base_means[1]}" if base_means else "")
+                + f"\nn = {series[0][1].size:,} / {series[1][1].size:,}",
                 transform=ax.transAxes,
                 ha="left",
                 va="top",
@@ -381,12 +406,16 @@ def similarity_histogram(pairs: Sequence[PairSimilarities]) -> bytes:
                 ax.xaxis.set_tick_params(labelbottom=True)
             if index % ncols == 0:
                 ax.set_ylabel("density")
-        handles = [Patch(facecolor=c, edgecolor=c, alpha=0.6, label=label) for label, c in _HIST_SERIES]
+        handles: list[Any] = [Patch(facecolor=c, edgecolor=c, alpha=0.6, label=label) for label, c in _HIST_SERIES]
+        if base_of:
+            from matplotlib.lines import Line2D
+
+            handles += [Line2D([], [], color=c, linestyle=":", linewidth=1.2, label=f"base: {label.split()[0]}") for label, c in _HIST_SERIES]
         fig.legend(
             handles=handles,
             loc="center",
-            bbox_to_anchor=(0.5, 1 - HIST_LEGEND_INCHES / 2 / height),
-            ncols=2,
+            bbox_to_anchor=(0.5, 1 - legend_band / 2 / height),
+            ncols=legend_cols,
             fontsize=8,
             frameon=False,
         )
@@ -431,10 +460,24 @@ def _renderable(text: str) -> bool:
     return all(ch.isspace() or font.get_char_index(ord(ch)) != 0 for ch in text)
 
 
+def _spread(points: np.ndarray, k: int) -> list[int]:
+    """Indices of up to k points spread over the set: farthest-point order from the point
+    farthest from the mean (deterministic; ties go to the lower index)."""
+    if len(points) <= k:
+        return list(range(len(points)))
+    chosen = [int(np.argmax(np.linalg.norm(points - points.mean(axis=0), axis=1)))]
+    nearest = np.linalg.norm(points - points[chosen[0]], axis=1)
+    while len(chosen) < k:
+        chosen.append(int(np.argmax(nearest)))
+        nearest = np.minimum(nearest, np.linalg.norm(points - points[chosen[-1]], axis=1))
+    return sorted(chosen)
+
+
 def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
     """PNG: 2-D PCA of the (L2-normalised) word vectors, coloured by language, each concept's translations joined.
 
-    Lines join every word to its concept's centroid, which is labelled with the concept;
+    Lines join every word to its concept's centroid; MAP_CONCEPT_LABELS concepts spread over the
+    map (`_spread`) are labelled, each label pushed outwards from the middle with a leader line;
     words are written next to their points while there are at most MAP_MAX_WORD_LABELS.
     """
     if method != "pca":
@@ -455,6 +498,11 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
     concepts = list(dict.fromkeys(word_map.concept))
     members = {c: [i for i, ci in enumerate(word_map.concept) if ci == c] for c in concepts}
 
+    centres = np.array([coords[members[c]].mean(axis=0) for c in concepts])
+    labelled = [concepts[i] for i in _spread(centres, MAP_CONCEPT_LABELS)]
+    middle = coords.mean(axis=0)
+    span = float(np.ptp(coords, axis=0).max()) or 1.0
+
     with matplotlib.style.context(STYLE):
         fig = new_figure(*MAP_INCHES)
         ax = fig.add_subplot()
@@ -464,17 +512,24 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
             if len(idx) > 1:
                 for i in idx:
                     ax.plot([centre[0], coords[i, 0]], [centre[1], coords[i, 1]], color="0.6", linewidth=0.7, zorder=1)
-            if len(concepts) <= MAP_MAX_CONCEPT_LABELS:
-                ax.annotate(
-                    concept,
-                    centre,
-                    fontsize=9,
-                    fontweight="bold",
-                    ha="center",
-                    va="center",
-                    zorder=2,  # under the points and the words
-                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.5", "alpha": 0.7},
-                )
+        for concept in labelled:
+            centre = coords[members[concept]].mean(axis=0)
+            # pushed outwards from the middle of the cloud, where most points are, with a leader line
+            away = centre - middle
+            away = away / np.linalg.norm(away) if np.linalg.norm(away) > 1e-9 * span else np.array([0.0, 1.0])
+            ax.annotate(
+                concept,
+                centre,
+                xytext=tuple(away * 28),
+                textcoords="offset points",
+                fontsize=8,
+                fontweight="bold",
+                ha="left" if away[0] >= 0 else "right",
+                va="bottom" if away[1] >= 0 else "top",
+                zorder=4,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.5", "alpha": 0.85},
+                arrowprops={"arrowstyle": "-", "color": "0.45", "linewidth": 0.6},
+            )
         for lang in langs:
             idx = [i for i, li in enumerate(word_map.langs) if li == lang]
             ax.scatter(
@@ -798,6 +853,70 @@ def delta_interval_figure(deltas: Sequence[DeltaInterval], seed: int = 0) -> byt
             return png_bytes(fig)
 
 
+def headline_levels(metrics: pa.Table, baseline: pa.Table) -> dict[str, list[tuple[str, str, float, float]]]:
+    """Per benchmark/dataset: (label, metric, baseline value, value) of its headline metric over
+    all languages (the mean of the language rows) and of each group row, where both models have it."""
+    from tasks.evaluate.benchmarks.registry import headline_metric
+
+    def values(table: pa.Table, what: str) -> dict[tuple[str, str, str], list[float]]:
+        rows = _rows_of(table, what)
+        chosen = {}
+        for r in rows:
+            chosen.setdefault((r["benchmark"], r["dataset"]), []).append(r["metric"])
+        out: dict[tuple[str, str, str], list[float]] = {}
+        for r in rows:
+            metric = headline_metric(r["benchmark"], list(dict.fromkeys(chosen[r["benchmark"], r["dataset"]])))
+            if r["metric"] != metric or not np.isfinite(r["value"]):
+                continue
+            label = r["src_lang"].removeprefix(GROUP_PREFIX) if is_group_code(r["src_lang"]) else "all languages"
+            out.setdefault((f"{r['benchmark']}/{r['dataset']}", label, metric), []).append(float(r["value"]))
+        return out
+
+    ours, theirs = values(metrics, "metrics"), values(baseline, "baseline")
+    panels: dict[str, list[tuple[str, str, float, float]]] = {}
+    for (name, label, metric), vals in ours.items():
+        if (name, label, metric) in theirs:
+            panels.setdefault(name, []).append((label, metric, float(np.mean(theirs[name, label, metric])), float(np.mean(vals))))
+    for rows in panels.values():
+        rows.sort(key=lambda row: row[0] != "all languages")
+    return panels
+
+
+def levels_figure(levels: dict[str, list[tuple[str, str, float, float]]], baseline_name: str, model_name: str = "this model") -> bytes:
+    """PNG: per benchmark/dataset, the headline metric of the baseline and of this model as
+    horizontal bars (all languages, then each group), the values written at the bars' ends."""
+    if not levels:
+        raise ValueError("levels_figure needs at least one benchmark with values of both models")
+    heights = [len(rows) * 2 * DELTA_ROW_INCHES + 0.9 for rows in levels.values()]
+    with matplotlib.style.context(STYLE):
+        fig = new_figure(5.5, sum(heights))
+        axes = fig.subplots(len(levels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+        for index, (ax, (name, rows)) in enumerate(zip(axes, levels.items())):
+            y = np.arange(len(rows))[::-1].astype(float)
+            scale = [metric_scale(metric) for _, metric, _, _ in rows]
+            base = np.array([b * k for (_, _, b, _), k in zip(rows, scale)])
+            ours = np.array([v * k for (_, _, _, v), k in zip(rows, scale)])
+            ax.barh(y + 0.2, base, height=0.38, color="0.7", label=baseline_name)
+            ax.barh(y - 0.2, ours, height=0.38, color="#1f77b4", label=model_name)
+            top = float(max(np.max(base), np.max(ours), 1e-9))
+            for yi, b, v in zip(y, base, ours):
+                ax.text(b + top * 0.01, yi + 0.2, f"{b:.1f}", va="center", fontsize=6.5, color="0.35")
+                ax.text(v + top * 0.01, yi - 0.2, f"{v:.1f}", va="center", fontsize=6.5, color="#1f77b4")
+            ax.set_yticks(y, [label for label, _, _, _ in rows], fontsize=7)
+            ax.set_xlim(min(0.0, float(np.min(base)), float(np.min(ours))), top * 1.12)
+            ax.set_ylim(-0.7, len(rows) - 0.3)
+            metrics = sorted({metric for _, metric, _, _ in rows})
+            units = "%" if all(metric_scale(m) == 100 for m in metrics) else "value"
+            ax.set_title(name, fontsize=9)
+            ax.set_xlabel(f"{', '.join(metrics)} ({units})")
+            ax.grid(True, axis="x", linewidth=0.3, alpha=0.5)
+            if index == 0:  # above the panels, where it covers no bar
+                fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncols=2, fontsize=7, frameon=False)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return png_bytes(fig)
+
+
 # ---------------------------------------------------------------------------------------------
 # Rendering
 
@@ -808,6 +927,7 @@ class _Figure:
     alt: str
     caption: str
     png: bytes
+    row: str | None = None  # figures of one row are shown side by side in the HTML
 
 
 def _sample(n: int, limit: int, seed: int) -> list[int]:
@@ -823,8 +943,43 @@ def _figures(
     seed: int,
     deltas: Sequence[DeltaInterval] = (),
     baseline_name: str = "baseline",
+    curves: pa.Table | None = None,
+    base_similarities: Sequence[PairSimilarities] = (),
+    levels: dict[str, list[tuple[str, str, float, float]]] | None = None,
 ) -> list[_Figure]:
+    from tasks.reporting.curves import CURVES_SMOOTHING, training_curves_figure
+
+    # the base scored the same benchmarks in the same order; anything else is not overlaid
+    if [(b.src_lang, b.tgt_lang) for b in base_similarities] != [(p.src_lang, p.tgt_lang) for p in similarities]:
+        base_similarities = ()
     figures = []
+    if curves is not None and curves.num_rows:
+        figures.append(
+            _Figure(
+                TRAINING_CURVES_FILE,
+                "Training curves of the scored model",
+                "The train artifact's curves: loss per objective (each its own colour) and the weighted total (wide grey, "
+                f"underneath), as an exponential moving average (weight {CURVES_SMOOTHING}) over the raw per-step values "
+                "(faint); the learning rate; the gradient norm before clipping; dev retrieval accuracy (black: the mean over "
+                "languages, thin: each language), measured before the first update (step 0, the base) and at each evaluation. "
+                "Dev accuracy is measured in the training loop, on the weights before any WiSE-FT interpolation and at the "
+                "training max length. What to look for: losses that flatten while dev accuracy still rises, or dev accuracy "
+                "that falls while the loss keeps dropping (over-fitting).",
+                training_curves_figure(curves, "training curves"),
+            )
+        )
+    pair_row = "levels" if levels and deltas else None
+    if levels:
+        figures.append(
+            _Figure(
+                LEVELS_FILE,
+                f"Headline scores of {baseline_name} and this model",
+                f"Each benchmark's headline metric for {baseline_name} (grey) and this model (blue): the mean over the "
+                "language rows (all languages), then each language group. The levels the changes beside are measured from.",
+                levels_figure(levels, baseline_name),
+                pair_row,
+            )
+        )
     if deltas:
         figures.append(
             _Figure(
@@ -836,10 +991,13 @@ def _figures(
                 "interval is above zero; red: below; grey: it contains zero. What to look for: a change whose "
                 "interval crosses zero is within the noise of this many sentences.",
                 delta_interval_figure(deltas, seed),
+                pair_row,
             )
         )
     if similarities:
-        shown = [similarities[i] for i in _sample(len(similarities), REPORT_MAX_PAIRS, seed)]
+        picked = _sample(len(similarities), REPORT_MAX_PAIRS, seed)
+        shown = [similarities[i] for i in picked]
+        base_shown = [base_similarities[i] for i in picked] if base_similarities else []
         subset = (
             f" Showing {len(shown)} of {len(similarities)} language pairs (seeded sample, seed {seed})."
             if len(shown) < len(similarities)
@@ -853,8 +1011,10 @@ def _figures(
                 "of another sentence under a seeded derangement (shuffled, orange), one panel per language pair; "
                 "dashed lines mark the means. What to look for: matched pairs should sit well to the right of the "
                 "shuffled ones with little overlap; where the two overlap, the encoder does not tell translations "
-                "from unrelated sentences for that pair." + subset,
-                similarity_histogram(shown),
+                "from unrelated sentences for that pair."
+                + (f" Dotted outlines: {baseline_name}'s cosines of the same pairs." if base_similarities else "")
+                + subset,
+                similarity_histogram(shown, base_shown),
             )
         )
     if word_map is not None and len(word_map.words) > 0:
@@ -876,8 +1036,8 @@ def _figures(
                 EMBEDDING_MAP_FILE,
                 "2-D PCA map of word embeddings by language",
                 "Word embeddings (L2-normalised) projected on their first two principal components, coloured by "
-                "language; grey lines join the translations of one concept to their centre, labelled with the "
-                "concept. What to look for: translations of one concept should cluster together; points that "
+                "language; grey lines join the translations of one concept to their centre; a spread subset of "
+                f"concepts (up to {MAP_CONCEPT_LABELS}) is labelled, labels pushed outwards with a leader line. What to look for: translations of one concept should cluster together; points that "
                 "group by language instead mean the space is not language-agnostic." + subset,
                 embedding_map(shown_map),
             )
@@ -933,6 +1093,8 @@ def build_report(
     trained: bool = True,
     sts_items: pa.Table | None = None,
     baseline_sts_items: pa.Table | None = None,
+    curves: pa.Table | None = None,
+    base_similarities: Sequence[PairSimilarities] = (),
 ) -> EvaluationReport:
     """Render the evaluate stage's metrics (and optional baseline and figure inputs) as Markdown + HTML + PNGs.
 
@@ -946,6 +1108,9 @@ def build_report(
     was trained on those rows (else the overlap only says what training on them would leak).
     With `sts_items` and `baseline_sts_items` (STS_ITEMS_SCHEMA), the change section also gives
     each STS set's change in Spearman with a paired bootstrap interval over its sentence pairs.
+    `curves` (the train artifact's curves table) adds the training curves figure; with a
+    baseline, the headline levels of both models are plotted beside the changes, and
+    `base_similarities` (the baseline's cosines of the same pairs) are overlaid on the histograms.
     """
     rows = _rows_of(metrics, "metrics")
     base_name = baseline_name or "baseline"
@@ -1054,17 +1219,31 @@ def build_report(
             md += [f"*{md_escape(note)}*", ""]
             ht.append(f'<p class="note">{html_escape(note)}</p>')
 
-    figures = _figures(similarities, word_map, seed, deltas, base_name)
+    levels = headline_levels(metrics, baseline) if baseline is not None else None
+    if levels:  # panels in the order of the changes' figure beside
+        order = list(dict.fromkeys(d.name for d in deltas))
+        levels = dict(sorted(levels.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+    figures = _figures(similarities, word_map, seed, deltas, base_name, curves, base_similarities, levels)
     if figures:
         md += ["## Figures", ""]
         ht.append("<h2>Figures</h2>")
+        open_row = None
         for fig in figures:
             md += [f"![{md_escape(fig.alt)}]({fig.file})", "", f"*{md_escape(fig.caption)}*", ""]
             data = base64.b64encode(fig.png).decode("ascii")
+            if fig.row != open_row:
+                if open_row is not None:
+                    ht.append("</div>")
+                if fig.row is not None:
+                    ht.append('<div class="figure-row" style="display:flex;flex-wrap:wrap;gap:1rem;align-items:flex-start">')
+                open_row = fig.row
+            style = ' style="flex:1 1 420px;margin:0"' if fig.row is not None else ""
             ht.append(
-                f'<figure><img src="data:image/png;base64,{data}" alt="{html_escape(fig.alt)}">'
+                f'<figure{style}><img src="data:image/png;base64,{data}" alt="{html_escape(fig.alt)}">'
                 f"<figcaption>{html_escape(fig.caption)}</figcaption></figure>"
             )
+        if open_row is not None:
+            ht.append("</div>")
 
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

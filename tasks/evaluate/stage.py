@@ -14,7 +14,9 @@ cosines of the STS sets, `STS_ITEMS_SCHEMA`, when it scores STS), `report/report
 `report/report.html`, the figures, `report/leakage.parquet` (how many of each scored set's
 sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) and, with a trained model, `report/base_metrics.parquet` and
 `items/base_items.parquet` (the untrained base's items, which the report's paired bootstrap
-intervals and the sweep comparison read; `items/base_sts_items.parquet` for STS, which the report reads). When it scored a trained model it also stores that
+intervals and the sweep comparison read; `items/base_sts_items.parquet` for STS, which the report reads), and `mteb/{Task}.json`: the Tatoeba/BUCC/STS scores as
+MTEB-format result files (tasks/evaluate/mteb_results.py), with MTEB's own result files of an
+`mteb` benchmark under `mteb/bridge/`. When it scored a trained model it also stores that
 model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
 is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
@@ -212,6 +214,7 @@ class _Evaluation:
         leakage: pa.Table | None = None,
         sts_items: pa.Table | None = None,
         base_sts_items: pa.Table | None = None,
+        base_similarities: Sequence[Any] = (),
     ) -> list[dict[str, Any]]:
         """Write the report; returns its headline changes (`report.headline_changes`; [] without a baseline's items)."""
         from tasks.evaluate.report import build_report, headline_changes
@@ -249,6 +252,7 @@ class _Evaluation:
             similarities=self.similarities, word_map=self.word_map, seed=self.config.seed,
             items=items, baseline_items=baseline_items, leakage=leakage, trained="train" in self.inputs,
             sts_items=sts_items, baseline_sts_items=baseline_sts_items,
+            curves=self._training_curves(), base_similarities=base_similarities if base_metrics is not None and not self.config.baseline else (),
         )
         folder = self.context.workdir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -262,6 +266,14 @@ class _Evaluation:
             pq.write_table(leakage, folder / "leakage.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
         return headline_changes(report.deltas, baseline_name or "baseline")
+
+
+    def _training_curves(self) -> pa.Table | None:
+        """The scored train artifact's curves.parquet (None without a train input or the file)."""
+        if "train" not in self.inputs:
+            return None
+        path = self.inputs["train"].local_dir() / "curves.parquet"
+        return pq.read_table(path) if path.is_file() else None
 
 
 def main_metric_rows(metrics: pa.Table) -> pl.DataFrame:
@@ -330,12 +342,15 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, p
 def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> Iterator[pa.Table]:
     base_dir = inputs["base_model"].local_dir()
     base_metrics = base_items = base_sts_items = None
+    base_similarities: list[Any] = []
     if "train" in inputs:
         evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()), "the trained model")
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
             base_context = ShardContext(shard.shard_id, workdir=context.workdir)
-            base_metrics, base_items, base_sts_items = _score(_Evaluation(config, inputs, base_context, base_dir, "the base model"), config)
+            base_evaluation = _Evaluation(config, inputs, base_context, base_dir, "the base model")
+            base_metrics, base_items, base_sts_items = _score(base_evaluation, config)
+            base_similarities = base_evaluation.similarities
     else:
         evaluation = _Evaluation(config, inputs, context, base_dir, "the base model")
     metrics, items, sts_items = _score(evaluation, config)
@@ -347,9 +362,11 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         _attach_items(context, STS_ITEMS_FILE, sts_items, STS_ITEMS_SCHEMA)
     if base_sts_items is not None and base_sts_items.num_rows:
         _attach_items(context, BASE_STS_ITEMS_FILE, base_sts_items, STS_ITEMS_SCHEMA)
+    _attach_mteb_results(config, context, metrics)
     changes = evaluation.report(
-        metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, sts_items=sts_items, base_sts_items=base_sts_items
-    )
+        metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, sts_items=sts_items, base_sts_items=base_sts_items,
+        base_similarities=base_similarities,
+    )  # fmt: skip
     if "train" in inputs:
         _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
@@ -392,6 +409,29 @@ def _attach_model_card(
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
     context.attach(CARD_FILE, path)
+
+
+MTEB_DIR = "mteb"
+
+
+def _attach_mteb_results(config: EvaluateConfig, context: ShardContext, metrics: pa.Table) -> None:
+    """The scored model's Tatoeba/BUCC/STS scores as MTEB-format result files, `mteb/{Task}.json`
+    (tasks/evaluate/mteb_results.py); the MTEB bridge's own files are under `mteb/bridge/`."""
+    from tasks.evaluate.mteb_results import dataset_revision, mteb_result_files, write_mteb_results
+
+    revisions = {}
+    for bench in config.benchmarks:
+        try:
+            revisions.setdefault(bench.kind, dataset_revision(bench.fingerprint()))
+        except OSError:  # its files were checked at plan time; a hash is a label here, not a requirement
+            continue
+    benchmarks = set(metrics.column("benchmark").to_pylist())
+    files = mteb_result_files(metrics, {b: m for b in benchmarks if (m := main_metric(b)) is not None}, revisions)
+    if files:
+        folder = context.workdir / MTEB_DIR
+        write_mteb_results(folder, files)
+        for name in files:
+            context.attach(f"{MTEB_DIR}/{name}", folder / name)
 
 
 def _attach_items(context: ShardContext, name: str, items: pa.Table, schema: pa.Schema = ITEMS_SCHEMA) -> None:

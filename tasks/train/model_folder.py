@@ -205,31 +205,6 @@ def write_curves(rows: list[dict[str, Any]], parquet_path: Path, png_path: Path,
 
 
 def plot_curves(table: pa.Table, png_path: Path, *, title: str) -> None:
-    import matplotlib
+    from tasks.reporting.curves import training_curves_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import polars as pl
-
-    df = pl.from_arrow(table)
-    losses = sorted(m for m in df["metric"].unique().to_list() if m.startswith("loss"))
-    dev = df.filter(pl.col("metric") == "dev_accuracy")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for metric in losses:
-        part = df.filter(pl.col("metric") == metric).sort("step")
-        axes[0].plot(part["step"].to_list(), part["value"].to_list(), label=metric, linewidth=1)
-    axes[0].set_xlabel("step")
-    axes[0].set_ylabel("loss")
-    axes[0].set_yscale("log" if all(v > 0 for v in df.filter(pl.col("metric").is_in(losses))["value"].to_list()) else "linear")
-    axes[0].legend(fontsize=7)
-    axes[0].set_title("training losses")
-    if dev.height:
-        part = dev.sort("step")
-        axes[1].plot(part["step"].to_list(), part["value"].to_list(), marker="o")
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("dev retrieval accuracy (mean of both directions)")
-    axes[1].set_title("dev retrieval")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(str(png_path), dpi=110)
-    plt.close(fig)
+    png_path.write_bytes(training_curves_figure(table, title))

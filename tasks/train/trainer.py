@@ -17,7 +17,7 @@ and `run` reads them together every `log_every` steps and before every evaluatio
 and stop (one transfer). A NaN or infinite loss then stops training naming the first step that
 had it; no checkpoint, best model or curve is ever written from that step on, so the last
 good checkpoint is the one kept (the weights in memory, updated after it, are dropped).
-Every `eval_every` steps rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
+Before the first step, every `eval_every` steps and after the last, rank 0 measures dev retrieval (tasks.encoders.neighbours) and keeps
 the best weights; every `checkpoint_every` steps it writes a checkpoint (tasks.train.checkpoint).
 """
 
@@ -354,7 +354,9 @@ class Trainer:
         if self._stop_agreed():
             kept = f"checkpoint at step {start} kept" if start else "no checkpoint yet"
             raise Interrupted(f"train: stopped before step {start + 1} of {config.steps}; {kept}; rerun resumes")
-        if start == 0 and is_main and config.eval_every:
+        # a dev point before any update, even with eval_every = 0: the curve starts from the base
+        # (an evaluation in eval mode draws no random numbers and changes no weights)
+        if start == 0 and is_main:
             scores = self.evaluate_dev()
             if scores is not None:
                 state["curves"] += dev_curves(0, scores)

@@ -36,4 +36,12 @@ class MtebBenchmark(Benchmark):
     def score(self, evaluation: Evaluation) -> None:
         from tasks.evaluate.mteb_bridge import run_mteb
 
-        evaluation.add_rows(run_mteb(evaluation.model_dir, list(self.tasks), Path(self.cache_dir).expanduser()))
+        import shutil
+
+        # MTEB's own result files, kept in the evaluate artifact (`mteb/bridge/`); the base, scored
+        # first beside a trained model, leaves its files here too, so each run starts from an empty folder
+        results = evaluation.context.workdir / "mteb" / "bridge"
+        shutil.rmtree(results, ignore_errors=True)
+        results.mkdir(parents=True)
+        evaluation.add_rows(run_mteb(evaluation.model_dir, list(self.tasks), Path(self.cache_dir).expanduser(), results_dir=results))
+        evaluation.context.attach_dir(results, prefix="mteb/bridge/")

@@ -587,3 +587,85 @@ def test_stsb_multi_mt_max_pairs_scores_the_first_pairs_and_counts_the_rest(buil
     sts = metrics.filter(pl.col("benchmark") == "sts")
     assert sts.height == 3 and set(sts["n"]) == {5}
     assert manifest.dropped["sts_pair_beyond_max_pairs"] == 2 * 3  # per language (en, fr), not per set
+
+
+def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained_levels(built: dict) -> None:
+    """The train artifact's curves.parquet becomes the report's curves figure; the headline levels
+    of base and trained are plotted beside the Δ forest plot; the base's cosines are overlaid."""
+    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.train.model_folder import write_curves
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 5
+
+    def attach_model(config, inputs, shard, context):  # the train stage's files: a model under model/ and its curves
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        steps = range(1, 41)
+        rows = [{"step": s, "metric": m, "value": v} for s in steps for m, v in
+                (("loss", 2.0 / s), ("loss/translation_ranking", 1.5 / s), ("loss/multiway_supcon", 0.5 / s), ("lr", 1e-4), ("grad_norm", 3.0))]
+        rows += [{"step": s, "metric": "dev_accuracy", "value": 0.5 + s / 100} for s in (0, 20, 40)]
+        write_curves(rows, context.workdir / "curves.parquet", context.workdir / "curves.png")
+        context.attach("curves.parquet", context.workdir / "curves.parquet")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}, {"kind": "corpus_dev"}]
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "groups": ["wacse-4"]})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    files = {f.path for f in manifest.attached_files}
+    assert {"files/report/training_curves.png", "files/report/headline_levels.png", "files/report/delta_intervals.png"} <= files
+    html = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.html").read_text(encoding="utf-8")
+    assert 'alt="Training curves of the scored model"' in html
+    # the levels and the changes share one row of the page
+    row = html.split('<div class="figure-row"', 1)[1].split("</div>", 1)[0]
+    assert 'alt="Headline scores of untrained base and this model"' in row and 'alt="Change in retrieval accuracy vs untrained base' in row
+    assert "Dotted outlines: untrained base" in html
+
+
+def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evaluator(built: dict, tmp_path: Path) -> None:
+    """mteb/Tatoeba.json in the evaluate artifact holds xlembed's per-direction accuracies, which
+    are sentence-transformers' TranslationEvaluator's src2trg / trg2src on the same model and data."""
+    import json
+
+    from sentence_transformers.sentence_transformer.evaluation import TranslationEvaluator
+
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 11
+
+    def attach_model(config, inputs, shard, context):
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
+                  {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]}]  # fmt: skip
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "compare_with_base": False})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    attached = {f.path for f in manifest.attached_files}
+    sts_files = sorted(p for p in attached if p.startswith("files/mteb/STS"))  # STS.{dataset}.json: the dataset is the file's
+    assert "files/mteb/Tatoeba.json" in attached and len(sts_files) == 1
+    files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
+    result = json.loads((files / "mteb/Tatoeba.json").read_text(encoding="utf-8"))
+    assert result["task_name"] == "Tatoeba" and result["dataset_revision"].startswith("sha256:") and result["mteb_version"] is None
+    subsets = {entry["hf_subset"]: entry for entry in result["scores"]["test"]}
+    assert set(subsets) == {"kaz-eng", "fra-eng"}
+    model = sentence_transformer(Path(built["store"].artifact_dir("train", train_ref.key)) / "files/model")
+    for code in ("kaz", "fra"):
+        entry = subsets[f"{code}-eng"]
+        assert entry["languages"] == [{"kaz": "kaz-Cyrl", "fra": "fra-Latn"}[code], "eng-Latn"]
+        evaluator = TranslationEvaluator(SENTENCES[code], SENTENCES["eng"], show_progress_bar=False, write_csv=False)
+        theirs = evaluator(model)
+        src2trg = next(v for k, v in theirs.items() if k.endswith("src2trg_accuracy"))
+        trg2src = next(v for k, v in theirs.items() if k.endswith("trg2src_accuracy"))
+        assert entry["accuracy_src_tgt"] == pytest.approx(src2trg) and entry["accuracy_tgt_src"] == pytest.approx(trg2src)
+        assert entry["main_score"] == entry["accuracy_mean"] == pytest.approx((src2trg + trg2src) / 2)
+    sts = json.loads((files / sts_files[0].removeprefix("files/")).read_text(encoding="utf-8"))["scores"]["test"]
+    assert len(sts) == 1 and sts[0]["main_score"] == sts[0]["spearman"]

@@ -369,3 +369,19 @@ def test_objectives_that_need_alignments_are_named_when_there_are_none(inputs, c
     with caplog.at_level("WARNING", logger="tasks.train.trainer"):
         Trainer(config(objectives=objectives), inputs)
     assert "no word alignments" not in caplog.text
+
+
+def test_curves_hold_a_step_0_dev_point_without_eval_every_and_the_png_plots_them(inputs, tmp_path):
+    """eval_every = 0 still gives dev accuracy before any update and after the last step, so the
+    dev panel is a line from the base, not one dot; the step-0 point is the base's score."""
+    import pyarrow.parquet as pq
+
+    trainer, metrics = run(config(steps=3, eval_every=0, objectives={"translation_ranking": {"weight": 1.0}}), inputs, tmp_path)
+    out = tmp_path / "run" / "out"
+    curves = pq.read_table(out / "curves.parquet").to_pylist()
+    dev_steps = sorted(c["step"] for c in curves if c["metric"] == "dev_accuracy")
+    assert dev_steps == [0, 3]
+    step0 = next(c["value"] for c in curves if c["metric"] == "dev_accuracy" and c["step"] == 0)
+    assert step0 == metrics["dev_base"]["mean"]
+    assert {"loss", "loss/translation_ranking", "lr", "grad_norm"} <= {c["metric"] for c in curves}
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
