@@ -76,12 +76,20 @@ def tokenize_sentence_by_sentence(aligner, sentences: list[list[str]]):  # noqa:
     """The tokenisation's word map as it was computed before: a Python loop over the sentences."""
     from tasks.align.backends.base import word_of_tokens
 
-    enc = aligner.tokenizer([" ".join(w) for w in sentences], add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False)
+    enc = aligner.tokenizer(
+        [" ".join(w) for w in sentences], add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False
+    )
     out = []
     for words, offsets in zip(sentences, enc["offset_mapping"]):
         starts = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
         token_word = word_of_tokens(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), starts)
-        out.append((token_word, np.searchsorted(token_word, np.arange(len(words))), np.searchsorted(token_word, np.arange(len(words)), side="right")))
+        out.append(
+            (
+                token_word,
+                np.searchsorted(token_word, np.arange(len(words))),
+                np.searchsorted(token_word, np.arange(len(words)), side="right"),
+            )
+        )
     return out
 
 
@@ -232,9 +240,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--encoder", type=str, default=None, help="SimAlign encoder dir (default: a tiny random BERT)")
     parser.add_argument("--eflomal-pairs", type=int, default=400)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--source", default=None, choices=["flores", "synthetic"], help="WSPAlign's pairs (default: flores; real shape: synthetic)")
-    parser.add_argument("--wspalign-model", type=str, default=None, help="real shape: a model build_xlmr_shape wrote (skips building)")
-    parser.add_argument("--shape", default="tiny", choices=["tiny", "real"], help="real: XLM-R base's shape (ignores --hidden/--layers)")
+    parser.add_argument(
+        "--source",
+        default=None,
+        choices=["flores", "synthetic"],
+        help="WSPAlign's pairs (default: flores; real shape: synthetic)",
+    )
+    parser.add_argument(
+        "--wspalign-model", type=str, default=None, help="real shape: a model build_xlmr_shape wrote (skips building)"
+    )
+    parser.add_argument(
+        "--shape", default="tiny", choices=["tiny", "real"], help="real: XLM-R base's shape (ignores --hidden/--layers)"
+    )
     args = parser.parse_args(argv)
     given = set(argv if argv is not None else sys.argv[1:])
     if args.shape == "real" and "--pairs" not in given:
@@ -265,7 +282,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     fits = aligner.sequence_lengths(aligner.tokenize(sentences), pairs) <= settings.max_seq_length
     pairs = pairs[fits][: args.pairs]  # both sides see the same pairs, all within max_seq_length
     if not len(pairs):
-        raise SystemExit(f"none of the first {2 * args.pairs} {args.source} pairs fits max_seq_length {settings.max_seq_length}: ask for more --pairs")
+        raise SystemExit(
+            f"none of the first {2 * args.pairs} {args.source} pairs fits max_seq_length {settings.max_seq_length}: ask for more --pairs"
+        )
     words = sum(len(sentences[a]) + len(sentences[b]) for a, b in pairs)
     print(f"device cpu, torch threads {torch.get_num_threads()}, WSPAlign random XLM-R {described}")
     print(f"{len(pairs)} English-X pairs ({', '.join(LANGS)}; {args.source}), {words} words = {words} questions per run")
@@ -284,11 +303,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     forwards = compare_forwards(batched_forwards.rows(), reference_forwards.rows(), aligner)
     same = [b is not None and np.array_equal(b[0], r[0]) and np.array_equal(b[1], r[1]) for b, r in zip(batched, reference)]
     identical = all(same)
-    max_diff = max((float(np.abs(b[2] - r[2]).max()) for b, r, ok in zip(batched, reference, same) if ok and len(b[2])), default=0.0)
+    max_diff = max(
+        (float(np.abs(b[2] - r[2]).max()) for b, r, ok in zip(batched, reference, same) if ok and len(b[2])), default=0.0
+    )
     links = sum(len(b[0]) for b in batched if b is not None)
-    print(f"wspalign batched    {len(pairs) / t_batched:9.2f} pairs/s  ({t_batched:.2f} s, {links} links, peak RSS {peak_batched:.2f} GiB)")
-    print(f"wspalign reference  {len(pairs) / t_reference:9.2f} pairs/s  ({t_reference:.2f} s, one question per forward, peak RSS {peak_reference:.2f} GiB)")
-    print(f"batched / reference: {t_reference / t_batched:.1f}x   identical links: {'yes' if identical else 'no'}   max |score diff| (identical pairs): {max_diff:.2e}")
+    print(
+        f"wspalign batched    {len(pairs) / t_batched:9.2f} pairs/s  ({t_batched:.2f} s, {links} links, peak RSS {peak_batched:.2f} GiB)"
+    )
+    print(
+        f"wspalign reference  {len(pairs) / t_reference:9.2f} pairs/s  ({t_reference:.2f} s, one question per forward, peak RSS {peak_reference:.2f} GiB)"
+    )
+    print(
+        f"batched / reference: {t_reference / t_batched:.1f}x   identical links: {'yes' if identical else 'no'}   max |score diff| (identical pairs): {max_diff:.2e}"
+    )
     print(
         f"tie margin (best vs second-best answer, relative, {forwards['questions']} questions): min {forwards['margin_min']:.2e},"
         f" median {forwards['margin_median']:.2e}; QA logits: spread over the context {forwards['logit_spread']:.2e} (median),"
@@ -311,7 +338,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         theirs = {(int(i), int(j)): float(v) for i, j, v in zip(*r)}
         only_b = {key: mine[key] for key in mine.keys() - theirs.keys()}
         only_r = {key: theirs[key] for key in theirs.keys() - mine.keys()}
-        print(f"  pair {k}: {len(mine)} vs {len(theirs)} links; only batched {sorted(only_b.items())[:6]}; only reference {sorted(only_r.items())[:6]}")
+        print(
+            f"  pair {k}: {len(mine)} vs {len(theirs)} links; only batched {sorted(only_b.items())[:6]}; only reference {sorted(only_r.items())[:6]}"
+        )
     identical_text = "yes" if identical else f"NO, {len(same) - sum(same)} of {len(same)} pairs differ"
     rows = [
         {
@@ -338,7 +367,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         del aligner, batched_forwards, reference_forwards
         encoder_dir = args.encoder or str(xlmr_layer_encoder(model_dir, tmp / "encoder", SIMALIGN_XLMR_LAYER))
         sim_sentences, sim_pairs, sim_langs = sentences, pairs, langs
-        sim_what = f"the {len(pairs)} WSPAlign pairs, " + (f"random XLM-R base at layer {SIMALIGN_XLMR_LAYER}" if args.encoder is None else f"encoder {encoder_dir}")
+        sim_what = f"the {len(pairs)} WSPAlign pairs, " + (
+            f"random XLM-R base at layer {SIMALIGN_XLMR_LAYER}" if args.encoder is None else f"encoder {encoder_dir}"
+        )
     else:
         encoder_dir = args.encoder
         if encoder_dir is None:
@@ -350,7 +381,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     sim = SimAligner.load(SimalignSettings(model=encoder_dir, method="itermax", device="cpu"))
     sim.align(sim_sentences, sim_langs, sim_pairs[:2])  # warm-up
     _, t_sim = timed(lambda: sim.align(sim_sentences, sim_langs, sim_pairs))
-    del sim
+    sim = None  # frees the model before the next one loads
     print(f"simalign itermax    {len(sim_pairs) / t_sim:9.2f} pairs/s  ({t_sim:.2f} s; {sim_what})")
     notes = [f"SimAlign itermax {len(sim_pairs) / t_sim:.2f} pairs/s"]
 
@@ -367,13 +398,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
             ef_sentences, ef_pairs, ef_langs = load_pairs(args.eflomal_pairs)
         _, t_ef = timed(lambda: ef.align(ef_sentences, ef_langs, ef_pairs))
         n_lang_pairs = len({ef_langs[b] for _, b in ef_pairs})
-        print(f"eflomal             {len(ef_pairs) / t_ef:9.2f} pairs/s  ({t_ef:.2f} s; {len(ef_pairs)} pairs in {n_lang_pairs} language pairs, training included)")
+        print(
+            f"eflomal             {len(ef_pairs) / t_ef:9.2f} pairs/s  ({t_ef:.2f} s; {len(ef_pairs)} pairs in {n_lang_pairs} language pairs, training included)"
+        )
         notes.append(f"eflomal {len(ef_pairs) / t_ef:.2f} pairs/s, training included")
     if args.shape == "real":
         rows[0]["note"] = "; ".join(notes) + ", same pairs"
     shutil.rmtree(tmp, ignore_errors=True)  # the real shape leaves ~2 GB of models there
     if not identical:
-        raise SystemExit(f"batched and reference alignments differ ({identical_text}; smallest tie margin {forwards['margin_min']:.1e})")
+        raise SystemExit(
+            f"batched and reference alignments differ ({identical_text}; smallest tie margin {forwards['margin_min']:.1e})"
+        )
     return rows
 
 

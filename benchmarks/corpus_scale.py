@@ -49,7 +49,14 @@ DUPLICATE, NEAR_DUPLICATE, CUT_PIVOT, EMPTY = 0.03, 0.02, 0.005, 0.001
 FILTERS = {"min_words": 3, "max_words": 64, "word_filter_langs": ["en"], "max_length_ratio": 3.0, "dedupe": True}
 LATIN = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
 # what a child hitting RLIMIT_AS prints (Python, Rust/polars, jemalloc, C++, the loader)
-OUT_OF_MEMORY = ("MemoryError", "memory allocation", "Cannot allocate memory", "bad_alloc", "thread creation failed", "failed to map segment")
+OUT_OF_MEMORY = (
+    "MemoryError",
+    "memory allocation",
+    "Cannot allocate memory",
+    "bad_alloc",
+    "thread creation failed",
+    "failed to map segment",
+)
 CYRILLIC = np.array(list("аеіоұүыуқғнрлтсдмзбкжшпгйяхвцчщэюфёъь"))
 
 
@@ -214,10 +221,14 @@ def extrapolate(sizes: Sequence[int], results: Sequence[dict], target: int) -> d
     }
 
 
-def run(sizes: Sequence[int], nears: Sequence[bool], directory: Path, cap_gib: float, near_max: int | None = None) -> dict[bool, list[dict]]:
+def run(
+    sizes: Sequence[int], nears: Sequence[bool], directory: Path, cap_gib: float, near_max: int | None = None
+) -> dict[bool, list[dict]]:
     started = time.perf_counter()
     files = generate(directory, sizes)
-    print(f"generated {max(sizes):,} line pairs (+ prefixes) in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"generated {max(sizes):,} line pairs (+ prefixes) in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True
+    )
     results: dict[bool, list[dict]] = {near: [] for near in nears}
     try:
         for near in nears:
@@ -250,8 +261,26 @@ def run_benchmark(quick: bool) -> list[dict]:
             if "error" in result or "error" in base:
                 raise RuntimeError(f"{case}: {result.get('error') or base.get('error')}")
             name = f"at {base['lines']:,}"
-            rows.append({"case": case, "measure": "lines/s", "stage": result["lines"] / result["seconds"], "reference": base["lines"] / base["seconds"], "reference_name": name, "higher_is_better": True})
-            rows.append({"case": case, "measure": "peak MiB", "stage": result["peak_mib"], "reference": base["peak_mib"], "reference_name": name, "higher_is_better": False})
+            rows.append(
+                {
+                    "case": case,
+                    "measure": "lines/s",
+                    "stage": result["lines"] / result["seconds"],
+                    "reference": base["lines"] / base["seconds"],
+                    "reference_name": name,
+                    "higher_is_better": True,
+                }
+            )
+            rows.append(
+                {
+                    "case": case,
+                    "measure": "peak MiB",
+                    "stage": result["peak_mib"],
+                    "reference": base["peak_mib"],
+                    "reference_name": name,
+                    "higher_is_better": False,
+                }
+            )
     return rows
 
 
@@ -275,7 +304,9 @@ def main() -> None:
         return
     nears = [value == "on" for value in args.near]
     results = run(args.lines, nears, args.dir, args.cap_gib, args.near_max)
-    print(f"{'near_dedupe':>11} | {'lines':>11} | {'seconds':>8} | {'lines/s':>9} | {'peak MiB':>8} | {'after imports':>13} | rows out")
+    print(
+        f"{'near_dedupe':>11} | {'lines':>11} | {'seconds':>8} | {'lines/s':>9} | {'peak MiB':>8} | {'after imports':>13} | rows out"
+    )
     for near, measured in results.items():
         for r in measured:
             if "error" in r:

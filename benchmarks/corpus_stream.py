@@ -55,7 +55,10 @@ def run_stage(files: dict[str, str], sample: int, root: str) -> int:
     from tasks.stage import run_stage as run
 
     config = CorpusConfig.model_validate(
-        {"sources": [{"name": "bench", "kind": "text", "files": files, "sample": sample}], "filters": {"min_words": 5, "max_length_ratio": 3.0}}
+        {
+            "sources": [{"name": "bench", "kind": "text", "files": files, "sample": sample}],
+            "filters": {"min_words": 5, "max_length_ratio": 3.0},
+        }
     )
     _, manifest = run(ArtifactStore(root), CORPUS_STAGE, config, {})
     return manifest.rows_out
@@ -89,7 +92,18 @@ def child(args: argparse.Namespace) -> None:
 
 
 def measure(mode: str, files: dict[str, Path], sample: int, root: str) -> dict:
-    command = [sys.executable, __file__, "--child", mode, "--files", json.dumps({k: str(v) for k, v in files.items()}), "--sample", str(sample), "--root", root]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--files",
+        json.dumps({k: str(v) for k, v in files.items()}),
+        "--sample",
+        str(sample),
+        "--root",
+        root,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -104,8 +118,26 @@ def run_benchmark(quick: bool) -> list[dict]:
             stage = measure("stage", files, sample, f"{tmp}/store-{lines}")
             naive = measure("naive", files, sample, "")
             case = f"{lines:,} lines, sample {sample:,}"
-            rows.append({"case": case, "measure": "peak MiB", "stage": stage["peak_mib"], "reference": naive["peak_mib"], "reference_name": "naive", "higher_is_better": False})
-            rows.append({"case": case, "measure": "lines/s", "stage": lines / stage["seconds"], "reference": lines / naive["seconds"], "reference_name": "naive", "higher_is_better": True})
+            rows.append(
+                {
+                    "case": case,
+                    "measure": "peak MiB",
+                    "stage": stage["peak_mib"],
+                    "reference": naive["peak_mib"],
+                    "reference_name": "naive",
+                    "higher_is_better": False,
+                }
+            )
+            rows.append(
+                {
+                    "case": case,
+                    "measure": "lines/s",
+                    "stage": lines / stage["seconds"],
+                    "reference": lines / naive["seconds"],
+                    "reference_name": "naive",
+                    "higher_is_better": True,
+                }
+            )
             for path in files.values():
                 path.unlink()
     return rows
@@ -126,7 +158,9 @@ def main() -> None:
         child(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{'lines':>10} | {'stage MiB':>9} {'naive MiB':>9} {'mem ratio':>9} | {'stage l/s':>10} {'naive l/s':>10} {'speed ratio':>11}")
+        print(
+            f"{'lines':>10} | {'stage MiB':>9} {'naive MiB':>9} {'mem ratio':>9} | {'stage l/s':>10} {'naive l/s':>10} {'speed ratio':>11}"
+        )
         first_peak = None
         stages = []
         for lines in args.lines:
@@ -141,10 +175,14 @@ def main() -> None:
                     f" {lines / stage['seconds']:>10,.0f} {lines / naive['seconds']:>10,.0f} {naive['seconds'] / stage['seconds']:>10.1f}x"
                 )
             else:
-                print(f"{lines:>10,} | {stage['peak_mib']:>9.0f} {'-':>9} {'-':>9} | {lines / stage['seconds']:>10,.0f} {'-':>10} {'-':>11}")
+                print(
+                    f"{lines:>10,} | {stage['peak_mib']:>9.0f} {'-':>9} {'-':>9} | {lines / stage['seconds']:>10,.0f} {'-':>10} {'-':>11}"
+                )
             for path in files.values():
                 path.unlink()
-        print(f"stage peak memory grows {stage['peak_mib'] / first_peak:.2f}x while input grows {args.lines[-1] / args.lines[0]:.0f}x")
+        print(
+            f"stage peak memory grows {stage['peak_mib'] / first_peak:.2f}x while input grows {args.lines[-1] / args.lines[0]:.0f}x"
+        )
         if args.extrapolate and len(stages) >= 3:
             print(extrapolate(stages, args.extrapolate))
 

@@ -145,7 +145,13 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, Any]:
         scores = rng.random(len(link_record), dtype=np.float32)
         del link_record, link_within, words_of
         offsets = pa.array(np.concatenate([[0], np.cumsum(link_counts)]).astype(np.int32))
-        links = pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([pa.array(src), pa.array(tgt), pa.array(scores)], fields=list(WORD_ALIGNMENT_SCHEMA.field("alignments").type.value_type)))
+        links = pa.ListArray.from_arrays(
+            offsets,
+            pa.StructArray.from_arrays(
+                [pa.array(src), pa.array(tgt), pa.array(scores)],
+                fields=list(WORD_ALIGNMENT_SCHEMA.field("alignments").type.value_type),
+            ),
+        )
         del src, tgt, scores
         swap_arr = pa.array(swap)
         tables.append(
@@ -174,7 +180,9 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, Any]:
     return data, table, spans
 
 
-def naive_training_data(tokenizer: Any, corpus: Any, *, pivot: str, langs: list[str] | None, max_length: int, prefix: str = "") -> Any:
+def naive_training_data(
+    tokenizer: Any, corpus: Any, *, pivot: str, langs: list[str] | None, max_length: int, prefix: str = ""
+) -> Any:
     """`build_training_data` (without alignments) before issue 17 at 10M rows: rows as nested
     Python lists, texts deduplicated through a dict, tokenised in one call, one span array per
     text. Returns (TrainingData with `texts` and `group_ids` as Python lists, spans list)."""
@@ -254,7 +262,11 @@ def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_sco
             found.append(((src_t, tgt_t), pairs[has_tokens], scores[has_tokens]))
     if found:
         counts = np.array([len(p) for _, p, _ in found])
-        keep = one_to_one_pairs(np.concatenate([p for _, p, _ in found]), np.concatenate([sc for _, _, sc in found]), np.repeat(np.arange(len(found)), counts))
+        keep = one_to_one_pairs(
+            np.concatenate([p for _, p, _ in found]),
+            np.concatenate([sc for _, _, sc in found]),
+            np.repeat(np.arange(len(found)), counts),
+        )
         data.dropped["word_pair_not_one_to_one"] += int(len(keep) - keep.sum())
         for ((src_t, tgt_t), pairs, _), kept in zip(found, np.split(keep, np.cumsum(counts)[:-1])):
             alignments[(src_t, tgt_t)] = pairs[kept].astype(np.int32)
@@ -343,14 +355,23 @@ def write_corpus(folder: Path, rows: int) -> list[Path]:
         gid = pc.binary_join_element_wise("g", pc.utf8_lpad(pa.array(g).cast(pa.string()), 10, "0"), "")
         number = pa.array(g).cast(pa.string())
         columns = []
-        for lang, word in (("eng_Latn", "the river city bright small people water under over light sentence "), ("kaz_Cyrl", "өзен қала жарық кіші адамдар су астында сөйлем ")):
+        for lang, word in (
+            ("eng_Latn", "the river city bright small people water under over light sentence "),
+            ("kaz_Cyrl", "өзен қала жарық кіші адамдар су астында сөйлем "),
+        ):
             n = len(g)
             columns.append(
-                pa.table({
-                    "id": pc.binary_join_element_wise(gid, lang, ":"), "group_id": gid, "lang": pa.array([lang] * n),
-                    "text": pc.binary_join_element_wise(word, number, ""), "split": pa.array(np.where(g % 10 == 0, "dev", "train")),
-                    "source": pa.array(["synthetic"] * n),
-                }, schema=CORPUS_SCHEMA)  # fmt: skip
+                pa.table(
+                    {
+                        "id": pc.binary_join_element_wise(gid, lang, ":"),
+                        "group_id": gid,
+                        "lang": pa.array([lang] * n),
+                        "text": pc.binary_join_element_wise(word, number, ""),
+                        "split": pa.array(np.where(g % 10 == 0, "dev", "train")),
+                        "source": pa.array(["synthetic"] * n),
+                    },
+                    schema=CORPUS_SCHEMA,
+                )  # fmt: skip
             )
         path = folder / f"part-{part:05d}.parquet"
         pq.write_table(pa.concat_tables(columns), path)
@@ -448,7 +469,9 @@ def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: flo
     command = [sys.executable, __file__, "--child", case, "--rows", str(rows), "--cap-gib", str(cap_gib)]
     command += (["--naive"] if naive else []) + (["--folder", str(folder)] if folder else [])
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **ALLOCATORS})
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **ALLOCATORS}
+        )
     except subprocess.TimeoutExpired:
         return None
     if result.returncode != 0:
@@ -458,7 +481,9 @@ def measure(case: str, rows: int, naive: bool, folder: Path | None, timeout: flo
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run_cases(sizes: list[int], naive_max: int, only: list[str] | None, timeout: float, report=print, cap_gib: float = CAP_GIB) -> list[dict]:
+def run_cases(
+    sizes: list[int], naive_max: int, only: list[str] | None, timeout: float, report=print, cap_gib: float = CAP_GIB
+) -> list[dict]:
     results = []
     for rows in sizes:
         with tempfile.TemporaryDirectory(prefix="xlembed-data-prep-") as tmp:
@@ -500,8 +525,26 @@ def run_benchmark(quick: bool) -> list[dict]:
         if r["stage"] is None or r["naive"] is None or "did_not_fit" in r["stage"] or "did_not_fit" in r["naive"]:
             continue
         case = f"{r['case']}, {r['rows']:,} rows"
-        rows.append({"case": case, "measure": "seconds", "stage": r["stage"]["seconds"], "reference": r["naive"]["seconds"], "reference_name": "naive", "higher_is_better": False})
-        rows.append({"case": case, "measure": "peak MiB above inputs", "stage": max(r["stage"]["peak_mib"], 1.0), "reference": max(r["naive"]["peak_mib"], 1.0), "reference_name": "naive", "higher_is_better": False})
+        rows.append(
+            {
+                "case": case,
+                "measure": "seconds",
+                "stage": r["stage"]["seconds"],
+                "reference": r["naive"]["seconds"],
+                "reference_name": "naive",
+                "higher_is_better": False,
+            }
+        )
+        rows.append(
+            {
+                "case": case,
+                "measure": "peak MiB above inputs",
+                "stage": max(r["stage"]["peak_mib"], 1.0),
+                "reference": max(r["naive"]["peak_mib"], 1.0),
+                "reference_name": "naive",
+                "higher_is_better": False,
+            }
+        )
     return rows
 
 
@@ -524,6 +567,7 @@ def main() -> None:
         return
     print("| case | rows | stage s | stage peak MiB | naive s | naive peak MiB | time ratio | memory ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
     def report(row: dict) -> None:
         print(table_line(row), flush=True)
         print(json.dumps(row), file=sys.stderr, flush=True)  # every figure, the inputs' RSS (rss_before_mib) too

@@ -46,7 +46,9 @@ def naive_encode(enc: Encoder, texts: list[str], batch_size: int) -> np.ndarray:
     out = []
     for start in range(0, len(texts), batch_size):
         batch = [enc.spec.prefix + t for t in texts[start : start + batch_size]]
-        inputs = enc.tokenizer(batch, padding=True, truncation=True, max_length=enc.max_length, return_tensors="pt").to(enc.device)
+        inputs = enc.tokenizer(batch, padding=True, truncation=True, max_length=enc.max_length, return_tensors="pt").to(
+            enc.device
+        )
         with torch.no_grad():
             result = enc.model(**inputs)
         vectors = pool(enc.pooling, result.last_hidden_state, inputs["attention_mask"], getattr(result, "pooler_output", None))
@@ -71,8 +73,16 @@ def run_benchmark(quick: bool) -> list[dict]:
         naive_encode(enc, warm, batch_size)
         t_naive, _ = timed(naive_encode, enc, texts, batch_size)
         t_enc, _ = timed(enc.encode, texts)
-    return [{"case": f"tiny random BERT, {n:,} sentences of 3-120 words, batch {batch_size}", "measure": "sentences/s",
-             "stage": n / t_enc, "reference": n / t_naive, "reference_name": "naive loop", "higher_is_better": True}]
+    return [
+        {
+            "case": f"tiny random BERT, {n:,} sentences of 3-120 words, batch {batch_size}",
+            "measure": "sentences/s",
+            "stage": n / t_enc,
+            "reference": n / t_naive,
+            "reference_name": "naive loop",
+            "higher_is_better": True,
+        }
+    ]
 
 
 def main() -> None:
@@ -90,7 +100,9 @@ def main() -> None:
         texts = sentences(args.n, WORDS)
         lengths = [len(ids) for ids in enc.tokenizer(texts, truncation=True, max_length=enc.max_length)["input_ids"]]
         print(f"model {model} ({enc.pooling}, dim {enc.dim}, device {enc.device}, torch threads {torch.get_num_threads()})")
-        print(f"{args.n} sentences, 3..120 words, tokens min/median/max {min(lengths)}/{int(np.median(lengths))}/{max(lengths)}, batch {args.batch_size}")
+        print(
+            f"{args.n} sentences, 3..120 words, tokens min/median/max {min(lengths)}/{int(np.median(lengths))}/{max(lengths)}, batch {args.batch_size}"
+        )
 
         warm = texts[: args.batch_size * 2]
         enc.encode(warm)

@@ -84,7 +84,9 @@ def train_inputs(n_groups: int, base: Path):
     from tasks.train.trainer import TrainInputs
 
     corpus, align = multiway_rows(n_groups, dev_every=10**9)
-    return TrainInputs(pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base)
+    return TrainInputs(
+        pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base
+    )
 
 
 def _sync(device) -> None:  # noqa: ANN001
@@ -169,15 +171,24 @@ def bench_sentence_transformers(model_dir: Path, texts: list[list[str]], cached:
 
     device = torch.device(args.device)
     transformer = models.Transformer(str(model_dir), max_seq_length=args.max_length)
-    model = SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension(), "cls")], device=str(device))
-    loss = losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.chunk) if cached else losses.MultipleNegativesRankingLoss(model)
+    model = SentenceTransformer(
+        modules=[transformer, models.Pooling(transformer.get_word_embedding_dimension(), "cls")], device=str(device)
+    )
+    loss = (
+        losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.chunk)
+        if cached
+        else losses.MultipleNegativesRankingLoss(model)
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.type == "cuda")
     anchors, positives = [a for a, _ in texts], [p for _, p in texts]
     use_bf16 = args.precision == "bf16" and device.type == "cuda"
     prepare = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 renamed it
 
     def step() -> None:
-        features = [{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in prepare(side).items()} for side in (anchors, positives)]
+        features = [
+            {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in prepare(side).items()}
+            for side in (anchors, positives)
+        ]
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
             value = loss(features, None)
         value.backward()
@@ -194,8 +205,16 @@ def bench_sentence_transformers(model_dir: Path, texts: list[list[str]], cached:
         _sync(device)
         times.append(time.perf_counter() - t0)
     seconds = float(np.median(times))
-    name = "sentence-transformers " + (f"CachedMNRL, batch {len(texts)}, mini batch {args.chunk}" if cached else f"MNRL, batch {len(texts)}")
-    return {"what": name, "examples/s": len(texts) / seconds, "peak GiB": _peak(device), "versus": "cached" if cached else "plain", "baseline": True}
+    name = "sentence-transformers " + (
+        f"CachedMNRL, batch {len(texts)}, mini batch {args.chunk}" if cached else f"MNRL, batch {len(texts)}"
+    )
+    return {
+        "what": name,
+        "examples/s": len(texts) / seconds,
+        "peak GiB": _peak(device),
+        "versus": "cached" if cached else "plain",
+        "baseline": True,
+    }
 
 
 # ------------------------------------------------------------------------------- align
@@ -264,7 +283,9 @@ def table(rows: list[dict], tests: dict, device: str) -> str:
         values = [f"{row[c]:.1%}" if c in ("MFU", "padding") and c in row else cell(row.get(c)) for c in COLUMNS]
         lines.append(f"| {row['what']} | " + " | ".join(values) + " |")
     lines.append("")
-    lines.append(f"{tests['what']}: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped ({tests['seconds']:.0f} s)")
+    lines.append(
+        f"{tests['what']}: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped ({tests['seconds']:.0f} s)"
+    )
     return "\n".join(lines)
 
 
@@ -279,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not args.cpu and not torch.cuda.is_available():
-        print(f"gpu-check: no CUDA device visible to torch {torch.__version__}; run it on a GPU machine (or --cpu for the small CPU smoke)")
+        print(
+            f"gpu-check: no CUDA device visible to torch {torch.__version__}; run it on a GPU machine (or --cpu for the small CPU smoke)"
+        )
         return 2
     args.device = "cpu" if args.cpu else "cuda"
     device_name = "CPU (smoke, tiny sizes)" if args.cpu else torch.cuda.get_device_name(0)
@@ -324,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         theirs = [r for r in rows if r.get("versus") == kind and r.get("baseline")]
         if ours and theirs:
             print(f"{ours[0]['what']} / {theirs[0]['what']}: {ours[0]['examples/s'] / theirs[0]['examples/s']:.2f}x examples/s")
-    print(f"\ntotal {time.perf_counter() - started:.0f} s; precision of the train rows: {args.precision}; max length {args.max_length}")
+    print(
+        f"\ntotal {time.perf_counter() - started:.0f} s; precision of the train rows: {args.precision}; max length {args.max_length}"
+    )
     return 0 if tests["ok"] else 1
 
 

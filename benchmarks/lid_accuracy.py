@@ -111,7 +111,11 @@ def off_target(check, data: dict[str, list[str]], rate: float, seed: int = 42) -
         clean_lost = int(np.sum(dropped & ~swapped_arr))
         total_swapped = int(swapped_arr.sum())
         precision = caught / max(int(dropped.sum()), 1)
-        note = "" if check.checks(a) and check.checks(b) else f" (not identifiable: {', '.join(x for x in (a, b) if not check.checks(x))})"
+        note = (
+            ""
+            if check.checks(a) and check.checks(b)
+            else f" (not identifiable: {', '.join(x for x in (a, b) if not check.checks(x))})"
+        )
         lines.append(
             f"| {a} / {b}{note} | {2 * n} | {total_swapped} | {caught} ({mism} / {low}) | {caught / total_swapped:.0%} | "
             f"{clean_lost} ({clean_lost / (2 * n - total_swapped):.1%}) | {precision:.0%} |"
@@ -153,7 +157,7 @@ def load_ntrex(ntrex: Path) -> dict[str, list[str]]:
 
 def kept(flores: Path, ntrex: Path, rows: int, write_exempt: bool) -> None:
     from tasks.corpus.config import LidFilter
-    from tasks.corpus.lid import LidCheck, Cld2Identifier
+    from tasks.corpus.lid import Cld2Identifier, LidCheck
 
     class EveryLabel(Cld2Identifier):  # measure every labelled language, the exempt ones included
         CONFUSED = frozenset()
@@ -191,14 +195,18 @@ def kept(flores: Path, ntrex: Path, rows: int, write_exempt: bool) -> None:
         if exempt:
             confused.append(lang)
         lines.append(f"| {lang} | {'no: exempt (kept < 99.5%)' if exempt else 'yes'} | {cells[0]} | {cells[1]} | {swapped} |")
-    print(f"CLD2 (bestEffort off, reliable answers only), min_chars {config.min_chars}: {len(langs) - len(unknown)} languages labelled\n")
+    print(
+        f"CLD2 (bestEffort off, reliable answers only), min_chars {config.min_chars}: {len(langs) - len(unknown)} languages labelled\n"
+    )
     print("\n".join(lines))
     print(f"\n**Exempt by default, CLD2 cannot tell them apart (kept < 99.5%, {len(confused)}):** {', '.join(confused)}\n")
     print(f"**Exempt, CLD2 has no (reliable) label ({len(unknown)}):** {', '.join(unknown)}")
     if write_exempt:
         target = REPO / "tasks" / "corpus" / "lid_exempt.py"
         head = target.read_text(encoding="utf-8").split("CLD2_CONFUSED")[0]
-        target.write_text(head + "CLD2_CONFUSED = (\n" + "".join(f'    "{lang}",\n' for lang in confused) + ")\n", encoding="utf-8")
+        target.write_text(
+            head + "CLD2_CONFUSED = (\n" + "".join(f'    "{lang}",\n' for lang in confused) + ")\n", encoding="utf-8"
+        )
 
 
 def main() -> None:

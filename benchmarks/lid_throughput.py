@@ -50,7 +50,9 @@ def run_once(files: dict[str, str], root: str, sample: int | None, lid: bool, ca
     from tasks.stage import run_stage
 
     filters: dict = {"lid": {"backend": "cld2"}} if lid else {}
-    config = CorpusConfig.model_validate({"sources": [{"name": "bench", "kind": "text", "files": files, "sample": sample}], "filters": filters})
+    config = CorpusConfig.model_validate(
+        {"sources": [{"name": "bench", "kind": "text", "files": files, "sample": sample}], "filters": filters}
+    )
     if lid:
         lid_check(config.filters.lid)  # the backend loads once per process: not part of the rate
     stage.LID_ON_SAMPLE_CANDIDATES = candidates_only

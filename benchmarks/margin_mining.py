@@ -356,8 +356,17 @@ def run_benchmark(quick: bool) -> list[dict]:
     timings: dict[str, float] = {"knn": time.perf_counter() - start}
     reference = reference_pipeline(tune, test, knns, timings)
     same = same_f1(reference, (ours.tune.f1, ours.test.f1))
-    return [{"case": f"{n:,} x {n:,}, dim 384, k {K}, end to end", "measure": "s", "stage": ours_s, "reference": sum(timings.values()),
-             "reference_name": "DAP-style reference", "higher_is_better": False, "note": f"F1 identical: {same}"}]
+    return [
+        {
+            "case": f"{n:,} x {n:,}, dim 384, k {K}, end to end",
+            "measure": "s",
+            "stage": ours_s,
+            "reference": sum(timings.values()),
+            "reference_name": "DAP-style reference",
+            "higher_is_better": False,
+            "note": f"F1 identical: {same}",
+        }
+    ]
 
 
 def main() -> None:

@@ -75,7 +75,14 @@ def measure(files: int, mib_per_file: int) -> dict[str, float | str]:
                 os.environ.pop(content_hash.INDEX_ENV, None)
             else:
                 os.environ[content_hash.INDEX_ENV] = previous
-    return {"bytes": total, "first": first, "cached": cached, "every_time": every_time, "first_note": first_note, "cached_note": cached_note}
+    return {
+        "bytes": total,
+        "first": first,
+        "cached": cached,
+        "every_time": every_time,
+        "first_note": first_note,
+        "cached_note": cached_note,
+    }
 
 
 def run_benchmark(quick: bool) -> list[dict]:
@@ -84,8 +91,22 @@ def run_benchmark(quick: bool) -> list[dict]:
     result = measure(files, mib)
     case = f"{result['bytes'] / 2**30:.2f} GiB in {files} files, unchanged"
     return [
-        {"case": case, "measure": "plan s, index warm", "stage": result["cached"], "reference": result["every_time"], "reference_name": "hash every time", "higher_is_better": False},
-        {"case": case, "measure": "plan s, first (index empty)", "stage": result["first"], "reference": result["every_time"], "reference_name": "hash every time", "higher_is_better": False},
+        {
+            "case": case,
+            "measure": "plan s, index warm",
+            "stage": result["cached"],
+            "reference": result["every_time"],
+            "reference_name": "hash every time",
+            "higher_is_better": False,
+        },
+        {
+            "case": case,
+            "measure": "plan s, first (index empty)",
+            "stage": result["first"],
+            "reference": result["every_time"],
+            "reference_name": "hash every time",
+            "higher_is_better": False,
+        },
     ]
 
 

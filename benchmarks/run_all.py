@@ -68,7 +68,9 @@ def run_one(path: Path, quick: bool, timeout: float) -> tuple[list[dict[str, Any
     started = time.perf_counter()
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(path)] + (["--quick"] if quick else [])
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)}
+        )
     except subprocess.TimeoutExpired:
         return [], f"timed out after {timeout:.0f} s", time.perf_counter() - started
     seconds = time.perf_counter() - started

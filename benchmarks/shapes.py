@@ -134,7 +134,11 @@ def _randomize(model, seed: int, std: float) -> None:  # noqa: ANN001
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
             if param.ndim == 1:
-                param.copy_(torch.ones_like(param) if ("layer_norm" in name or "LayerNorm" in name) and name.endswith("weight") else torch.zeros_like(param))
+                param.copy_(
+                    torch.ones_like(param)
+                    if ("layer_norm" in name or "LayerNorm" in name) and name.endswith("weight")
+                    else torch.zeros_like(param)
+                )
             else:
                 param.normal_(0.0, std, generator=generator)
 
@@ -190,7 +194,9 @@ def build_xlmr_shape(out_dir: Path, shape: XlmrShape = XLMR_BASE, *, head: str =
     build_tiny_wspalign(scratch, seed=seed, hidden_size=8, layers=1)  # its tokenizer; the model is replaced
     tokenizer = AutoTokenizer.from_pretrained(str(scratch))
     std = 0.02
-    config = xlmr_config(shape, initializer_range=std, pad=tokenizer.pad_token_id, bos=tokenizer.bos_token_id, eos=tokenizer.eos_token_id)
+    config = xlmr_config(
+        shape, initializer_range=std, pad=tokenizer.pad_token_id, bos=tokenizer.bos_token_id, eos=tokenizer.eos_token_id
+    )
     model_class = XLMRobertaForQuestionAnswering if head == "qa" else XLMRobertaModel
     model = model_class(config).eval()
     _randomize(model, seed, std=std)

@@ -41,7 +41,11 @@ VARIANTS: dict[str, dict] = {
     "TR": {"translation_ranking": {"weight": 1.0}},
     "TR+AWP": {"translation_ranking": {"weight": 0.9}, "aligned_word_prediction": {"weight": 0.1}},
     "TR+WTR": {"translation_ranking": {"weight": 0.9}, "word_translation_ranking": {"weight": 0.1}},
-    "TR+AWP+WTR": {"translation_ranking": {"weight": 0.8}, "aligned_word_prediction": {"weight": 0.1}, "word_translation_ranking": {"weight": 0.1}},
+    "TR+AWP+WTR": {
+        "translation_ranking": {"weight": 0.8},
+        "aligned_word_prediction": {"weight": 0.1},
+        "word_translation_ranking": {"weight": 0.1},
+    },
     "SupCon": {"translation_ranking": {"weight": 0.0}, "multiway_supcon": {"weight": 1.0, "regularization": 0.1}},
     "TR+RTL": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1, "target_vocab_only": True}},
 }
@@ -141,7 +145,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from tasks.train.config import TrainConfig
-    from tasks.train.trainer import TrainInputs, Trainer
+    from tasks.train.trainer import Trainer, TrainInputs
 
     if not FLORES.exists():
         sys.exit(f"{FLORES} not found: this benchmark needs ../shared/data/flores200-dev")
@@ -204,7 +208,13 @@ def main() -> None:
     print("|" + "---|" * len(header))
     for name, res in results.items():
         h = res["held_out"]
-        print("| " + " | ".join([name, *[f"{100 * h[lang]:.1f}" for lang in LOW], f"{100 * h['mean']:.1f}", f"{100 * h['xx-yy mean']:.1f}"]) + " |")
+        print(
+            "| "
+            + " | ".join(
+                [name, *[f"{100 * h[lang]:.1f}" for lang in LOW], f"{100 * h['mean']:.1f}", f"{100 * h['xx-yy mean']:.1f}"]
+            )
+            + " |"
+        )
 
 
 if __name__ == "__main__":

@@ -83,11 +83,13 @@ def _inputs(base: Path, rows: int):  # noqa: ANN202
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
-    from tasks.train.trainer import TrainInputs
     from tasks.train.tiny import multiway_rows
+    from tasks.train.trainer import TrainInputs
 
     corpus, align = multiway_rows(rows + 50, dev_every=10**9)
-    return TrainInputs(pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base)
+    return TrainInputs(
+        pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), base
+    )
 
 
 def prime_optimizer(trainer) -> None:  # noqa: ANN001
@@ -185,7 +187,9 @@ def run_case(case: dict, cap_gib: float, timeout: float | None = None) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(case["threads"]), "MKL_NUM_THREADS": str(case["threads"])}
     command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(case)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=_cap_and_nice(int(cap_gib * GIB)))
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=_cap_and_nice(int(cap_gib * GIB))
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish in {timeout:g} s", "detail": "timeout"}
     if done.returncode != 0:
@@ -211,7 +215,9 @@ def activation_per_token(plain: dict[int, dict]) -> tuple[float, float, list[int
     return slope, m0 - slope * t0, xs
 
 
-def fits_in_memory(memory_gib: float, *, params: int, per_token_gib: float, tokens_per_row: float, bytes_per_param: float = 16.0) -> int:
+def fits_in_memory(
+    memory_gib: float, *, params: int, per_token_gib: float, tokens_per_row: float, bytes_per_param: float = 16.0
+) -> int:
     """Largest batch (rows) of plain training whose step fits `memory_gib`: weights, gradients
     and AdamW's two moments (`bytes_per_param`, 16 in fp32) plus `per_token_gib` a padded token.
     GradCache with chunk C fits any batch this allows for C rows (its activations are those of
@@ -236,7 +242,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--chunk", type=int, default=32, help="GradCache chunk rows")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cap-gib", type=float, default=12.0, help="address-space cap of each child process (RLIMIT_AS)")
-    parser.add_argument("--gradcache-cap-gib", type=float, default=None, help="address-space cap of the GradCache memory cases (default: --cap-gib)")
+    parser.add_argument(
+        "--gradcache-cap-gib",
+        type=float,
+        default=None,
+        help="address-space cap of the GradCache memory cases (default: --cap-gib)",
+    )
     parser.add_argument("--settings", default="plain,gradcache", help="memory cases to run: plain, gradcache or both")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per child process")
     parser.add_argument("--base", type=Path, default=None, help="reuse (or build once into) this base directory")
@@ -284,7 +295,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 print(f"| {name} | {result['error']} | | | {os.getloadavg()[0]:.2f} |\n  ({result['detail']})", flush=True)
                 continue
             tr = tr or result["seconds"]
-            print(f"| {name} | {result['seconds']:.2f} | {result['seconds'] / tr:.2f} | {result['tokens']} | {os.getloadavg()[0]:.2f} |", flush=True)
+            print(
+                f"| {name} | {result['seconds']:.2f} | {result['seconds'] / tr:.2f} | {result['tokens']} | {os.getloadavg()[0]:.2f} |",
+                flush=True,
+            )
             if name != "TR":
                 rows.append({"case": f"{label}: {name}, batch {args.batch}", "measure": "s/step", "stage": result["seconds"], "reference": tr,
                              "reference_name": "TR alone", "higher_is_better": False})  # fmt: skip
@@ -294,7 +308,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return rows
     print(f"\n# memory per step: {' vs '.join(settings)} (TR; GradCache chunk {args.chunk}), {label}, max_length {args.max_length}; "
           f"caps: plain {args.cap_gib:g} GiB, GradCache {gradcache_cap:g} GiB")  # fmt: skip
-    print("| rows | setting | s/step | RSS before step GiB | forward+backward peak above it GiB | with AdamW's update GiB | peak address space GiB | tokens/step | padded tokens |")
+    print(
+        "| rows | setting | s/step | RSS before step GiB | forward+backward peak above it GiB | with AdamW's update GiB | peak address space GiB | tokens/step | padded tokens |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     plain: dict[int, dict] = {}
     gradcache: dict[int, dict] = {}
@@ -305,7 +321,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             extra = {"grad_cache_chunk": args.chunk} if setting == "gradcache" else {}
             cap = gradcache_cap if setting == "gradcache" else args.cap_gib
             # a start line: at 1024 rows one case runs most of an hour, and a log should say which
-            print(f"  ({setting} at {n} rows: started {time.strftime('%H:%M:%S')}, load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
+            print(
+                f"  ({setting} at {n} rows: started {time.strftime('%H:%M:%S')}, load average {os.getloadavg()[0]:.2f})",
+                file=sys.stderr,
+                flush=True,
+            )
             result = run_case(case("TR", n, "memory", **extra), cap, args.timeout)
             if "error" in result:
                 print(f"| {n} | {setting} | {result['error']} | | | | | | |\n  ({result['detail']})", flush=True)
@@ -344,7 +364,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
 def run_benchmark(quick: bool) -> list[dict]:
     """benchmarks/run_all.py protocol: objective mixes vs TR and GradCache memory at XLM-R base's shape (--quick: tiny BERT)."""
     if quick:
-        return main(["--shape", "tiny", "--batch", "16", "--memory-rows", "64,256", "--chunk", "16", "--repeat", "2", "--cap-gib", "8"])
+        return main(
+            ["--shape", "tiny", "--batch", "16", "--memory-rows", "64,256", "--chunk", "16", "--repeat", "2", "--cap-gib", "8"]
+        )
     # plain measured at 64 and 112 rows, the line the docs extrapolate with (below 64 rows the
     # slope is lower: the peak comes late in the backward pass; 112 rows peak at 12.5 GiB of
     # address space, 128 do not fit 13 GiB), GradCache at 64 and 256 (10.7 GiB of address space

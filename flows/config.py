@@ -37,19 +37,24 @@ class PipelineSettings(StrictScalars):
     stages: list[str] | None = Field(default=None, description="stages to run; default: every stage with a section")
     max_workers: int = Field(default=2, ge=1, description="shards built at once by the flow's task runner")
     task_runner: Literal["threads", "dask", "ray"] = Field(
-        default="threads", description="where shards run: threads here, a Dask cluster (prefect-dask) or a Ray cluster (prefect-ray)"
+        default="threads",
+        description="where shards run: threads here, a Dask cluster (prefect-dask) or a Ray cluster (prefect-ray)",
     )
     dask_address: str | None = Field(
         default=None, description="scheduler of an existing Dask cluster; unset: a local cluster of max_workers processes"
     )
     ray_address: str | None = Field(
-        default=None, description="an existing Ray cluster (e.g. ray://head:10001 or auto); unset: a local Ray of max_workers CPUs"
+        default=None,
+        description="an existing Ray cluster (e.g. ray://head:10001 or auto); unset: a local Ray of max_workers CPUs",
     )
     ray_gpus_per_task: float = Field(
-        default=0, ge=0, description="GPUs Ray reserves for each shard of a stage that runs a model (1: one GPU per shard); CPU stages reserve none"
+        default=0,
+        ge=0,
+        description="GPUs Ray reserves for each shard of a stage that runs a model (1: one GPU per shard); CPU stages reserve none",
     )
     write_index: bool = Field(
-        default=True, description="after a run or sweep, rewrite {root}/index.html (xlembed artifacts index) and link it from the flow run's artifacts"
+        default=True,
+        description="after a run or sweep, rewrite {root}/index.html (xlembed artifacts index) and link it from the flow run's artifacts",
     )
     allow_empty: list[str] = Field(
         default_factory=list, description="stages whose output may have no rows; for any other, keeping 0 rows is an error"
@@ -114,7 +119,11 @@ def format_validation_error(path: Path, section: str, error: ValidationError) ->
 
 
 def load_config(
-    path: str | os.PathLike[str], stages: dict[str, Stage[Any]] | None = None, root: str | None = None, *, base_dir: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str],
+    stages: dict[str, Stage[Any]] | None = None,
+    root: str | None = None,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> PipelineConfig:
     """Parse and validate a pipeline TOML; `root` (or $XLEMBED_ROOT) overrides the file's root.
 
@@ -154,10 +163,12 @@ def load_config_dict(
     config_dir = Path(base_dir if base_dir is not None else path.expanduser().absolute().parent)
 
     if "pipeline" not in raw:
-        raise ConfigError(f"{path}: missing [pipeline] section (at least: name = \"...\")")
+        raise ConfigError(f'{path}: missing [pipeline] section (at least: name = "...")')
     unknown = [name for name in raw if name != "pipeline" and name not in registry]
     if unknown:
-        raise ConfigError(f"{path}: unknown section(s) {', '.join(f'[{u}]' for u in unknown)}; known: [pipeline], {', '.join(f'[{s}]' for s in registry)}")
+        raise ConfigError(
+            f"{path}: unknown section(s) {', '.join(f'[{u}]' for u in unknown)}; known: [pipeline], {', '.join(f'[{s}]' for s in registry)}"
+        )
     try:
         settings = PipelineSettings.model_validate(raw["pipeline"])
     except ValidationError as exc:
@@ -176,7 +187,9 @@ def load_config_dict(
         raise ConfigError(f"{path}: no stages to run: add a section such as [corpus]")
     stray = [name for name in settings.allow_empty if name not in wanted]
     if stray:
-        raise ConfigError(f"{path}: pipeline.allow_empty names stage(s) {stray} that this pipeline does not run; it runs {wanted}")
+        raise ConfigError(
+            f"{path}: pipeline.allow_empty names stage(s) {stray} that this pipeline does not run; it runs {wanted}"
+        )
 
     stage_configs: dict[str, StageConfig] = {}
     for name in registry:  # registry order is dependency order

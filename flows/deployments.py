@@ -196,7 +196,9 @@ def ensure_work_pool(name: str, pool_type: str = "process") -> bool:
                 raise DeploymentError(f"work pool {name!r} exists with type {pool.type!r}, not {pool_type!r}")
             return False
         if pool_type != "process":
-            raise DeploymentError(f"work pool {name!r} does not exist; create it first: prefect work-pool create {name} --type {pool_type}")
+            raise DeploymentError(
+                f"work pool {name!r} does not exist; create it first: prefect work-pool create {name} --type {pool_type}"
+            )
         from prefect.workers.process import ProcessWorker
 
         template = ProcessWorker.get_default_base_job_template()

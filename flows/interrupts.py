@@ -43,7 +43,10 @@ def _handle(signum: int, frame: object) -> None:
         os._exit(EXIT_INTERRUPTED)
     STOP.set()
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-    os.write(2, f"\n{name}: stopping at the next safe point (a shard, a training step, an evaluation's next benchmark or batch); press Ctrl-C again to quit at once\n".encode())
+    os.write(
+        2,
+        f"\n{name}: stopping at the next safe point (a shard, a training step, an evaluation's next benchmark or batch); press Ctrl-C again to quit at once\n".encode(),
+    )
 
 
 def take_signals() -> None:
@@ -91,7 +94,9 @@ def quiet_prefect_when_stopping() -> None:
     "Finished in state Failed") say nothing the one-line summary does not: drop them."""
     for logger in [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]:
         for handler in getattr(logger, "handlers", []):
-            if type(handler).__name__ in ("PrefectConsoleHandler", "TerminalLogHandler") and not any(f is _drop_when_stopping for f in handler.filters):
+            if type(handler).__name__ in ("PrefectConsoleHandler", "TerminalLogHandler") and not any(
+                f is _drop_when_stopping for f in handler.filters
+            ):
                 handler.addFilter(_drop_when_stopping)
 
 

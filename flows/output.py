@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-
 PIPE_WIDTH = 100_000  # "no limit" for rich's layout when stdout is a pipe or a file
 
 
@@ -95,7 +94,10 @@ class _PrefectNotices:
         message = record.getMessage()
         if message.startswith("Starting temporary server on "):
             address = message.removeprefix("Starting temporary server on ").split("\n", 1)[0]
-            record.msg, record.args = "temporary Prefect server for this run at %s (set PREFECT_API_URL to use a lasting one and its UI)", (address,)
+            record.msg, record.args = (
+                "temporary Prefect server for this run at %s (set PREFECT_API_URL to use a lasting one and its UI)",
+                (address,),
+            )
         elif message.startswith("Stopping temporary server on "):
             return False
         return True

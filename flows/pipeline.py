@@ -100,12 +100,21 @@ def plan_shards_task(root: str, stage_name: str, config: dict[str, Any], input_k
 
 
 @task(name="build-shard", task_run_name="{stage_name}:{shard.shard_id}", **RETRY)
-def build_shard_task(root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], shard: ShardSpec) -> dict[str, Any]:
+def build_shard_task(
+    root: str, stage_name: str, key: str, config: dict[str, Any], input_keys: dict[str, str], shard: ShardSpec
+) -> dict[str, Any]:
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
     with progress_bar(f"{stage_name}:{shard.shard_id}") as advance:
         record = run_shard(store, stage, key, validated_config(stage, config), input_keys, shard, advance)
-    get_run_logger().info("%s shard %s: %d rows in, %d out, dropped %s", stage_name, shard.shard_id, record.rows_in, record.rows_out, record.dropped or "nothing")
+    get_run_logger().info(
+        "%s shard %s: %d rows in, %d out, dropped %s",
+        stage_name,
+        shard.shard_id,
+        record.rows_in,
+        record.rows_out,
+        record.dropped or "nothing",
+    )
     return {"shard_id": record.shard_id, "rows_out": record.rows_out}
 
 
@@ -157,7 +166,11 @@ def commit_task(
         allow_empty=allow_empty, keyed=keyed, rebuild_of=rebuild_of, attempt=attempt,
     )  # fmt: skip
     uri = store.uri(stage_name, key)
-    create_markdown_artifact(artifact_report(manifest, uri), key=f"{stage_name.replace('_', '-')}-artifact", description=f"{stage_name} artifact {key[:12]}")
+    create_markdown_artifact(
+        artifact_report(manifest, uri),
+        key=f"{stage_name.replace('_', '-')}-artifact",
+        description=f"{stage_name} artifact {key[:12]}",
+    )
     for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
         if entry.path.endswith("report.md"):
             from tasks.reporting.figures import inline_figures
@@ -169,7 +182,11 @@ def commit_task(
 
             with store.fs.open(f"{store.artifact_dir(stage_name, key)}/{entry.path}", "rb") as f:
                 # the UI cannot follow links beside the report: the figures travel inside it
-                create_markdown_artifact(inline_figures(f.read().decode("utf-8"), figure), key=f"{stage_name.replace('_', '-')}-report", description=f"{stage_name} report {key[:12]}")
+                create_markdown_artifact(
+                    inline_figures(f.read().decode("utf-8"), figure),
+                    key=f"{stage_name.replace('_', '-')}-report",
+                    description=f"{stage_name} report {key[:12]}",
+                )
     create_table_artifact(
         [{"reason": r, "rows": n} for r, n in manifest.dropped.items()] or [{"reason": "(none)", "rows": 0}],
         key=f"{stage_name.replace('_', '-')}-drops",
@@ -187,7 +204,12 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     url = index_url(store)
     try:
         page = write_index(store)
-        create_link_artifact(url, link_text=url, key=artifact_key, description=f"index of the artifact store: {page.artifacts} artifacts, refs, reports")
+        create_link_artifact(
+            url,
+            link_text=url,
+            key=artifact_key,
+            description=f"index of the artifact store: {page.artifacts} artifacts, refs, reports",
+        )
     except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
         logger.warning("store index %s not refreshed: %s: %s", url, type(exc).__name__, exc)
         return
@@ -224,7 +246,9 @@ def run_logger() -> Any:
         return logging.getLogger(__name__)
 
 
-def shard_results(futures: list[Any], stage: str, store: ArtifactStore, key: str, shards: list[ShardSpec]) -> list[dict[str, Any]]:
+def shard_results(
+    futures: list[Any], stage: str, store: ArtifactStore, key: str, shards: list[ShardSpec]
+) -> list[dict[str, Any]]:
     """Wait for every shard. On a stop request, cancel the shards (one not started never starts,
     a Dask or Ray shard is cancelled where it runs, a thread stops at its next safe point), wait
     for them, and raise `Interrupted` saying what was kept."""

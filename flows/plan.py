@@ -107,7 +107,14 @@ def fingerprint_changes(old: Any, new: Any, prefix: str, paths: Mapping[str, str
 
 
 def _why_stale(
-    store: ArtifactStore, pipeline: str, stage: Stage[Any], keyed: KeyedConfig, input_keys: Mapping[str, str], prints: Mapping[str, Any], paths: Mapping[str, str], ref: Ref | None
+    store: ArtifactStore,
+    pipeline: str,
+    stage: Stage[Any],
+    keyed: KeyedConfig,
+    input_keys: Mapping[str, str],
+    prints: Mapping[str, Any],
+    paths: Mapping[str, str],
+    ref: Ref | None,
 ) -> tuple[list[str], bool]:
     """Why the stage must compute, and whether its last artifact predates the key scheme."""
     if ref is None:
@@ -163,7 +170,11 @@ def make_plan(
     """Per configured stage, in dependency order: its key, and whether to compute it and why."""
     configured = {name: stages[name] for name in config.stages}
     force = set(force)
-    for option, names in (("--only", [only] if only is not None else []), ("--from", [from_stage] if from_stage is not None else []), ("--force", force)):
+    for option, names in (
+        ("--only", [only] if only is not None else []),
+        ("--from", [from_stage] if from_stage is not None else []),
+        ("--force", force),
+    ):
         unknown = [n for n in names if n not in configured]
         if unknown:
             raise ValueError(f"{option}: stage(s) {unknown} not in this pipeline; it has {list(configured)}")
@@ -214,10 +225,19 @@ def _plan_step(
         action, reasons = "skip", ["not selected"]
     elif version is not None and (damage := store.size_problems(name, version)):
         # a cached file was truncated or removed: build a sound version beside it rather than fail downstream
-        action, reasons, forced = "compute", [f"cached artifact damaged ({damage[0]}{' ...' if len(damage) > 1 else ''}): rebuilding"], True
+        action, reasons, forced = (
+            "compute",
+            [f"cached artifact damaged ({damage[0]}{' ...' if len(damage) > 1 else ''}): rebuilding"],
+            True,
+        )
         key, attempt = next_attempt(store, name, config_key)
     elif version is not None:
-        action, reasons = "cached", ["up to date"] if name in targets else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"]
+        action, reasons = (
+            "cached",
+            ["up to date"]
+            if name in targets
+            else [f"input of {', '.join(sorted(t for t in targets if name in upstream_of(configured, [t])))}"],
+        )
     else:
         action = "compute"
         reasons, rekeyed = _why_stale(store, config.name, stage, keyed, input_keys, prints, hashing.paths, ref)

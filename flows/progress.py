@@ -45,7 +45,7 @@ def live_display() -> Any:
 
 
 def mode() -> str:
-    """"bar", "lines" or "off"."""
+    """ "bar", "lines" or "off"."""
     setting = os.environ.get(PROGRESS_ENV, "1").lower()
     if setting in ("0", "off", "false", "no"):
         return "off"
@@ -142,8 +142,12 @@ class StageProgress:
         return max(0, self.total - self.done) / rate
 
     def summary(self, final: bool = False) -> str:
-        """"align:shard-0001: 1,200/4,000 pairs (30%), 45.2 pairs/s, ETA 0:01:02, elapsed 0:00:26"."""
-        count = f"{self.done:,}/{self.total:,} {self.unit} ({100 * self.done / self.total:.0f}%)" if self.total else f"{self.done:,} {self.unit}"
+        """ "align:shard-0001: 1,200/4,000 pairs (30%), 45.2 pairs/s, ETA 0:01:02, elapsed 0:00:26"."""
+        count = (
+            f"{self.done:,}/{self.total:,} {self.unit} ({100 * self.done / self.total:.0f}%)"
+            if self.total
+            else f"{self.done:,} {self.unit}"
+        )
         parts = [count]
         rate, eta = self.rate(), self.eta()
         if rate is not None:
@@ -169,7 +173,7 @@ class StageProgress:
 
 def _run_logger() -> Any:
     try:
-        from prefect.context import TaskRunContext, FlowRunContext
+        from prefect.context import FlowRunContext, TaskRunContext
     except ImportError:  # pragma: no cover
         return None
     if TaskRunContext.get() is None and FlowRunContext.get() is None:

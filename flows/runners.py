@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from flows.config import PipelineSettings
 
-
 SHARD_TASK = "build-shard"
 
 
@@ -99,7 +98,9 @@ def make_task_runner(settings: PipelineSettings) -> Any:
         init_kwargs: dict[str, Any] = {}
         if not settings.ray_address:  # a local Ray: max_workers shards at once, no dashboard
             init_kwargs = {"num_cpus": settings.max_workers, "include_dashboard": False}
-        return _ray_task_runner_class()(address=settings.ray_address, init_kwargs=init_kwargs, gpus_per_task=settings.ray_gpus_per_task)
+        return _ray_task_runner_class()(
+            address=settings.ray_address, init_kwargs=init_kwargs, gpus_per_task=settings.ray_gpus_per_task
+        )
     if settings.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
 

@@ -139,7 +139,9 @@ def plain_prefect_setup() -> bool:
         return False
     active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
     settings = profiles.get("profiles", {}).get(active, {})
-    return not settings.get("PREFECT_API_URL") and str(settings.get("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true")).lower() not in ("0", "false")
+    return not settings.get("PREFECT_API_URL") and str(
+        settings.get("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true")
+    ).lower() not in ("0", "false")
 
 
 def _die_with_parent() -> None:

@@ -96,7 +96,9 @@ class TerminalLogHandler(logging.Handler):
     names literal, Prefect's colours; it shows what XLEMBED_VERBOSITY asks for (module doc).
     Its arguments are those Prefect's logging.yml gives its console handler."""
 
-    def __init__(self, stream: Any = None, highlighter: Any = None, styles: dict[str, str] | None = None, level: int | str = logging.NOTSET) -> None:
+    def __init__(
+        self, stream: Any = None, highlighter: Any = None, styles: dict[str, str] | None = None, level: int | str = logging.NOTSET
+    ) -> None:
         super().__init__(level=level)
         from prefect.logging.highlighters import PrefectConsoleHighlighter
         from prefect.settings import PREFECT_LOGGING_COLORS
@@ -117,7 +119,11 @@ class TerminalLogHandler(logging.Handler):
             verbosity = self.verbosity()
             if verbosity == QUIET:
                 return False
-            if verbosity == DEFAULT and record.name.startswith("prefect.task_runs") and record.pathname.startswith(self._prefect_dir):
+            if (
+                verbosity == DEFAULT
+                and record.name.startswith("prefect.task_runs")
+                and record.pathname.startswith(self._prefect_dir)
+            ):
                 return False  # Prefect's own task-run chatter; xlembed's lines on that logger stay
         return bool(super().filter(record))
 

@@ -219,7 +219,12 @@ def file_sha256(path: Path | str) -> str:
     digest = sha256_of(resolved)
     elapsed = time.perf_counter() - started
     after = resolved.stat()
-    if (after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino):
+    if (after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == (
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_ino,
+    ):
         index.record(key, stat, digest, hashed_at)  # not when it changed while being read
     if stats is not None:
         stats.add(key, digest, stat.st_size, elapsed)

@@ -19,9 +19,25 @@ from urllib.parse import urlsplit
 CREDENTIAL_VARS = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (~/.aws/credentials)"
 BAD_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId"}
 DENIED_CODES = {"AccessDenied", "Forbidden", "403", "AllAccessDisabled", "AccountProblem"}
-UNREACHABLE_CLASSES = {"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionClosedError", "ReadTimeoutError", "ServerDisconnectedError"}
+UNREACHABLE_CLASSES = {
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ClientConnectorError",
+    "ConnectionClosedError",
+    "ReadTimeoutError",
+    "ServerDisconnectedError",
+}
 # fsspec's protocols whose packages are optional, and what to install for them
-PROTOCOL_PACKAGES = {"gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs", "hf": "huggingface_hub", "sftp": "paramiko", "ssh": "paramiko"}
+PROTOCOL_PACKAGES = {
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+    "hf": "huggingface_hub",
+    "sftp": "paramiko",
+    "ssh": "paramiko",
+}
 
 
 class StoreError(RuntimeError):
@@ -74,11 +90,15 @@ def filesystem_for(root_uri: str) -> tuple[Any, str]:
         return fsspec.core.url_to_fs(root_uri)
     except ImportError as exc:
         package = PROTOCOL_PACKAGES.get(scheme) or (exc.name or "the fsspec implementation")
-        raise StoreAccessError(f"artifact root {root_uri}: the {scheme}:// protocol needs the package {package}: pip install {package} ({exc})") from None
+        raise StoreAccessError(
+            f"artifact root {root_uri}: the {scheme}:// protocol needs the package {package}: pip install {package} ({exc})"
+        ) from None
     except ValueError as exc:
         if "protocol" not in str(exc).lower():
             raise
-        raise StoreAccessError(f"artifact root {root_uri}: unknown protocol {scheme}://; use a local folder or s3://bucket/prefix") from None
+        raise StoreAccessError(
+            f"artifact root {root_uri}: unknown protocol {scheme}://; use a local folder or s3://bucket/prefix"
+        ) from None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -113,7 +133,11 @@ def explain(exc: BaseException, root: str | None) -> str | None:
     bucket = urlsplit(root).netloc if root and "://" in root else ""
     if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
         return f"{where}: no S3 credentials found: set {CREDENTIAL_VARS}"
-    if codes & BAD_CREDENTIAL_CODES or "Access Key Id you provided does not exist" in text or "signature we calculated does not match" in text:
+    if (
+        codes & BAD_CREDENTIAL_CODES
+        or "Access Key Id you provided does not exist" in text
+        or "signature we calculated does not match" in text
+    ):
         code = next(iter(sorted(codes & BAD_CREDENTIAL_CODES)), "InvalidAccessKeyId")
         return f"{where}: S3 rejected the credentials ({code}): check {CREDENTIAL_VARS}"
     if names & UNREACHABLE_CLASSES or "Could not connect to the endpoint" in text:
@@ -126,5 +150,7 @@ def explain(exc: BaseException, root: str | None) -> str | None:
         )
     if codes & DENIED_CODES or isinstance(exc, PermissionError) and root and "://" in root:
         code = next(iter(sorted(codes & DENIED_CODES)), "AccessDenied")
-        return f"{where}: access denied ({code}): the credentials ({CREDENTIAL_VARS}) may not read or write this bucket and prefix"
+        return (
+            f"{where}: access denied ({code}): the credentials ({CREDENTIAL_VARS}) may not read or write this bucket and prefix"
+        )
     return None

@@ -106,7 +106,9 @@ class _Page:
     def table(self, header: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable[str] = ()) -> None:
         header = list(header)
         numeric = set(numeric)
-        self.parts.append('<div class="scroll"><table><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>")
+        self.parts.append(
+            '<div class="scroll"><table><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"
+        )
         for row in rows:
             cells = "".join(f'<td class="num">{c}</td>' if h in numeric else f"<td>{c}</td>" for h, c in zip(header, row))
             self.parts.append(f"<tr>{cells}</tr>")
@@ -147,13 +149,15 @@ def _summary(m: Manifest) -> str:
                 continue
             where = f"{change.get('benchmark', '')}/{change.get('dataset', '')} {change.get('label', '')}".strip()
             unit = "pp" if change.get("unit") == "percentage points" else _e(change.get("unit", ""))
-            parts.append(f"{_e(where)}: <b>{delta:+.1f}</b> [{low:+.1f}, {high:+.1f}] {unit} vs {_e(change.get('baseline', 'baseline'))}")
+            parts.append(
+                f"{_e(where)}: <b>{delta:+.1f}</b> [{low:+.1f}, {high:+.1f}] {unit} vs {_e(change.get('baseline', 'baseline'))}"
+            )
     headline = m.metrics.get("headline")
     if isinstance(headline, dict):
         for name, value in headline.items():
             mean = _number(value.get("mean")) if isinstance(value, dict) else None
             if mean is not None:
-                parts.append(f'{_e(name)}: {_e(value.get("metric", ""))} {mean:.4g}')
+                parts.append(f"{_e(name)}: {_e(value.get('metric', ''))} {mean:.4g}")
     return "<br>".join(parts)
 
 
@@ -217,13 +221,27 @@ def _pipelines(page: _Page, refs: list[Ref], by_key: dict[tuple[str, str], Manif
             m = by_key.get((ref.stage, ref.key))
             key = f'<code title="{_e(ref.key)}">{_e(ref.key[:12])}</code>'
             if m is None:
-                rows.append([_e(ref.stage), key, "", "", "", str(len(ref.history)), "", '<span class="dim">artifact missing</span>'])
+                rows.append(
+                    [_e(ref.stage), key, "", "", "", str(len(ref.history)), "", '<span class="dim">artifact missing</span>']
+                )
                 continue
-            rows.append([
-                f'<a href="#stage-{_e(ref.stage)}">{_e(ref.stage)}</a>', key, f"{m.rows_out:,}", _e(format_size(m.total_bytes)),
-                page.age(m.created_at, now), str(len(ref.history)), _summary(m), _attached_links(page, m),
-            ])
-        page.table(["stage", "key", "rows", "size", "age", "versions", "headline", "reports, figures, cards"], rows, numeric=("rows", "size", "age", "versions"))
+            rows.append(
+                [
+                    f'<a href="#stage-{_e(ref.stage)}">{_e(ref.stage)}</a>',
+                    key,
+                    f"{m.rows_out:,}",
+                    _e(format_size(m.total_bytes)),
+                    page.age(m.created_at, now),
+                    str(len(ref.history)),
+                    _summary(m),
+                    _attached_links(page, m),
+                ]
+            )
+        page.table(
+            ["stage", "key", "rows", "size", "age", "versions", "headline", "reports, figures, cards"],
+            rows,
+            numeric=("rows", "size", "age", "versions"),
+        )
 
 
 def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, str], list[str]], now: dt.datetime) -> None:
@@ -236,13 +254,24 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
         page.parts.append(f'<h3 id="stage-{_e(stage)}">{_e(stage)} <span class="dim">({count})</span></h3>')
         rows = []
         for m in versions:
-            rows.append([
-                f'<code title="{_e(m.key)}">{_e(m.key[:12])}</code>', f"{m.rows_out:,}", _e(format_size(m.total_bytes)),
-                page.age(m.created_at, now), _e(m.code_version),
-                _e(", ".join(pointing.get((m.stage, m.key), []))), page.link(f"{m.stage}/{m.key}/manifest.json", "manifest"),
-                _summary(m), _attached_links(page, m),
-            ])
-        page.table(["key", "rows", "size", "age", "code", "refs", "manifest", "headline", "reports, figures, cards"], rows, numeric=("rows", "size", "age"))
+            rows.append(
+                [
+                    f'<code title="{_e(m.key)}">{_e(m.key[:12])}</code>',
+                    f"{m.rows_out:,}",
+                    _e(format_size(m.total_bytes)),
+                    page.age(m.created_at, now),
+                    _e(m.code_version),
+                    _e(", ".join(pointing.get((m.stage, m.key), []))),
+                    page.link(f"{m.stage}/{m.key}/manifest.json", "manifest"),
+                    _summary(m),
+                    _attached_links(page, m),
+                ]
+            )
+        page.table(
+            ["key", "rows", "size", "age", "code", "refs", "manifest", "headline", "reports, figures, cards"],
+            rows,
+            numeric=("rows", "size", "age"),
+        )
 
 
 def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:
@@ -259,5 +288,8 @@ def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:
     for path in found:
         relative = path[len(base) + 1 :]
         by_name.setdefault(relative.rsplit("/", 1)[0] if "/" in relative else "", []).append(relative)
-    rows = [[_e(name or "(top)"), " · ".join(page.link(f"{reports_dir}/{r}", r.rsplit("/", 1)[-1]) for r in files)] for name, files in sorted(by_name.items())]
+    rows = [
+        [_e(name or "(top)"), " · ".join(page.link(f"{reports_dir}/{r}", r.rsplit("/", 1)[-1]) for r in files)]
+        for name, files in sorted(by_name.items())
+    ]
     page.table(["name", "reports"], rows)

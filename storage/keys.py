@@ -79,7 +79,5 @@ def check_key(key: str) -> str:
 def check_name(name: str, what: str = "name") -> str:
     """Stage and pipeline names become path components: no separators, dots or upper case."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise InvalidNameError(
-            f"invalid {what} {name!r}: use lowercase letters, digits, '_' or '-', starting with a letter"
-        )
+        raise InvalidNameError(f"invalid {what} {name!r}: use lowercase letters, digits, '_' or '-', starting with a letter")
     return name

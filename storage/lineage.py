@@ -68,7 +68,9 @@ def lineage(store: ArtifactStore, stage: str, key: str) -> LineageNode:
         node = LineageNode(name, full, store.uri(name, full), manifest)
         nodes[(name, full)] = node
         if manifest is not None:
-            node.inputs = {input_name: build(input_name, input_key, False) for input_name, input_key in sorted(manifest.input_keys.items())}
+            node.inputs = {
+                input_name: build(input_name, input_key, False) for input_name, input_key in sorted(manifest.input_keys.items())
+            }
         return node
 
     return build(stage, key, True)
@@ -171,7 +173,9 @@ def config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any] |
     changes: dict[str, dict[str, Any]] = {}
     for name in sorted(set(a) | set(b)):
         if a.get(name, _ABSENT) != b.get(name, _ABSENT):
-            changes[name] = {k: v for k, v in (("recorded", a.get(name, _ABSENT)), ("current", b.get(name, _ABSENT))) if v is not _ABSENT}
+            changes[name] = {
+                k: v for k, v in (("recorded", a.get(name, _ABSENT)), ("current", b.get(name, _ABSENT))) if v is not _ABSENT
+            }
     return changes
 
 

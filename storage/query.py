@@ -128,7 +128,9 @@ def sandboxed_connection() -> Any:
     return duckdb.connect(":memory:", config=dict(SANDBOX))
 
 
-def sql_query(sql: str, table: Callable[[str], Any | None], versioned: Callable[[VersionedTable], Any], available: Callable[[], list[str]]) -> QueryResult:
+def sql_query(
+    sql: str, table: Callable[[str], Any | None], versioned: Callable[[VersionedTable], Any], available: Callable[[], list[str]]
+) -> QueryResult:
     """Plan `sql` in a sandboxed DuckDB connection and return the (lazy) result, its columns bound.
 
     Each `STAGE@KEY` is rewritten and registered through `versioned`; every other table the query
@@ -182,10 +184,14 @@ def refusal(exc: BaseException) -> QueryError | None:
     text = str(exc)
     outside = _OUTSIDE.search(text)
     if outside is not None:
-        return QueryError(f"query refused: it tries to read {outside.group(1)!r}, outside the store; artifacts query reads only the store's artifacts (STAGE or STAGE@KEY)")
+        return QueryError(
+            f"query refused: it tries to read {outside.group(1)!r}, outside the store; artifacts query reads only the store's artifacts (STAGE or STAGE@KEY)"
+        )
     locked = _LOCKED.search(text)
     if locked is not None:
-        return QueryError(f"query refused: it tries to change the setting {locked.group(1)!r}; artifacts query runs with the store's tables only")
+        return QueryError(
+            f"query refused: it tries to change the setting {locked.group(1)!r}; artifacts query runs with the store's tables only"
+        )
     return None
 
 

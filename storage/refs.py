@@ -45,7 +45,9 @@ def update_ref(store: ArtifactStore, pipeline: str, stage: str, change: Callable
     raise RefConflict(f"refs/{pipeline}/{stage} kept changing under {CAS_RETRIES} attempts to update it; try again")
 
 
-def current_version(store: ArtifactStore, pipeline: str, stage: str, config_key: str, ref: Ref | None | object = None) -> str | None:
+def current_version(
+    store: ArtifactStore, pipeline: str, stage: str, config_key: str, ref: Ref | None | object = None
+) -> str | None:
     """The committed version a pipeline uses for `config_key`: the newest entry of its ref's
     history built for it (a rebuild, or the first build), else the first build if committed.
     `ref`: the pipeline's ref when the caller has read it already."""
@@ -64,7 +66,9 @@ def next_attempt(store: ArtifactStore, stage: str, config_key: str) -> tuple[str
         key = attempt_key(config_key, attempt)
         if not store.is_committed(stage, key):
             return key, attempt
-    raise StoreError(f"{stage}/{config_key[:12]} has been rebuilt {MAX_ATTEMPTS} times; collect old ones with `xlembed artifacts gc`")
+    raise StoreError(
+        f"{stage}/{config_key[:12]} has been rebuilt {MAX_ATTEMPTS} times; collect old ones with `xlembed artifacts gc`"
+    )
 
 
 Relation = Literal["same", "source-ahead", "destination-ahead", "diverged"]
@@ -115,7 +119,14 @@ class RefCopyResult:
     missing: list[str] = field(default_factory=list)  # the destination lacks the artifact
 
 
-def copy_refs(source: ArtifactStore, destination: ArtifactStore, pipelines: set[str] | None = None, *, prefer: Prefer = None, flags: tuple[str, str] = ("--theirs", "--ours")) -> RefCopyResult:
+def copy_refs(
+    source: ArtifactStore,
+    destination: ArtifactStore,
+    pipelines: set[str] | None = None,
+    *,
+    prefer: Prefer = None,
+    flags: tuple[str, str] = ("--theirs", "--ours"),
+) -> RefCopyResult:
     """Bring the destination's refs up to the source's as `git push`/`git fetch` do: a ref the
     destination lacks is created; one the source is ahead of fast-forwards; one the destination
     is ahead of stays; diverged refs are refused (listed in `conflicts`, naming both keys and

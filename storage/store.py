@@ -49,7 +49,6 @@ from storage.errors import (  # the store's errors live there, re-exported here
     filesystem_for,
 )
 from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
-
 from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord, parse_record
 from storage.refs import update_ref
 
@@ -73,7 +72,10 @@ def _precondition_failed(exc: BaseException) -> bool:
     cause = exc.__cause__ or exc.__context__
     code = getattr(cause, "response", {}).get("Error", {}).get("Code", "") if cause is not None else ""
     text = f"{code} {exc}"
-    return any(mark in text for mark in ("PreconditionFailed", "412", "ConditionalRequestConflict", "pre-conditions you specified did not hold"))
+    return any(
+        mark in text
+        for mark in ("PreconditionFailed", "412", "ConditionalRequestConflict", "pre-conditions you specified did not hold")
+    )
 
 
 def _short(key: object) -> str:
@@ -236,7 +238,9 @@ class ArtifactStore:
                 raise
             raise StoreAccessError(message) from exc
         if must_exist and not exists:
-            raise RootNotFound(f"artifact root {self.root_uri} does not exist: nothing is stored under it (set by --root, {_ROOT_SOURCES})")
+            raise RootNotFound(
+                f"artifact root {self.root_uri} does not exist: nothing is stored under it (set by --root, {_ROOT_SOURCES})"
+            )
         return exists
 
     def __repr__(self) -> str:
@@ -384,7 +388,9 @@ class ArtifactStore:
         artifact directory checks this first, so a second builder of the same key (a concurrent
         run that finished later) never replaces a file of the version the first one committed."""
         if self.is_committed(stage, key):
-            raise AlreadyCommitted(f"{stage}/{key[:12]} is already committed (by another run); committed artifacts are never modified")
+            raise AlreadyCommitted(
+                f"{stage}/{key[:12]} is already committed (by another run); committed artifacts are never modified"
+            )
 
     def manifest(self, stage: str, key: str) -> Manifest:
         data = self._read_bytes(self._manifest_path(stage, key))
@@ -606,7 +612,9 @@ class ArtifactStore:
                 tables.append(pq.read_table(local, columns=columns))
         return pa.concat_tables(tables) if tables else pa.table({})
 
-    def iter_batches(self, stage: str, key: str, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+    def iter_batches(
+        self, stage: str, key: str, columns: list[str] | None = None, batch_size: int = 65_536
+    ) -> Iterator[pa.RecordBatch]:
         """Stream an artifact without loading it whole (one part file at a time, each checked first)."""
         for entry, path in self._table_entries(stage, key):
             with self._verified_copy(stage, key, entry, path) as local, open(local, "rb") as f:
@@ -859,7 +867,9 @@ class ArtifactStore:
                     found.append((stage, key))
         return found
 
-    def garbage(self, keep_history: bool = False, include_partial: bool = False, skipped: list[str] | None = None) -> list[tuple[str, str]]:
+    def garbage(
+        self, keep_history: bool = False, include_partial: bool = False, skipped: list[str] | None = None
+    ) -> list[tuple[str, str]]:
         """Artifacts that no ref points to (nothing is deleted here).
 
         What cannot be judged is kept and said in `skipped` (one line each): an artifact whose
@@ -921,4 +931,3 @@ class _PartWriter:
             self.writer.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.tmp)
-

@@ -65,7 +65,9 @@ def copy_artifact(
     return CopyResult(stage, key, True, len(manifest.files), manifest.total_bytes)
 
 
-def _repair_present(source: ArtifactStore, destination: ArtifactStore, stage: str, key: str, manifest: Manifest) -> tuple[str, ...]:
+def _repair_present(
+    source: ArtifactStore, destination: ArtifactStore, stage: str, key: str, manifest: Manifest
+) -> tuple[str, ...]:
     """Verify the destination's committed copy; put back the source's bytes for damaged files
     whose manifest entry is the same on both sides (a repair restores what the destination's own
     manifest says, so the committed version does not change)."""

@@ -14,7 +14,6 @@ a missing package is an error naming that setting and the command that installs 
 from __future__ import annotations
 
 import importlib.util
-
 from typing import Any
 
 __all__ = ["EXTRAS", "MissingExtraError", "missing_extras", "require_extra"]
@@ -38,7 +37,9 @@ def require_extra(extra: str, needed_by: str) -> None:
     the setting that needs it, in the user's words."""
     missing = [module for module in EXTRAS[extra] if importlib.util.find_spec(module) is None]
     if missing:
-        raise MissingExtraError(f"{needed_by} needs {' and '.join(missing)}, which is not installed: pip install 'xlembed[{extra}]'")
+        raise MissingExtraError(
+            f"{needed_by} needs {' and '.join(missing)}, which is not installed: pip install 'xlembed[{extra}]'"
+        )
 
 
 def missing_extras(config: Any, where: str) -> list[str]:

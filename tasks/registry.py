@@ -28,9 +28,11 @@ def literal_kind(cls: type, what: str) -> str:
     """The `kind = "..."` that selects a pydantic class: its `kind` field's one Literal value
     (a TypeError naming the class otherwise; `what` is "source", "benchmark", ...)."""
     field = cls.model_fields.get("kind")
-    values = typing.get_args(field.annotation) if field is not None and typing.get_origin(field.annotation) is typing.Literal else ()
+    values = (
+        typing.get_args(field.annotation) if field is not None and typing.get_origin(field.annotation) is typing.Literal else ()
+    )
     if len(values) != 1 or not isinstance(values[0], str):
-        raise TypeError(f"{what} {cls.__name__} must declare its kind as one string: kind: Literal[\"name\"]")
+        raise TypeError(f'{what} {cls.__name__} must declare its kind as one string: kind: Literal["name"]')
     return values[0]
 
 
@@ -48,7 +50,9 @@ def validate_kind(value: Any, registry: Mapping[str, type], base: type, what: st
     cls = lookup(registry, value["kind"])
     if cls is None:
         known = ", ".join(repr(kind) for kind in registry)
-        raise PydanticCustomError(f"{what}_kind", f"unknown {what} kind {{kind}}; known: {{known}}", {"kind": repr(value["kind"]), "known": known})
+        raise PydanticCustomError(
+            f"{what}_kind", f"unknown {what} kind {{kind}}; known: {{known}}", {"kind": repr(value["kind"]), "known": known}
+        )
     return cls.model_validate(value, context=context)
 
 
@@ -81,7 +85,9 @@ def load_plugins() -> list[str]:
             point.load()
         except Exception as exc:
             source = f" (distribution {point.dist.name})" if point.dist is not None else ""
-            raise PluginError(f"xlembed plug-in {point.name!r} = {point.value!r}{source} failed to import: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"xlembed plug-in {point.name!r} = {point.value!r}{source} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
         loaded.append(point.name)
     return loaded
 

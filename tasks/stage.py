@@ -475,7 +475,12 @@ def source_fingerprints(stage: Stage[Any], config: StageConfig) -> dict[str, Any
 
 
 def stage_key(
-    stage: Stage[Any], config: StageConfig, input_keys: Mapping[str, str], fingerprints: Mapping[str, Any], *, keyed: KeyedConfig | None = None
+    stage: Stage[Any],
+    config: StageConfig,
+    input_keys: Mapping[str, str],
+    fingerprints: Mapping[str, Any],
+    *,
+    keyed: KeyedConfig | None = None,
 ) -> str:
     """The artifact key; `keyed`: `keyed_parts(config)` when the caller has it already."""
     values = keyed.values if keyed is not None else keyed_config(config)
@@ -655,7 +660,7 @@ def empty_output_message(stage: str, rows_in: int, dropped: Mapping[str, int]) -
         hint = " Rows that are not UTF-8 are dropped: convert the file (e.g. iconv -f latin1 -t utf-8 IN > OUT)."
     return (
         f"{stage} kept 0 rows ({rows_in:,} read; dropped: {drops}); nothing was committed and the refs did not move.{hint} "
-        f"Check the inputs and filters, or allow an empty output with [pipeline] allow_empty = [\"{stage}\"]"
+        f'Check the inputs and filters, or allow an empty output with [pipeline] allow_empty = ["{stage}"]'
     )
 
 
@@ -682,7 +687,11 @@ def run_stage(
     keyed = keyed_parts(config)
     config_key = stage_key(stage, config, input_keys, fingerprints, keyed=keyed)
     ref = store.read_ref(pipeline, stage.name) if pipeline else None
-    version = current_version(store, pipeline, stage.name, config_key) if pipeline else (config_key if store.is_committed(stage.name, config_key) else None)
+    version = (
+        current_version(store, pipeline, stage.name, config_key)
+        if pipeline
+        else (config_key if store.is_committed(stage.name, config_key) else None)
+    )
     if version is not None and not force:
         if pipeline:
             store.set_ref(pipeline, stage.name, version, note="up to date", expected=ref.key if ref else None)

@@ -108,7 +108,9 @@ def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[
     build_tiny_model(tmp_path / "tiny")
     lines = [json.dumps({"en": en, "kk": kk}, ensure_ascii=False) for en, kk in zip(ENGLISH, KAZAKH, strict=True)]
     (tmp_path / "pairs.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (tmp_path / "pairs.tsv").write_text("".join(f"{kk}\t{en}\n" for en, kk in zip(ENGLISH, KAZAKH, strict=True)), encoding="utf-8")
+    (tmp_path / "pairs.tsv").write_text(
+        "".join(f"{kk}\t{en}\n" for en, kk in zip(ENGLISH, KAZAKH, strict=True)), encoding="utf-8"
+    )
     (tmp_path / "pipeline.toml").write_text(PIPELINE, encoding="utf-8")
     config = load_config(tmp_path / "pipeline.toml")
     stages = config.stage_configs
@@ -125,16 +127,22 @@ def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[
         n = min(len(row["src_words"]), len(row["tgt_words"]))
         assert [(a["src"], a["tgt"], a["score"]) for a in row["alignments"]] == [(i, i, 0.5) for i in range(n)]
 
-    train, train_manifest = run_stage(store, TRAIN_STAGE, stages["train"], {"corpus": corpus.key, "base_model": base.key, "align": align.key})
+    train, train_manifest = run_stage(
+        store, TRAIN_STAGE, stages["train"], {"corpus": corpus.key, "base_model": base.key, "align": align.key}
+    )
     assert train_manifest.metrics["objectives"] == {"pull_together": 1.0}
     assert math.isfinite(train_manifest.metrics["final_losses"]["loss/pull_together"])
     card = (store.attached_dir("train", train.key) / "model" / "README.md").read_text(encoding="utf-8")
     assert "pull each text's vector to its pivot's (mean squared distance)" in card and "@inproceedings{doe2026pull," in card
 
-    evaluate, _ = run_stage(store, EVALUATE_STAGE, stages["evaluate"], {"corpus": corpus.key, "base_model": base.key, "train": train.key})
+    evaluate, _ = run_stage(
+        store, EVALUATE_STAGE, stages["evaluate"], {"corpus": corpus.key, "base_model": base.key, "train": train.key}
+    )
     metrics = pl.from_arrow(store.read_table("evaluate", evaluate.key)).filter(pl.col("benchmark") == "pair_cosine")
     kazakh = metrics.filter(pl.col("src_lang") == "kaz_Cyrl")  # and the wacse-4 group's row
-    assert kazakh["metric"].to_list() == ["cosine"] and kazakh["n"].to_list() == [len(KAZAKH)] and -1.0 <= kazakh["value"][0] <= 1.0
+    assert (
+        kazakh["metric"].to_list() == ["cosine"] and kazakh["n"].to_list() == [len(KAZAKH)] and -1.0 <= kazakh["value"][0] <= 1.0
+    )
     evaluated_card = (store.attached_dir("evaluate", evaluate.key) / "model-card.md").read_text(encoding="utf-8")
     results = front_matter(evaluated_card)["model-index"][0]["results"]
     assert {r["task"]["type"] for r in results if r["dataset"]["type"] == "toy-pairs"} == {"sentence-similarity"}

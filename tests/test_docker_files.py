@@ -63,7 +63,11 @@ def test_stack_services_and_start_order(compose: dict[str, Any]) -> None:
     assert after("prefect-server") == {"postgres": "service_healthy"}
     assert after("minio-init") == {"minio": "service_healthy"}
     assert after("deploy") == {"prefect-server": "service_healthy"}
-    assert after("worker") == {"prefect-server": "service_healthy", "minio-init": "service_completed_successfully", "deploy": "service_completed_successfully"}
+    assert after("worker") == {
+        "prefect-server": "service_healthy",
+        "minio-init": "service_completed_successfully",
+        "deploy": "service_completed_successfully",
+    }
     assert after("worker-gpu")["minio-init"] == "service_completed_successfully"
     for name in ("postgres", "minio", "prefect-server", "worker", "worker-gpu"):
         check = svc[name]["healthcheck"]
@@ -119,7 +123,7 @@ def _env_items(compose: dict[str, Any]) -> list[tuple[str, str, str]]:
     items = []
     for name, s in services(compose).items():
         env = s.get("environment", {})
-        for key, value in (env.items() if isinstance(env, dict) else (e.split("=", 1) for e in env)):
+        for key, value in env.items() if isinstance(env, dict) else (e.split("=", 1) for e in env):
             items.append((name, key, str(value)))
     return items
 
@@ -138,7 +142,9 @@ def test_no_secrets_in_compose_or_images(compose: dict[str, Any]) -> None:
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".git", ".venv", "artifacts", ".env", "**/.env", ".aws"} <= set(ignored)
     assert ENV_EXAMPLE.is_file()
-    example_keys = {line.split("=")[0] for line in ENV_EXAMPLE.read_text().splitlines() if "=" in line and not line.startswith("#")}
+    example_keys = {
+        line.split("=")[0] for line in ENV_EXAMPLE.read_text().splitlines() if "=" in line and not line.startswith("#")
+    }
     required = set(re.findall(r"\$\{([A-Z_]+):\?", COMPOSE.read_text()))
     assert required <= example_keys, f"docker/.env.example lacks {required - example_keys}"
 
@@ -185,9 +191,13 @@ def test_docker_compose_config(tmp_path: Path) -> None:
     empty = tmp_path / "empty.env"  # not a developer's docker/.env
     empty.write_text("")
     command = [*command, "--env-file", str(empty)]
-    ok = subprocess.run([*command, "-f", str(COMPOSE), "config", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [*command, "-f", str(COMPOSE), "config", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     # a missing password is refused with the message that says where to set it
     env.pop("POSTGRES_PASSWORD")
-    missing = subprocess.run([*command, "-f", str(COMPOSE), "config", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [*command, "-f", str(COMPOSE), "config", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert missing.returncode != 0 and "POSTGRES_PASSWORD" in missing.stdout + missing.stderr

@@ -32,7 +32,9 @@ MODULES = module_files()
 
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
@@ -161,7 +163,9 @@ def test_packages_are_grouped_by_their_folder() -> None:
     assert package_of("tasks.train") == "tasks.train"
     assert package_of("tasks.stage") == "tasks"
     assert package_of("flows.sweep.report") == "flows.sweep" and package_of("flows.pipeline") == "flows"
-    assert package_graph({"tasks.train.trainer": {"tasks.encoders.neighbours", "tasks.train.data"}}) == {"tasks.train": {"tasks.encoders"}}
+    assert package_graph({"tasks.train.trainer": {"tasks.encoders.neighbours", "tasks.train.data"}}) == {
+        "tasks.train": {"tasks.encoders"}
+    }
 
 
 KNOWN_PACKAGE_CYCLES: list[list[str]] = []
@@ -243,6 +247,7 @@ def test_benchmarks_import_nothing_from_the_tests() -> None:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and re.search(r"tests/\S*\.py\b", arg.value):
                         wrong.append(f"{path.name}: loads a file under tests/ ({arg.value!r})")
     assert wrong == []
+
 
 PRIVATE_IMPORTS_ALLOWED = {
     # tasks/encoders/encoder.py belongs to the pooling work (issue 16, "one home for each fact"),

@@ -53,9 +53,13 @@ def test_dependencies_are_ranges_and_constraints_pin_every_one():
     pins = constraint_pins()
     for extra in [None, *OPTIONAL]:
         for req in requirements(extra):
-            assert not any(spec.operator in ("==", "===") for spec in req.specifier), f"{req} is an exact pin: pin it in constraints.txt"
+            assert not any(spec.operator in ("==", "===") for spec in req.specifier), (
+                f"{req} is an exact pin: pin it in constraints.txt"
+            )
             assert canonical(req.name) in pins, f"{req.name} has no exact version in constraints.txt"
-            assert req.specifier.contains(pins[canonical(req.name)].split("+")[0]), f"constraints.txt pins {req.name} outside {req}"
+            assert req.specifier.contains(pins[canonical(req.name)].split("+")[0]), (
+                f"constraints.txt pins {req.name} outside {req}"
+            )
 
 
 def test_every_extra_the_code_names_is_declared_and_the_test_extra_pulls_the_ones_tests_use():
@@ -74,7 +78,12 @@ def test_every_extra_the_code_names_is_declared_and_the_test_extra_pulls_the_one
 def test_version_is_defined_once_in_pyproject():
     assert PACKAGE_VERSION == importlib.metadata.version("xlembed") == PROJECT["version"]
     literal = re.compile(rf"[\"']{re.escape(PROJECT['version'])}[\"']")
-    copies = [str(p.relative_to(ROOT)) for d in ("flows", "tasks", "storage") for p in (ROOT / d).rglob("*.py") if literal.search(p.read_text())]
+    copies = [
+        str(p.relative_to(ROOT))
+        for d in ("flows", "tasks", "storage")
+        for p in (ROOT / d).rglob("*.py")
+        if literal.search(p.read_text())
+    ]
     assert copies == [], f"the version is written out again in {copies}"
 
 
@@ -85,7 +94,9 @@ def hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
 
 def test_a_missing_optional_part_names_its_extra(monkeypatch):
     hide(monkeypatch, "prefect_ray", "eflomal", "prefect_dask")
-    with pytest.raises(MissingExtraError, match=r"^task_runner = 'ray' needs prefect_ray, which is not installed: pip install 'xlembed\[ray\]'$"):
+    with pytest.raises(
+        MissingExtraError, match=r"^task_runner = 'ray' needs prefect_ray, which is not installed: pip install 'xlembed\[ray\]'$"
+    ):
         require_extra("ray", "task_runner = 'ray'")
 
     from tasks.align.backends.eflomal_backend import EflomalAligner, EflomalSettings
@@ -113,7 +124,9 @@ def make_dry_run(target: str, tmp_path: Path) -> list[str]:
     """The commands `make TARGET` would run on a fresh clone (no .venv yet), from make itself."""
     import subprocess
 
-    out = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), target, f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, check=True
+    )
     return out.stdout.splitlines()
 
 

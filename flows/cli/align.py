@@ -21,8 +21,13 @@ def align(
     src_lang: Annotated[str, typer.Option("--src-lang", help="language of --src")] = "eng_Latn",
     tgt_lang: Annotated[str, typer.Option("--tgt-lang", help="language of --tgt")] = "fra_Latn",
     zero_based: Annotated[bool, typer.Option("--zero-based", help="gold indices start at 0 (default: 1)")] = False,
-    train_src: Annotated[Optional[Path], typer.Option("--train-src", help="extra parallel source text, for a backend that learns from it (eflomal)")] = None,
-    train_tgt: Annotated[Optional[Path], typer.Option("--train-tgt", help="extra parallel target text, line-aligned with --train-src")] = None,
+    train_src: Annotated[
+        Optional[Path],
+        typer.Option("--train-src", help="extra parallel source text, for a backend that learns from it (eflomal)"),
+    ] = None,
+    train_tgt: Annotated[
+        Optional[Path], typer.Option("--train-tgt", help="extra parallel target text, line-aligned with --train-src")
+    ] = None,
     examples: Annotated[int, typer.Option("--examples", min=0, help="aligned examples to print")] = 2,
     root: RootOpt = None,
 ) -> None:
@@ -54,7 +59,16 @@ def align(
     table = Table(title=f"{result.label} on {gold}", title_justify="left")
     for column in ("pairs", "AER", "precision", "recall", "F1", "links", "sure", "possible"):
         table.add_column(column, justify="right")
-    table.add_row(str(scores.pairs), f"{scores.aer:.4f}", f"{scores.precision:.4f}", f"{scores.recall:.4f}", f"{scores.f1:.4f}", str(scores.predicted), str(scores.sure), str(scores.possible))
+    table.add_row(
+        str(scores.pairs),
+        f"{scores.aer:.4f}",
+        f"{scores.precision:.4f}",
+        f"{scores.recall:.4f}",
+        f"{scores.f1:.4f}",
+        str(scores.predicted),
+        str(scores.sure),
+        str(scores.possible),
+    )
     out.print(table)
     for n in range(min(examples, len(result.predicted))):
         pairs = " ".join(f"{result.src[n][i]}={result.tgt[n][j]}" for i, j in sorted(result.predicted[n]))

@@ -12,8 +12,21 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli.common import MODE, JsonOpt, QuietOpt, StoreRootOpt, VerboseOpt, _load, _store, artifacts_app, err, fail, out, output_mode, print_json
-
+from flows.cli.common import (
+    MODE,
+    JsonOpt,
+    QuietOpt,
+    StoreRootOpt,
+    VerboseOpt,
+    _load,
+    _store,
+    artifacts_app,
+    err,
+    fail,
+    out,
+    output_mode,
+    print_json,
+)
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
 # --output FILE writes more
@@ -50,7 +63,10 @@ def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> s
         refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
         if pipeline is not None and not refs:
             pipelines = sorted({r.pipeline for r in store.list_refs() if r.stage == stage})
-            raise fail(f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}", 2)
+            raise fail(
+                f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}",
+                2,
+            )
         if len({r.key for r in refs}) != 1:
             raise fail(f"give a KEY (or --pipeline): {len(refs)} refs point at {stage} artifacts", 2)
         return refs[0].key
@@ -124,9 +140,18 @@ def artifacts_ls(
             typer.echo(f"{m.stage} {m.key}")
     else:
         for m in manifests:
-            table.add_row(m.stage, m.key[:12], f"{m.rows_out:,}", _size(m.total_bytes), _age(m.created_at), ", ".join(refs.get((m.stage, m.key), [])))
+            table.add_row(
+                m.stage,
+                m.key[:12],
+                f"{m.rows_out:,}",
+                _size(m.total_bytes),
+                _age(m.created_at),
+                ", ".join(refs.get((m.stage, m.key), [])),
+            )
         for item in damaged:
-            table.add_row(item.stage, item.key[:12], Text("damaged", style="red"), "", "", ", ".join(refs.get((item.stage, item.key), [])))
+            table.add_row(
+                item.stage, item.key[:12], Text("damaged", style="red"), "", "", ", ".join(refs.get((item.stage, item.key), []))
+            )
         out.print(table)
     for item in damaged:
         err.print(Text(f"damaged: {item.problem}"), highlight=False)
@@ -141,7 +166,9 @@ def artifacts_show(
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
     rows: Annotated[int, typer.Option("--rows", "-n", min=0, help="first rows to print")] = 10,
-    as_json: Annotated[bool, typer.Option("--json", help="print the whole manifest as JSON instead (config, files, checksums)")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the whole manifest as JSON instead (config, files, checksums)")
+    ] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Summarise an artifact (rows, drops, inputs, files) and print its first rows; --json: the manifest."""
@@ -176,14 +203,19 @@ def _manifest_summary(store: Any, m: Any) -> list[str]:
         f"  files     {len(m.files)} ({_size(m.total_bytes)}): {len(m.table_files)} Parquet, {len(attached)} attached",
     ]
     if m.rebuild_of:
-        lines.append(f"  rebuild   attempt {m.attempt} of {m.rebuild_of[:12]} (--force built it beside that version, which is kept)")
+        lines.append(
+            f"  rebuild   attempt {m.attempt} of {m.rebuild_of[:12]} (--force built it beside that version, which is kept)"
+        )
     if m.columns:
         lines.append("  columns   " + ", ".join(f"{c.name} ({c.type})" for c in m.columns))
     if m.input_keys:
         lines.append("  inputs    " + ", ".join(f"{name} {k[:12]}" for name, k in m.input_keys.items()))
     scalars = {k: v for k, v in m.metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     if scalars:
-        lines.append("  metrics   " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(scalars.items())[:8]))
+        lines.append(
+            "  metrics   "
+            + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(scalars.items())[:8])
+        )
     if refs:
         lines.append("  refs      " + ", ".join(refs))
     lines.append(f"  config, files and checksums: xlembed artifacts show {m.stage} {m.key[:12]} --json")
@@ -196,7 +228,9 @@ def artifacts_head(
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
     rows: Annotated[int, typer.Option("--rows", "-n", min=1, max=MAX_ROWS, help="rows to print")] = 10,
-    rejects: Annotated[bool, typer.Option("--rejects", help="the rows the stage dropped, per reason (kept up to a cap, then a sample)")] = False,
+    rejects: Annotated[
+        bool, typer.Option("--rejects", help="the rows the stage dropped, per reason (kept up to a cap, then a sample)")
+    ] = False,
     reason: Annotated[Optional[str], typer.Option(help="with --rejects: this reason only")] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
@@ -277,15 +311,23 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
     from storage.keys import KEY_SCHEME, KEY_SCHEMES
     from storage.lineage import flatten
 
-    head = Text.assemble((f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan"))
+    head = Text.assemble(
+        (f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan")
+    )
     if node.missing:
         head.append("  missing from the store (collected?)", style="red")
     elif (node.stage, node.key) in seen:
         head.append("  (shown above)", style="dim")
     else:
         m = node.manifest
-        head.append(f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · ", style="dim")
-        head.append(f"key scheme {m.key_scheme} ({KEY_SCHEMES.get(m.key_scheme, 'unknown')})", style="dim" if m.key_scheme == KEY_SCHEME else "yellow")
+        head.append(
+            f"  created {m.created_at} ({_age(m.created_at)} ago) · code {m.code_version} · xlembed {m.package_version} · ",
+            style="dim",
+        )
+        head.append(
+            f"key scheme {m.key_scheme} ({KEY_SCHEMES.get(m.key_scheme, 'unknown')})",
+            style="dim" if m.key_scheme == KEY_SCHEME else "yellow",
+        )
         head.append(f" · {m.rows_out:,} rows · {_size(m.total_bytes)}", style="dim")
     branch = tree.add(head) if tree is not None else Tree(head)
     if node.missing or (node.stage, node.key) in seen:
@@ -295,7 +337,9 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
     if "config_changes" in record and changes is None:
         title = Text.assemble("config ", ("(stage not in --config)", "yellow"))
     elif changes:
-        title = Text.assemble("config ", (f"({len(changes)} {'differs' if len(changes) == 1 else 'differ'} from --config: marked ≠)", "yellow"))
+        title = Text.assemble(
+            "config ", (f"({len(changes)} {'differs' if len(changes) == 1 else 'differ'} from --config: marked ≠)", "yellow")
+        )
     else:
         title = Text("config" + (" (same as --config)" if changes == {} else ""))
     config_branch = branch.add(title)
@@ -326,7 +370,9 @@ def artifacts_lineage(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="pipeline config TOML to compare each artifact's config with")] = None,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", help="pipeline config TOML to compare each artifact's config with")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the tree as JSON")] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
@@ -352,10 +398,18 @@ def artifacts_lineage(
 
 @artifacts_app.command("query")
 def artifacts_query(
-    sql: Annotated[str, typer.Argument(help="SQL; tables: STAGE (what its ref points to) or STAGE@KEY (a key or prefix), e.g. \"SELECT lang, count(*) FROM corpus GROUP BY lang\"", show_default=False)],
+    sql: Annotated[
+        str,
+        typer.Argument(
+            help='SQL; tables: STAGE (what its ref points to) or STAGE@KEY (a key or prefix), e.g. "SELECT lang, count(*) FROM corpus GROUP BY lang"',
+            show_default=False,
+        ),
+    ],
     pipeline: Annotated[Optional[str], typer.Option(help="take STAGE's key from this pipeline's ref")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="rows to print (--output writes them all)")] = 20,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the whole result to FILE.parquet or FILE.csv (streamed)")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="write the whole result to FILE.parquet or FILE.csv (streamed)")
+    ] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """SQL over artifacts by stage name, read lazily from the store (local or s3://) with DuckDB;
@@ -377,12 +431,17 @@ def artifacts_query(
 
     def versioned(mention: Any) -> Any:
         if mention.stage not in committed:
-            raise fail(f"unknown stage {mention.stage!r} in {mention.stage}@{mention.key}; stages: {', '.join(sorted(committed)) or 'none'}", 2)
+            raise fail(
+                f"unknown stage {mention.stage!r} in {mention.stage}@{mention.key}; stages: {', '.join(sorted(committed)) or 'none'}",
+                2,
+            )
         return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None))
 
     def available() -> list[str]:
         refs = [r for r in store.list_refs() if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
-        return sorted({r.stage for r in refs if store.is_committed(r.stage, r.key) and store.manifest(r.stage, r.key).table_files})
+        return sorted(
+            {r.stage for r in refs if store.is_committed(r.stage, r.key) and store.manifest(r.stage, r.key).table_files}
+        )
 
     try:
         result = sql_query(sql, named, versioned, available)
@@ -412,7 +471,9 @@ def _write_result(relation: Any, output: Path) -> int:
     import pyarrow.parquet as pq
 
     reader = relation.to_arrow_reader(64 * 1024)
-    writer = pq.ParquetWriter(output, reader.schema) if output.suffix.lower() == ".parquet" else pacsv.CSVWriter(output, reader.schema)
+    writer = (
+        pq.ParquetWriter(output, reader.schema) if output.suffix.lower() == ".parquet" else pacsv.CSVWriter(output, reader.schema)
+    )
     rows = 0
     with writer:
         for batch in reader:
@@ -423,7 +484,10 @@ def _write_result(relation: Any, output: Path) -> int:
 
 @artifacts_app.command("index")
 def artifacts_index(
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the page here instead of ROOT/index.html (links stay relative to it)")] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="write the page here instead of ROOT/index.html (links stay relative to it)"),
+    ] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
@@ -450,7 +514,15 @@ def artifacts_index(
     out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, markup=False, soft_wrap=True)
 
 
-def _transfer(source_root: str, destination_root: str, stage: str | None, key: str | None, refs: bool, prefer: str | None, flags: tuple[str, str]) -> None:
+def _transfer(
+    source_root: str,
+    destination_root: str,
+    stage: str | None,
+    key: str | None,
+    refs: bool,
+    prefer: str | None,
+    flags: tuple[str, str],
+) -> None:
     from storage.transfer import copy_artifact, copy_refs
 
     source, destination = _store(source_root), _store(destination_root, must_exist=False)
@@ -471,7 +543,9 @@ def _transfer(source_root: str, destination_root: str, stage: str | None, key: s
             state = "copied  " if result.copied else "present "
         out.print(f"{state} {name}/{full[:12]}  {result.files} files, {_size(result.bytes)}", highlight=False, markup=False)
         for path in result.repaired:
-            out.print(f"    {path}: damaged in {destination.root_uri}; replaced by the verified copy", highlight=False, markup=False)
+            out.print(
+                f"    {path}: damaged in {destination.root_uri}; replaced by the verified copy", highlight=False, markup=False
+            )
     summary = f"{copied} of {len(targets)} artifacts copied, {len(targets) - copied} present (checksums verified on both sides)"
     if repaired:
         summary += f", {repaired} repaired"
@@ -488,7 +562,9 @@ def _transfer(source_root: str, destination_root: str, stage: str | None, key: s
     if moved.conflicts:
         for line in moved.conflicts:
             err.print(f"refused: {line}", highlight=False, markup=False)
-        raise fail(f"{len(moved.conflicts)} diverged ref(s) left as they were in {destination.root_uri}; pick a side with --theirs or --ours (--force: the source's side)")
+        raise fail(
+            f"{len(moved.conflicts)} diverged ref(s) left as they were in {destination.root_uri}; pick a side with --theirs or --ours (--force: the source's side)"
+        )
 
 
 def _side(theirs: bool, ours: bool, force: bool, source_is: str) -> str | None:
@@ -505,7 +581,9 @@ def _side(theirs: bool, ours: bool, force: bool, source_is: str) -> str | None:
     return None
 
 
-TheirsOpt = Annotated[bool, typer.Option("--theirs", help="where a ref has diverged, take the remote's version (histories are merged)")]
+TheirsOpt = Annotated[
+    bool, typer.Option("--theirs", help="where a ref has diverged, take the remote's version (histories are merged)")
+]
 OursOpt = Annotated[bool, typer.Option("--ours", help="where a ref has diverged, keep the local version (histories are merged)")]
 
 
@@ -533,7 +611,9 @@ def artifacts_push(
     refs: Annotated[bool, typer.Option(help="also copy the refs that point at copied artifacts")] = True,
     theirs: TheirsOpt = False,
     ours: OursOpt = False,
-    force: Annotated[bool, typer.Option("--force", help="where a ref has diverged, overwrite the remote's with the local (= --ours)")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="where a ref has diverged, overwrite the remote's with the local (= --ours)")
+    ] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Copy artifacts (and their refs) from the local root to REMOTE, verifying checksums.
@@ -598,7 +678,12 @@ def artifacts_verify(
     for ref in store.list_refs(damaged=damaged_refs):
         if (stage is None or ref.stage == stage) and not store.is_committed(ref.stage, ref.key):
             broken_refs += 1
-            out.print(Text.assemble(("BROKEN REF", "red"), f" refs/{ref.pipeline}/{ref.stage} -> {ref.key[:12]}: no committed artifact (deleted?)"), highlight=False)
+            out.print(
+                Text.assemble(
+                    ("BROKEN REF", "red"), f" refs/{ref.pipeline}/{ref.stage} -> {ref.key[:12]}: no committed artifact (deleted?)"
+                ),
+                highlight=False,
+            )
     for name, full in targets:
         problems = store.verify(name, full)
         if problems:
@@ -610,14 +695,20 @@ def artifacts_verify(
             out.print(f"[green]ok[/green]      {name}/{full[:12]}")
     damaged_refs = [d for d in damaged_refs if stage is None or d.stage == stage]
     for item in damaged_refs:
-        out.print(Text.assemble(("DAMAGED REF", "red"), f" refs/{item.pipeline}/{item.stage}: "), Text(item.problem), highlight=False)
+        out.print(
+            Text.assemble(("DAMAGED REF", "red"), f" refs/{item.pipeline}/{item.stage}: "), Text(item.problem), highlight=False
+        )
     total = len(targets) + len(damaged)
     if bad or broken_refs or damaged_refs:
         problems = [f"{bad} of {total} artifacts failed verification"] if bad else []
         if damaged_refs:
-            problems.append(f"{len(damaged_refs)} ref(s) are malformed (their files under refs/ cannot be parsed: restore them from a backup or remove them, then rerun the pipeline)")
+            problems.append(
+                f"{len(damaged_refs)} ref(s) are malformed (their files under refs/ cannot be parsed: restore them from a backup or remove them, then rerun the pipeline)"
+            )
         if broken_refs:
-            problems.append(f"{broken_refs} ref(s) point at missing artifacts (rerun the pipeline, or `xlembed artifacts rollback PIPELINE STAGE`)")
+            problems.append(
+                f"{broken_refs} ref(s) point at missing artifacts (rerun the pipeline, or `xlembed artifacts rollback PIPELINE STAGE`)"
+            )
         raise fail("; ".join(problems))
     out.print(f"{total} artifacts verified, and the refs")
 
@@ -626,7 +717,9 @@ def artifacts_verify(
 def artifacts_gc(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="really delete (default: dry run)")] = False,
     keep_history: Annotated[bool, typer.Option(help="also keep what refs pointed to before")] = False,
-    include_partial: Annotated[bool, typer.Option(help="also delete uncommitted (interrupted) artifacts; not while a run is active")] = False,
+    include_partial: Annotated[
+        bool, typer.Option(help="also delete uncommitted (interrupted) artifacts; not while a run is active")
+    ] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Remove artifacts no ref points to. A dry run unless --yes."""
@@ -688,7 +781,10 @@ def artifacts_rollback(
     stage: Annotated[str, typer.Argument(help="the stage whose ref moves")],
     to: Annotated[Optional[str], typer.Option("--to", help="move to this key (or unique prefix)")] = None,
     steps: Annotated[int, typer.Option("--steps", min=1, help="versions to go back from where the ref is now")] = 1,
-    list_versions: Annotated[bool, typer.Option("--list", help="list the ref's versions (0: the latest build, -1 the one before, ...) and move nothing")] = False,
+    list_versions: Annotated[
+        bool,
+        typer.Option("--list", help="list the ref's versions (0: the latest build, -1 the one before, ...) and move nothing"),
+    ] = False,
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Move a ref back through the versions runs set it to: each rollback goes one version further back
@@ -719,14 +815,24 @@ def artifacts_rollback(
     else:
         index = position + steps
         if index >= len(versions):
-            raise fail(f"{pipeline}/{stage} has no earlier version {-index}: it is at version {-position}, the oldest is {-(len(versions) - 1)} (see --list)", 2)
+            raise fail(
+                f"{pipeline}/{stage} has no earlier version {-index}: it is at version {-position}, the oldest is {-(len(versions) - 1)} (see --list)",
+                2,
+            )
         target = versions[index].key
         if not store.is_committed(stage, target):
-            raise fail(f"version {-index} of {pipeline}/{stage} ({target[:12]}) is no longer in the store (collected by gc?); pick one with --to KEY (see --list)", 2)
+            raise fail(
+                f"version {-index} of {pipeline}/{stage} ({target[:12]}) is no longer in the store (collected by gc?); pick one with --to KEY (see --list)",
+                2,
+            )
     where = f" (version -{index})" if index is not None else ""
     store.set_ref(pipeline, stage, target, note=f"{ROLLBACK_NOTE}{ref.key[:12]}{where}")
     out.print(f"{pipeline}/{stage}: {ref.key[:12]} -> {target[:12]}", highlight=False)
     if index is not None:
         built = versions[index].at
         further = "; `rollback` again goes one further back" if index + 1 < len(versions) else "; this is the oldest version"
-        out.print(f"now at version -{index} of {len(versions)} (set {built}){further}; `--list` shows them all", highlight=False, markup=False)
+        out.print(
+            f"now at version -{index} of {len(versions)} (set {built}){further}; `--list` shows them all",
+            highlight=False,
+            markup=False,
+        )

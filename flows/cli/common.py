@@ -39,7 +39,9 @@ def _readable_params(command: Any) -> None:
             continue
         param.metavar = param.metavar or _METAVARS.get(param.name, param.name.upper())
         if param.param_type_name == "argument":
-            param._usage_display_name = lambda p=param: (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+            param._usage_display_name = lambda p=param: (
+                (p.metavar if p.required else f"[{p.metavar}]") + ("..." if p.nargs != 1 else "")
+            )
             param.display_type_rich = lambda ctx: None  # "CONFIG  pipeline config TOML", not "CONFIG <path>"
 
 
@@ -60,7 +62,10 @@ app = typer.Typer(
     rich_markup_mode=None,  # click's plain help: readable in 80 columns, nothing cut (see _help_formatting)
 )
 artifacts_app = typer.Typer(
-    cls=_ReadableHelp, help="Inspect and maintain the artifact store (local folder or s3://).", no_args_is_help=True, rich_markup_mode=None
+    cls=_ReadableHelp,
+    help="Inspect and maintain the artifact store (local folder or s3://).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(artifacts_app, name="artifacts")
 
@@ -117,6 +122,7 @@ def result_line(line: str) -> None:
     if not MODE.as_json:
         typer.echo(line)
 
+
 ConfigArg = Annotated[Path, typer.Argument(help="pipeline config TOML, e.g. configs/demo.toml", show_default=False)]
 OnlyOpt = Annotated[Optional[str], typer.Option("--only", help="run only this stage (building missing inputs)")]
 FromOpt = Annotated[Optional[str], typer.Option("--from", help="run this stage and everything downstream")]
@@ -159,7 +165,9 @@ class _OneLinePerFailure:
         message = str(record.msg)
         if record.name.startswith("prefect.task_runs") and message.startswith("Task run failed with"):
             return False
-        if record.name.startswith("prefect.flow_runs") and message.startswith(("Encountered exception during execution", "Finished in state Failed")):
+        if record.name.startswith("prefect.flow_runs") and message.startswith(
+            ("Encountered exception during execution", "Finished in state Failed")
+        ):
             return False
         if record.exc_info:
             exc = record.exc_info[1]
@@ -207,7 +215,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
@@ -219,7 +229,9 @@ def main(
 def check_root_option(root: str | None) -> None:
     """`--root ''` (an unset shell variable) is an error, not a silent fall-back to the config's root."""
     if root is not None and not root.strip():
-        raise fail("--root is empty: give a folder or s3://bucket/prefix (or leave --root out to use the config's pipeline.root)", 2)
+        raise fail(
+            "--root is empty: give a folder or s3://bucket/prefix (or leave --root out to use the config's pipeline.root)", 2
+        )
 
 
 def _load(config: Path, root: str | None) -> PipelineConfig:
@@ -237,7 +249,6 @@ def _refuse_file_root(root: str) -> None:
     local = Path(root.removeprefix("file://")).expanduser() if "://" not in root or root.startswith("file://") else None
     if local is not None and local.exists() and not local.is_dir():
         raise fail(f"artifact root {root} is a file, not a folder (set by --root, {ROOT_ENV} or the config's pipeline.root)", 2)
-
 
 
 def _store(root: str, *, must_exist: bool = True) -> Any:
@@ -277,7 +288,10 @@ def refresh_index(store: Any, cfg: PipelineConfig) -> None:
     try:
         write_index(store, reports_dir=SWEEPS_DIR)
     except Exception as exc:  # noqa: BLE001 - a convenience page; the run's own result stands
-        err.print(f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}", highlight=False)
+        err.print(
+            f"[yellow]warning:[/yellow] store index {store.root_uri}/{INDEX_FILE} not refreshed: {type(exc).__name__}: {exc}",
+            highlight=False,
+        )
 
 
 def run_prefect_flow(server: Any, cfg: PipelineConfig, what: str, load_flow: Any, failure_hint: Any = None, **params: Any) -> Any:

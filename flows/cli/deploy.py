@@ -12,14 +12,18 @@ from rich.text import Text
 
 from flows.cli.common import RootOpt, _load, app, fail, out
 
-DeployConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="pipeline config TOML; runs read it at this (absolute) path", show_default=False)]
+DeployConfigOpt = Annotated[
+    Path, typer.Option("--config", "-c", help="pipeline config TOML; runs read it at this (absolute) path", show_default=False)
+]
 CronOpt = Annotated[str, typer.Option("--cron", help="when the rebuild runs (cron; a 6th field means seconds)")]
 TimezoneOpt = Annotated[str, typer.Option("--timezone", help="IANA timezone of the cron schedule")]
 IntervalOpt = Annotated[Optional[float], typer.Option("--interval", min=1, help="rebuild every N seconds instead of --cron")]
 NoScheduleOpt = Annotated[bool, typer.Option("--no-schedule", help="register the rebuild deployment without a schedule")]
 
 
-def _deployment_spec(config: Path, root: str | None, cron: str, timezone: str, interval: float | None, no_schedule: bool, paused: bool = False) -> Any:
+def _deployment_spec(
+    config: Path, root: str | None, cron: str, timezone: str, interval: float | None, no_schedule: bool, paused: bool = False
+) -> Any:
     from flows.deployments import DeploymentSpec
 
     _load(config, root)  # a bad config fails here, not at 3 a.m. on a worker
@@ -49,7 +53,14 @@ def _schedule_text(spec: Any) -> str:
 @app.command()
 def deploy(
     config: DeployConfigOpt,
-    pool: Annotated[str, typer.Option("--pool", envvar="XLEMBED_WORK_POOL", help="work pool whose workers run the flows (created as a process pool if missing)")] = "xlembed",
+    pool: Annotated[
+        str,
+        typer.Option(
+            "--pool",
+            envvar="XLEMBED_WORK_POOL",
+            help="work pool whose workers run the flows (created as a process pool if missing)",
+        ),
+    ] = "xlembed",
     cron: CronOpt = "0 3 * * *",
     timezone: TimezoneOpt = "UTC",
     interval: IntervalOpt = None,
@@ -89,8 +100,15 @@ def deploy(
     table.add_row(f"{FLOW_NAME}/{STAGE}", "on demand", str(ids[STAGE]))
     out.print(table)
     out.print(Text(f"config {spec.config_path}" + (f", artifact root {root}" if root else "")), highlight=False, soft_wrap=True)
-    out.print(f"start a worker:  prefect worker start --pool {pool} --type process", highlight=False, markup=False, soft_wrap=True)
-    out.print(f"run one stage:   prefect deployment run '{FLOW_NAME}/{STAGE}' -p only=STAGE", highlight=False, markup=False, soft_wrap=True)
+    out.print(
+        f"start a worker:  prefect worker start --pool {pool} --type process", highlight=False, markup=False, soft_wrap=True
+    )
+    out.print(
+        f"run one stage:   prefect deployment run '{FLOW_NAME}/{STAGE}' -p only=STAGE",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

@@ -14,13 +14,44 @@ from flows.cli.common import StoreRootOpt, _one_line, _store, app, err, fail, ou
 
 @app.command("export")
 def export(
-    artifact: Annotated[str, typer.Argument(metavar="ARTIFACT", help="key or unique key prefix, or a stage name (train, corpus, ...): the artifact its newest ref points to", show_default=False)],
+    artifact: Annotated[
+        str,
+        typer.Argument(
+            metavar="ARTIFACT",
+            help="key or unique key prefix, or a stage name (train, corpus, ...): the artifact its newest ref points to",
+            show_default=False,
+        ),
+    ],
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="new or empty folder to write", show_default=False)],
-    push: Annotated[Optional[str], typer.Option("--push", metavar="REPO_ID", help="also upload DIR to this Hugging Face model or dataset repo (token: HF_TOKEN or `hf auth login`)")] = None,
+    push: Annotated[
+        Optional[str],
+        typer.Option(
+            "--push",
+            metavar="REPO_ID",
+            help="also upload DIR to this Hugging Face model or dataset repo (token: HF_TOKEN or `hf auth login`)",
+        ),
+    ] = None,
     private: Annotated[bool, typer.Option("--private", help="with --push: create the repo private")] = False,
-    drop_language_embedding: Annotated[bool, typer.Option("--drop-language-embedding", help="model: export one trained with language_embedding = true without it (refused otherwise)")] = False,
-    layout: Annotated[str, typer.Option(help="dataset: multiway, pairs or both (one row per group, and/or one config per language paired with --pivot)")] = "both",
-    pivot: Annotated[Optional[str], typer.Option(metavar="LANG", help="dataset: the language pairs are made with; default: translate's source language, else the one with most rows")] = None,
+    drop_language_embedding: Annotated[
+        bool,
+        typer.Option(
+            "--drop-language-embedding",
+            help="model: export one trained with language_embedding = true without it (refused otherwise)",
+        ),
+    ] = False,
+    layout: Annotated[
+        str,
+        typer.Option(
+            help="dataset: multiway, pairs or both (one row per group, and/or one config per language paired with --pivot)"
+        ),
+    ] = "both",
+    pivot: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar="LANG",
+            help="dataset: the language pairs are made with; default: translate's source language, else the one with most rows",
+        ),
+    ] = None,
     pipeline: Annotated[Optional[str], typer.Option(help="take the key from this pipeline's ref")] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
@@ -38,10 +69,14 @@ def export(
     elif stage in ("corpus", "translate"):
         _export_dataset(store, stage, key, directory, push=push, private=private, layout=layout, pivot=pivot)
     else:
-        raise fail(f"cannot export a {stage} artifact: export takes a model (train, evaluate) or a dataset (corpus, translate)", 2)
+        raise fail(
+            f"cannot export a {stage} artifact: export takes a model (train, evaluate) or a dataset (corpus, translate)", 2
+        )
 
 
-def _export_dataset(store: Any, stage: str, key: str, folder: Path, *, push: str | None, private: bool, layout: str, pivot: str | None) -> None:
+def _export_dataset(
+    store: Any, stage: str, key: str, folder: Path, *, push: str | None, private: bool, layout: str, pivot: str | None
+) -> None:
     from tasks.publish import ExportError
     from tasks.publish.dataset import export_dataset, push_dataset
 
@@ -51,7 +86,10 @@ def _export_dataset(store: Any, stage: str, key: str, folder: Path, *, push: str
         result = export_dataset(store, stage, key, folder, layout=layout, pivot=pivot)  # type: ignore[arg-type]
     except ExportError as exc:
         raise fail(str(exc), 2) from None
-    out.print(f"{stage} {key[:12]}: {result.groups:,} groups -> {result.folder} (configs: {', '.join(c.name for c in result.configs)})", highlight=False)
+    out.print(
+        f"{stage} {key[:12]}: {result.groups:,} groups -> {result.folder} (configs: {', '.join(c.name for c in result.configs)})",
+        highlight=False,
+    )
     if push:
         try:
             out.print(f"pushed: {push_dataset(result.folder, push, private=private or None)}", highlight=False)
@@ -59,7 +97,9 @@ def _export_dataset(store: Any, stage: str, key: str, folder: Path, *, push: str
             raise fail(f"--push {push}: {_one_line(exc)} (the export is in {result.folder})") from None
 
 
-def _export_model(store: Any, stage: str, key: str, directory: Path, *, push: str | None, private: bool, drop_language_embedding: bool) -> None:
+def _export_model(
+    store: Any, stage: str, key: str, directory: Path, *, push: str | None, private: bool, drop_language_embedding: bool
+) -> None:
     from tasks.publish import ExportError
     from tasks.publish.model import LanguageEmbeddingRefused, PushError, export_trained_model, push_to_hub
 
@@ -69,13 +109,19 @@ def _export_model(store: Any, stage: str, key: str, directory: Path, *, push: st
         if key is None:
             raise fail(f"evaluate artifact {evaluation[:12]} scored a base model, not a trained one: nothing to export", 2)
     try:
-        result = export_trained_model(store, key, directory, evaluation_key=evaluation, drop_language_embedding=drop_language_embedding, repo_id=push)
+        result = export_trained_model(
+            store, key, directory, evaluation_key=evaluation, drop_language_embedding=drop_language_embedding, repo_id=push
+        )
     except LanguageEmbeddingRefused as exc:
         raise fail(str(exc), 1) from None
     except ExportError as exc:
         raise fail(str(exc), 2) from None
     files = [p for p in result.folder.rglob("*") if p.is_file()]
-    out.print(f"exported train {key[:12]} to {result.folder} ({len(files)} files, {_size(sum(p.stat().st_size for p in files))})", highlight=False, markup=False)
+    out.print(
+        f"exported train {key[:12]} to {result.folder} ({len(files)} files, {_size(sum(p.stat().st_size for p in files))})",
+        highlight=False,
+        markup=False,
+    )
     out.print(f"  card      {result.card_source}", highlight=False, markup=False)
     out.print(f"  inputs    truncated at {result.max_seq_length} tokens", highlight=False, markup=False)
     if result.language_embedding is not None:

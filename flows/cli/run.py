@@ -36,7 +36,9 @@ from flows.cli.common import (
 from flows.config import PipelineConfig
 
 
-def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str], *, create: bool = True) -> tuple[Any, list[Any]]:
+def _plan(
+    config: PipelineConfig, only: str | None, from_stage: str | None, force: list[str], *, create: bool = True
+) -> tuple[Any, list[Any]]:
     """The store and the plan; then every computing stage's input data is checked (line
     counts, columns, readable files), so that bad data fails now, not hours into a run."""
     from flows.plan import check_plan_data, make_plan
@@ -50,7 +52,9 @@ def _plan(config: PipelineConfig, only: str | None, from_stage: str | None, forc
 
             store = ArtifactStore(config.settings.root, create=False)
             if not store.check_root(must_exist=False) and not MODE.quiet:
-                err.print(Text(f"artifact root {store.root_uri} does not exist yet (`run` creates it)", style="yellow"), highlight=False)
+                err.print(
+                    Text(f"artifact root {store.root_uri} does not exist yet (`run` creates it)", style="yellow"), highlight=False
+                )
         steps = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force)
     except StoreError as exc:
         raise fail(str(exc), 1 if type(exc).__name__ == "StoreAccessError" else 2) from None
@@ -84,7 +88,9 @@ def _plan_table(plan: list[Any]) -> Table:
     return table
 
 
-GridOpt = Annotated[Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")]
+GridOpt = Annotated[
+    Optional[Path], typer.Option("--grid", help="a sweep grid TOML: plan every variant of it (docs/experiments.md)")
+]
 
 
 @app.command()
@@ -119,7 +125,9 @@ def _pipeline_flow() -> Any:
     return pipeline_flow
 
 
-def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None) -> tuple[Any, dict[str, str]]:
+def _execute(
+    cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None
+) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
     from flows.server import TemporaryServer
 
@@ -138,7 +146,15 @@ def _execute(cfg: PipelineConfig, config: Path, only: str | None, from_stage: st
         server.stop()
         return store, {step.stage: step.key for step in steps if step.action == "cached"}
     keys = run_prefect_flow(
-        server, cfg, "run", _pipeline_flow, config_path=str(config), only=only, from_stage=from_stage, force=list(force), root=root
+        server,
+        cfg,
+        "run",
+        _pipeline_flow,
+        config_path=str(config),
+        only=only,
+        from_stage=from_stage,
+        force=list(force),
+        root=root,
     )
     if not MODE.quiet:
         table = Table(title="artifacts", title_justify="left")
@@ -157,7 +173,13 @@ def _artifacts_record(store: Any, keys: dict[str, str]) -> dict[str, Any]:
     record = {}
     for stage, key in keys.items():
         m = store.manifest(stage, key)
-        record[stage] = {"key": key, "uri": store.uri(stage, key), "rows_in": m.rows_in, "rows_out": m.rows_out, "dropped": dict(m.dropped)}
+        record[stage] = {
+            "key": key,
+            "uri": store.uri(stage, key),
+            "rows_in": m.rows_in,
+            "rows_out": m.rows_out,
+            "dropped": dict(m.dropped),
+        }
     return record
 
 
@@ -215,7 +237,9 @@ def headline_lines(metrics: dict[str, Any]) -> list[str]:
             )
     if not lines:  # no paired comparison: the scores themselves
         for name, headline in (metrics.get("headline") or {}).items():
-            lines.append(f"{name}: {headline['metric']} {headline['mean']:.4g} (mean over {headline['pairs']} language pairs; no baseline to compare with)")
+            lines.append(
+                f"{name}: {headline['metric']} {headline['mean']:.4g} (mean over {headline['pairs']} language pairs; no baseline to compare with)"
+            )
     return lines
 
 
@@ -228,7 +252,11 @@ def _print_evaluation(store: Any, key: str) -> dict[str, Any]:
     main = main_metric_rows(store.read_table("evaluate", key))  # each benchmark's main metric
     if not MODE.quiet:
         with out.frame_config(60):
-            out.print(str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")), markup=False, highlight=False)
+            out.print(
+                str(main.select("benchmark", "dataset", "src_lang", "tgt_lang", "metric", pl.col("value").round(4), "n")),
+                markup=False,
+                highlight=False,
+            )
     manifest = store.manifest("evaluate", key)
     report = next((f.path for f in manifest.attached_files if f.path.endswith("report.html")), None)
     report_uri = f"{store.uri('evaluate', key)}/{report}" if report else None

@@ -28,13 +28,17 @@ def _sweep_table(plan: Any) -> Table:
                 continue
             shared = len(users[(step.stage, step.key)]) > 1
             colour = "green" if step.action == "cached" else "yellow"
-            cells[step.stage] = Text.assemble((step.action, colour), f" {step.key[:8]}", (" (shared)", "dim") if shared and step.action == "compute" else "")
+            cells[step.stage] = Text.assemble(
+                (step.action, colour), f" {step.key[:8]}", (" (shared)", "dim") if shared and step.action == "compute" else ""
+            )
         n = counts[vplan.variant.name]
         table.add_row(Text(vplan.variant.name), *(cells.get(s, "") for s in stages), str(n["cached"]), str(n["compute"]))
     return table
 
 
-def _sweep(config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool, only: list[str] | None = None) -> None:
+def _sweep(
+    config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool, only: list[str] | None = None
+) -> None:
     from flows.server import TemporaryServer
     from flows.stages import stage_registry
     from flows.sweep import load_grid, plan_sweep, run_variants, write_report
@@ -87,12 +91,20 @@ def _print_sweep_report(report: Any) -> None:
 @app.command()
 def sweep(
     config: ConfigArg,
-    grid: Annotated[Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)],
+    grid: Annotated[
+        Path, typer.Option("--grid", help="grid TOML: overrides of dotted config keys (docs/experiments.md)", show_default=False)
+    ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the variants and what would compute; compute nothing")] = False,
-    baseline: Annotated[Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")] = None,
+    baseline: Annotated[
+        Optional[str], typer.Option("--baseline", help="variant (or seed group) the report compares with; default: the grid's")
+    ] = None,
     only: Annotated[
         Optional[list[str]],
-        typer.Option("--only", metavar="VARIANT", help="run only these variants (repeat, or comma-separate; a [[variants]] name keeps all its seeds) and the baseline; report under <grid>-only-<names>"),
+        typer.Option(
+            "--only",
+            metavar="VARIANT",
+            help="run only these variants (repeat, or comma-separate; a [[variants]] name keeps all its seeds) and the baseline; report under <grid>-only-<names>",
+        ),
     ] = None,
     root: RootOpt = None,
 ) -> None:

@@ -60,7 +60,9 @@ class _ComputeOnce:
 RunStep = Callable[[PipelineConfig, ArtifactStore, StepPlan], None]
 
 
-def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None, *, log: Callable[[str], None] = lambda _: None) -> dict[str, VariantOutcome]:
+def run_variants(
+    plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None, *, log: Callable[[str], None] = lambda _: None
+) -> dict[str, VariantOutcome]:
     """Bring every variant up to date, computing each distinct (stage, key) once; set the refs.
 
     `run_step` builds one stale step (flows.pipeline.run_step inside the flow); None means
@@ -85,7 +87,13 @@ def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None
 
                     if once.ensure((step.stage, step.key), compute):
                         outcome.computed.append(step.stage)
-                store.set_ref(vplan.pipeline, step.stage, step.key, note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}", expected=step.ref_key)
+                store.set_ref(
+                    vplan.pipeline,
+                    step.stage,
+                    step.key,
+                    note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}",
+                    expected=step.ref_key,
+                )
                 outcome.keys[step.stage] = step.key
         except Interrupted:
             raise
@@ -101,6 +109,7 @@ def run_variants(plan: SweepPlan, store: ArtifactStore, run_step: RunStep | None
     stopped = [f.exception() for f in futures if isinstance(f.exception(), Interrupted)]
     if stopped:  # Ctrl-C: every driver stopped at its next safe point
         done = sum(1 for f in futures if f.exception() is None and f.result().ok)
-        raise Interrupted(f"sweep {plan.grid.name}: stopped ({stopped[0]}); {done} of {len(futures)} variants up to date; rerun resumes")
+        raise Interrupted(
+            f"sweep {plan.grid.name}: stopped ({stopped[0]}); {done} of {len(futures)} variants up to date; rerun resumes"
+        )
     return {f.result().variant: f.result() for f in futures}
-

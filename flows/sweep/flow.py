@@ -35,19 +35,32 @@ def sweep_flow(
     counts = plan.counts()
     logger.info(
         "sweep %s: %d variants, %d distinct stage runs: %d cached, %d to compute (%d without sharing)",
-        grid.name, len(plan.variants), len(plan.distinct()), counts["distinct_cached"], counts["distinct_compute"], counts["compute_without_sharing"],
+        grid.name,
+        len(plan.variants),
+        len(plan.distinct()),
+        counts["distinct_cached"],
+        counts["distinct_compute"],
+        counts["compute_without_sharing"],
     )
     for line in plan.notes():
         logger.info("%s", line)
     outcomes = run_variants(plan, store, run_step, log=logger.info)
     report = write_report(plan, store, outcomes, baseline=baseline)
     artifact_key = f"{slug(grid.name)}-sweep".replace("_", "-")
-    create_markdown_artifact(report.markdown, key=f"{artifact_key}-report", description=f"sweep {grid.name}: comparison of {len(plan.variants)} variants")
-    create_table_artifact(report.rows or [{"variant": "(none)"}], key=artifact_key, description=f"sweep {grid.name}: one row per variant")
+    create_markdown_artifact(
+        report.markdown,
+        key=f"{artifact_key}-report",
+        description=f"sweep {grid.name}: comparison of {len(plan.variants)} variants",
+    )
+    create_table_artifact(
+        report.rows or [{"variant": "(none)"}], key=artifact_key, description=f"sweep {grid.name}: one row per variant"
+    )
     logger.info("sweep report: %s", report.uri)
     if base.settings.write_index:  # also after failed variants: the report and the refs that moved are there
         publish_store_index(store, f"{artifact_key}-store-index", logger)
     failed = {name: o.error for name, o in outcomes.items() if not o.ok}
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(outcomes)} variants failed: " + "; ".join(f"{n}: {e}" for n, e in failed.items()))
+        raise RuntimeError(
+            f"{len(failed)} of {len(outcomes)} variants failed: " + "; ".join(f"{n}: {e}" for n, e in failed.items())
+        )
     return {name: o.keys for name, o in outcomes.items()}

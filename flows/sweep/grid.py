@@ -202,7 +202,9 @@ class Grid:
         runs = [v.name for v in self.variants]
         unknown = [n for n in names if n not in groups and n not in runs]
         if unknown:
-            raise GridError(f"{self.path}: --only {', '.join(map(repr, unknown))}: no such variant; the grid has {', '.join(groups)}")
+            raise GridError(
+                f"{self.path}: --only {', '.join(map(repr, unknown))}: no such variant; the grid has {', '.join(groups)}"
+            )
         wanted = set(names)
         reference = self.check_baseline(baseline) or self.baseline
         if reference is not None:
@@ -220,7 +222,9 @@ class Grid:
         if self.seeding == "pending":  # the names the seed default may add, until the config decides
             known += [f"{v.name}_seed-{s}" for v in self.variants for s in DEFAULT_SEEDS] + [f"seed-{s}" for s in DEFAULT_SEEDS]
         if name not in known:
-            raise GridError(f"{self.path}: baseline {name!r} is neither a variant nor a seed group; known: {', '.join(dict.fromkeys(known))}")
+            raise GridError(
+                f"{self.path}: baseline {name!r} is neither a variant nor a seed group; known: {', '.join(dict.fromkeys(known))}"
+            )
         return name
 
 
@@ -282,7 +286,10 @@ def _trains(config: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
 def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, Any] | None) -> Grid:
     unknown = [k for k in raw if k not in GRID_TOP_KEYS]
     if unknown:
-        raise _grid_error(path, f"unknown key(s) {unknown}; a grid file has {', '.join(GRID_TOP_KEYS)} (override keys go under [grid], [common] or [[variants]])")
+        raise _grid_error(
+            path,
+            f"unknown key(s) {unknown}; a grid file has {', '.join(GRID_TOP_KEYS)} (override keys go under [grid], [common] or [[variants]])",
+        )
 
     name = raw.get("name", path.stem)
     if not isinstance(name, str) or not name.strip():
@@ -300,7 +307,10 @@ def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, A
             raise _grid_error(path, f"{where}: {exc}") from None
         for key in flat:
             if key in FORBIDDEN_KEYS:
-                raise _grid_error(path, f"{where}: {key} is set by the sweep, not per variant (set it in the pipeline config or on the command line)")
+                raise _grid_error(
+                    path,
+                    f"{where}: {key} is set by the sweep, not per variant (set it in the pipeline config or on the command line)",
+                )
         return flat
 
     common = overrides(raw.get("common", {}), "[common]")
@@ -308,7 +318,10 @@ def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, A
     axes = overrides(raw.get("grid", {}), "[grid]")
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
-            raise _grid_error(path, f"[grid] {key}: expected a non-empty list of values to try, got {values!r} (a single list value is written [[...]])")
+            raise _grid_error(
+                path,
+                f"[grid] {key}: expected a non-empty list of values to try, got {values!r} (a single list value is written [[...]])",
+            )
         if len({canonical_json(v) for v in values}) != len(values):
             raise _grid_error(path, f"[grid] {key}: the list repeats a value: {values!r}")
 
@@ -347,18 +360,23 @@ def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, A
             if only_train_keys and config is not None and not _trains(config, settings):
                 return []
             return list(seeds or [])
-        if seeding == "default" and config is not None and _trains(config, settings) and not any(k in settings for k in seed_keys):
+        if (
+            seeding == "default"
+            and config is not None
+            and _trains(config, settings)
+            and not any(k in settings for k in seed_keys)
+        ):
             return list(DEFAULT_SEEDS)
         return []
 
     named = raw.get("variants", [])
     if not isinstance(named, list) or not all(isinstance(v, Mapping) for v in named):
-        raise _grid_error(path, "variants must be an array of tables: [[variants]] with name = \"...\"")
+        raise _grid_error(path, 'variants must be an array of tables: [[variants]] with name = "..."')
     variant_sets: list[tuple[str | None, dict[str, Any]]] = []
     for index, table in enumerate(named):
         label = table.get("name")
         if not isinstance(label, str) or not label.strip():
-            raise _grid_error(path, f"[[variants]] #{index + 1} needs name = \"...\"")
+            raise _grid_error(path, f'[[variants]] #{index + 1} needs name = "..."')
         body = {k: v for k, v in table.items() if k != "name"}
         variant_sets.append((slug(label), overrides(body, f"variant {label!r}")))
     if not variant_sets:
@@ -410,13 +428,16 @@ def _grid_from_source(path: Path, raw: Mapping[str, Any], config: Mapping[str, A
         raise _grid_error(path, f"[report] takes only columns = [...], got {report!r}")
     columns = report.get("columns")
     if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
-        raise _grid_error(path, f"[report] columns must be a list of 'benchmark/dataset/language/metric' strings, got {columns!r}")
+        raise _grid_error(
+            path, f"[report] columns must be a list of 'benchmark/dataset/language/metric' strings, got {columns!r}"
+        )
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _grid_error(path, f"description must be a string, got {description!r}")
-    grid = Grid(path, name, tuple(variants), None, tuple(seed_keys), description, tuple(columns) if columns else None, seeding, raw)
+    grid = Grid(
+        path, name, tuple(variants), None, tuple(seed_keys), description, tuple(columns) if columns else None, seeding, raw
+    )
     baseline = raw.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
         raise _grid_error(path, f"baseline must be a variant name, got {baseline!r}")
     return dataclasses.replace(grid, baseline=grid.check_baseline(baseline))
-

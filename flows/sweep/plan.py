@@ -80,7 +80,13 @@ class SweepPlan:
 
 
 def plan_sweep(
-    config_path: str | Path, grid: Grid, store: ArtifactStore, stages: Mapping[str, Any], *, root: str | None = None, base: PipelineConfig | None = None
+    config_path: str | Path,
+    grid: Grid,
+    store: ArtifactStore,
+    stages: Mapping[str, Any],
+    *,
+    root: str | None = None,
+    base: PipelineConfig | None = None,
 ) -> SweepPlan:
     """Plan every variant of `grid` over the config at `config_path` (`base`: that config, when
     the caller has validated it already)."""

@@ -68,10 +68,20 @@ def _evaluation_extras(store: ArtifactStore, stage: str, key: str) -> dict[str, 
     if not attached & {file for file, _ in wanted.values()}:
         return dict.fromkeys(wanted)  # nothing to download
     folder = store.attached_dir(stage, key)
-    return {name: pq.read_table(folder / file, columns=columns) if file in attached else None for name, (file, columns) in wanted.items()}
+    return {
+        name: pq.read_table(folder / file, columns=columns) if file in attached else None
+        for name, (file, columns) in wanted.items()
+    }
 
 
-def write_report(plan: SweepPlan, store: ArtifactStore, outcomes: Mapping[str, VariantOutcome], *, baseline: str | None = None, metrics_stage: str = "evaluate") -> SweepReport:
+def write_report(
+    plan: SweepPlan,
+    store: ArtifactStore,
+    outcomes: Mapping[str, VariantOutcome],
+    *,
+    baseline: str | None = None,
+    metrics_stage: str = "evaluate",
+) -> SweepReport:
     """Compare the variants' evaluations and save report.md, report.html (and intervals.png),
     sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
     from tasks.evaluate.compare import INTERVALS_FIGURE_FILE, VariantResult, build_comparison
@@ -101,7 +111,12 @@ def write_report(plan: SweepPlan, store: ArtifactStore, outcomes: Mapping[str, V
     untrained = next((r.name for r in results if r.name == UNTRAINED_VARIANT and not r.trained), None)
     title = f"Sweep {plan.grid.name}" + (f": {plan.grid.description}" if plan.grid.description else "")
     comparison = build_comparison(
-        results, baseline=baseline, title=title, columns=plan.grid.columns, untrained_base=untrained, single_seed=plan.grid.seeding == "none"
+        results,
+        baseline=baseline,
+        title=title,
+        columns=plan.grid.columns,
+        untrained_base=untrained,
+        single_seed=plan.grid.seeding == "none",
     )
     folder = sweep_dir(store, plan.grid.name)
     _put_text(store, f"{folder}/report.md", comparison.markdown)
@@ -135,5 +150,6 @@ def write_report(plan: SweepPlan, store: ArtifactStore, outcomes: Mapping[str, V
         if vplan.config.raw:  # the variant's config, as a file `xlembed run` accepts
             header = f"# {vplan.config.path} with the overrides of variant {vplan.variant.name!r} of {plan.grid.path}\n"
             _put_text(store, f"{folder}/variants/{vplan.variant.name}.toml", header + toml_document(vplan.config.raw))
-    return SweepReport(comparison.markdown, comparison.html, comparison.rows, f"{store.root_uri}/{SWEEPS_DIR}/{slug(plan.grid.name)}/report.md")
-
+    return SweepReport(
+        comparison.markdown, comparison.html, comparison.rows, f"{store.root_uri}/{SWEEPS_DIR}/{slug(plan.grid.name)}/report.md"
+    )

@@ -22,8 +22,9 @@ def variant_raw(base: Mapping[str, Any], variant: Variant, grid_path: Path) -> d
     return raw
 
 
-
-def variant_configs(config_path: str | Path, grid: Grid, *, root: str | None = None, base: PipelineConfig | None = None) -> dict[str, PipelineConfig]:
+def variant_configs(
+    config_path: str | Path, grid: Grid, *, root: str | None = None, base: PipelineConfig | None = None
+) -> dict[str, PipelineConfig]:
     """Variant name -> validated PipelineConfig (pipeline name `{name}--{variant}`).
 
     Each variant's config (`raw`: the base config's TOML with the overrides) is validated by
@@ -46,5 +47,7 @@ def variant_configs(config_path: str | Path, grid: Grid, *, root: str | None = N
         except ConfigError as exc:
             where = f"{grid.path}: variant {variant.name!r} (overrides {', '.join(variant.overrides) or 'none'} on {config_path})"
             message = str(exc)
-            raise GridError(where + message.removeprefix(str(config_path)) if message.startswith(str(config_path)) else f"{where}: {message}") from None
+            raise GridError(
+                where + message.removeprefix(str(config_path)) if message.startswith(str(config_path)) else f"{where}: {message}"
+            ) from None
     return out

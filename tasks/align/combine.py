@@ -43,10 +43,14 @@ def split_by_pair(n_pairs: int, pair: np.ndarray, src: np.ndarray, tgt: np.ndarr
     return [(src[a:b], tgt[a:b], score[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def combine_directions(n_pairs: int, fwd: DirectionalLinks, bwd: DirectionalLinks, *, method: str, threshold: float) -> list[Links]:
+def combine_directions(
+    n_pairs: int, fwd: DirectionalLinks, bwd: DirectionalLinks, *, method: str, threshold: float
+) -> list[Links]:
     """One alignment per pair from its A→B (`fwd`) and B→A (`bwd`) links; see WspalignSettings."""
     n_words = int(max(fwd.src.max(initial=0), fwd.tgt.max(initial=0), bwd.src.max(initial=0), bwd.tgt.max(initial=0))) + 1
-    keys = np.concatenate([(fwd.pair * n_words + fwd.src) * n_words + fwd.tgt, (bwd.pair * n_words + bwd.src) * n_words + bwd.tgt])
+    keys = np.concatenate(
+        [(fwd.pair * n_words + fwd.src) * n_words + fwd.tgt, (bwd.pair * n_words + bwd.src) * n_words + bwd.tgt]
+    )
     unique, inverse = np.unique(keys, return_inverse=True)
     k = len(fwd.pair)
     f_score = np.zeros(len(unique), dtype=np.float64)
@@ -93,7 +97,13 @@ def grow_diag_final_and(m: int, n: int, fwd: np.ndarray, bwd: np.ndarray) -> np.
         for i, j in zip(*np.nonzero(alignment)):
             for di, dj in neighbours:
                 a, b = i + di, j + dj
-                if 0 <= a < m and 0 <= b < n and union[a, b] and not alignment[a, b] and (not aligned_src[a] or not aligned_tgt[b]):
+                if (
+                    0 <= a < m
+                    and 0 <= b < n
+                    and union[a, b]
+                    and not alignment[a, b]
+                    and (not aligned_src[a] or not aligned_tgt[b])
+                ):
                     alignment[a, b] = True
                     aligned_src[a] = aligned_tgt[b] = True
                     changed = True

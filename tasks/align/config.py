@@ -19,7 +19,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import Field, ValidatorFunctionWrapHandler, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, create_model, field_validator, model_validator
 
 from tasks.align.backends import ALIGN_BACKENDS, AlignBackend
 from tasks.languages import LangCodes

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
 import regex
 
 from tasks.align.backends import WordAligner
@@ -59,7 +60,9 @@ def parse_gold_line(line: str, *, zero_based: bool = False, where: str = "") -> 
     for field_no, field in enumerate(line.split(), start=1):
         match = _LINK.match(field)
         if not match:
-            raise GoldFormatError(f"{where}: field {field_no} {field!r} is not a link like '3-4' (sure) or '3?4' / '3p4' (possible)")
+            raise GoldFormatError(
+                f"{where}: field {field_no} {field!r} is not a link like '3-4' (sure) or '3?4' / '3p4' (possible)"
+            )
         i, j = int(match.group(1)), int(match.group(3))
         if not zero_based:
             if i == 0 or j == 0:
@@ -131,7 +134,9 @@ def score_alignments(predicted: Iterable[Iterable[tuple[int, int]]], gold: Seque
     return AlignmentScores(aer, precision, recall, f1, pairs, a_total, s_total, p_total)
 
 
-def align_gold_set(aligner: WordAligner, src: Sequence[list[str]], tgt: Sequence[list[str]], src_lang: str, tgt_lang: str) -> list[set[tuple[int, int]]]:
+def align_gold_set(
+    aligner: WordAligner, src: Sequence[list[str]], tgt: Sequence[list[str]], src_lang: str, tgt_lang: str
+) -> list[set[tuple[int, int]]]:
     """Links predicted for each (src, tgt) sentence pair; a pair the backend drops predicts none."""
     import numpy as np
 
@@ -139,7 +144,7 @@ def align_gold_set(aligner: WordAligner, src: Sequence[list[str]], tgt: Sequence
     sentences, langs = [*src, *tgt], [src_lang] * n + [tgt_lang] * n
     pairs = np.stack([np.arange(n), n + np.arange(n)], axis=1)
     links = aligner.align(sentences, langs, pairs)
-    return [set() if l is None else set(zip(l[0].tolist(), l[1].tolist())) for l in links]
+    return [set() if link is None else set(zip(link[0].tolist(), link[1].tolist())) for link in links]
 
 
 @dataclass(frozen=True)

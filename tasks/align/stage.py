@@ -124,9 +124,9 @@ def segment_rows(frame: pl.DataFrame, config: AlignConfig, context: ShardContext
 
 def alignment_table(pairs: pl.DataFrame, words: list[list[str]], links: list[Any], backend: str) -> pa.Table:
     src, tgt = pairs["src"].to_numpy(), pairs["tgt"].to_numpy()
-    counts = np.fromiter((len(l[0]) for l in links), dtype=np.int64, count=len(links))
+    counts = np.fromiter((len(link[0]) for link in links), dtype=np.int64, count=len(links))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    cat = lambda k, dtype: np.concatenate([l[k] for l in links]).astype(dtype) if links else np.zeros(0, dtype=dtype)  # noqa: E731
+    cat = lambda k, dtype: np.concatenate([link[k] for link in links]).astype(dtype) if links else np.zeros(0, dtype=dtype)  # noqa: E731
     structs = pa.StructArray.from_arrays(
         [pa.array(cat(0, np.int32)), pa.array(cat(1, np.int32)), pa.array(cat(2, np.float32))], fields=list(ALIGNMENT_STRUCT)
     )
@@ -159,16 +159,16 @@ def build_align_shard(config: AlignConfig, inputs: Inputs, shard: ShardSpec, con
     pair_rows = np.stack([pairs["src"].to_numpy(), pairs["tgt"].to_numpy()], axis=1)
     context.expect(len(pair_rows), "pairs")
     links = aligner.align(words, kept["lang"].to_list(), pair_rows, context.progress)  # stops between batches
-    ok = np.array([l is not None for l in links], dtype=bool)
+    ok = np.array([link is not None for link in links], dtype=bool)
     context.drop("pair_too_long_for_model", int((~ok).sum()))
     pairs = pairs.filter(pl.Series(ok))
-    links = [l for l in links if l is not None]
+    links = [link for link in links if link is not None]
     table = alignment_table(pairs, words, links, aligner.label)
-    aligned_src = sum(len(np.unique(l[0])) for l in links)
-    aligned_tgt = sum(len(np.unique(l[1])) for l in links)
+    aligned_src = sum(len(np.unique(link[0])) for link in links)
+    aligned_tgt = sum(len(np.unique(link[1])) for link in links)
     context.metrics = {
         "pairs": table.num_rows,
-        "links": int(sum(len(l[0]) for l in links)),
+        "links": int(sum(len(link[0]) for link in links)),
         "words": {"src": int(sum(len(words[i]) for i in pairs["src"])), "tgt": int(sum(len(words[i]) for i in pairs["tgt"]))},
         "aligned_words": {"src": int(aligned_src), "tgt": int(aligned_tgt)},
     }

@@ -33,7 +33,9 @@ def synthetic_sentences(n: int, seed: int = 0) -> list[str]:
     out = []
     for i in range(n):
         words = WORDS[rng.choice(langs)]
-        out.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?", f" {i % 97}.", ","]))
+        out.append(
+            " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?", f" {i % 97}.", ","])
+        )
     return out
 
 
@@ -59,7 +61,9 @@ def canonical_unigram(tok: Any, specials: list[str]) -> Any:
         tail += 1
     head = sorted(((piece, round(score, 6)) for piece, score in vocab[: len(vocab) - tail]), key=lambda item: (-item[1], item[0]))
     start = round(vocab[len(vocab) - tail][1], 6) if tail else 0.0
-    rest = [(piece, round(start - 1e-4 * i, 6)) for i, piece in enumerate(sorted(piece for piece, _ in vocab[len(vocab) - tail :]))]
+    rest = [
+        (piece, round(start - 1e-4 * i, 6)) for i, piece in enumerate(sorted(piece for piece, _ in vocab[len(vocab) - tail :]))
+    ]
     return models.Unigram([(piece, 0.0) for piece in specials] + head + rest, unk_id=specials.index("<unk>"), byte_fallback=False)
 
 
@@ -74,7 +78,14 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>", initial_alphabet=["¶"], shrinking_factor=0.75, show_progress=False)
+    trainer = trainers.UnigramTrainer(
+        vocab_size=400,
+        special_tokens=specials,
+        unk_token="<unk>",
+        initial_alphabet=["¶"],
+        shrinking_factor=0.75,
+        show_progress=False,
+    )
     tok.train_from_iterator(synthetic_sentences(300, seed=seed) + ["¶"], trainer)
     tok.model = canonical_unigram(tok, specials)
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")

@@ -23,7 +23,16 @@ from functools import lru_cache
 import regex
 
 # Scripts (ISO 15924, as in FLORES-200 codes) and Unicode script names written without spaces.
-UNSPACED_SCRIPTS = {"Hans": "Han", "Hant": "Han", "Jpan": None, "Thai": "Thai", "Laoo": "Lao", "Khmr": "Khmer", "Mymr": "Myanmar", "Tibt": "Tibetan"}
+UNSPACED_SCRIPTS = {
+    "Hans": "Han",
+    "Hant": "Han",
+    "Jpan": None,
+    "Thai": "Thai",
+    "Laoo": "Lao",
+    "Khmr": "Khmer",
+    "Mymr": "Myanmar",
+    "Tibt": "Tibetan",
+}
 _UNSPACED_CLASS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
 
 _WORD = r"[\p{L}\p{M}\p{N}]+(?:['’\-][\p{L}\p{M}\p{N}]+)*"

@@ -26,6 +26,7 @@ class BaseModelConfig(StageConfig):
     @classmethod
     def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
         return local_source_paths(data, info, ("model",))
+
     revision: str | None = Field(default=None, description="hub revision (commit, tag or branch)")
 
     def located_fields(self) -> set[str]:

@@ -112,17 +112,13 @@ def _names(locale: Locale, root: Locale, field: str) -> dict[str, str]:
     return out
 
 
-def _calendar_names(
-    locale: Locale, root: Locale, field: str, ids: Mapping[int, str]
-) -> dict[str, str]:
+def _calendar_names(locale: Locale, root: Locale, field: str, ids: Mapping[int, str]) -> dict[str, str]:
     """Wide names, stand-alone first (nominative forms), format context as fallback."""
     own = getattr(locale, field)
     base = getattr(root, field)
     out: dict[str, str] = {}
     for index, key in ids.items():
-        root_values = frozenset().union(
-            *(_strings(_get(base, ctx, width, index)) for ctx in base for width in base[ctx])
-        )
+        root_values = frozenset().union(*(_strings(_get(base, ctx, width, index)) for ctx in base for width in base[ctx]))
         for context in ("stand-alone", "format"):
             text = _clean(_get(own, context, "wide", index), root_values)
             if text is not None:
@@ -131,9 +127,7 @@ def _calendar_names(
     return out
 
 
-def _render(
-    locale: Locale, forms: Any, root_values: frozenset[str], number_text: str
-) -> str | None:
+def _render(locale: Locale, forms: Any, root_values: frozenset[str], number_text: str) -> str | None:
     """A plural pattern rendered with 7, in the plural form the locale picks for 7."""
     if forms is None or not hasattr(forms, "get"):
         return None
@@ -186,9 +180,7 @@ def _relative_time(locale: Locale, root: Locale) -> dict[str, str]:
     for field in own:
         if "-" in field:  # "-short" / "-narrow" widths are abbreviations, not phrases
             continue
-        root_values = frozenset().union(
-            *(_strings(base.get(name)) for name in (field, f"{field}-short", f"{field}-narrow"))
-        )
+        root_values = frozenset().union(*(_strings(base.get(name)) for name in (field, f"{field}-short", f"{field}-narrow")))
         for direction in _RELATIVE_DIRECTIONS:
             text = _render(locale, _get(own, field, direction), root_values, number_text)
             if text is not None:
@@ -201,9 +193,7 @@ _EXTRACTORS: dict[str, Callable[[Locale, Locale], dict[str, str]]] = {
     "languages": lambda loc, root: _names(loc, root, "languages"),
     "scripts": lambda loc, root: _names(loc, root, "scripts"),
     "currencies": lambda loc, root: _names(loc, root, "currencies"),
-    "months": lambda loc, root: _calendar_names(
-        loc, root, "months", {m: f"{m:02d}" for m in range(1, 13)}
-    ),
+    "months": lambda loc, root: _calendar_names(loc, root, "months", {m: f"{m:02d}" for m in range(1, 13)}),
     "weekdays": lambda loc, root: _calendar_names(loc, root, "days", dict(enumerate(_WEEKDAY_IDS))),
     "unit_names": _unit_names,
     "units": _units,
@@ -220,9 +210,7 @@ def category_values(locale_id: str, category: str) -> tuple[tuple[str, str], ...
     return tuple((f"{category}:{key}", text) for key, text in values.items())
 
 
-def cldr_multiway_table(
-    langs: Sequence[str], categories: Sequence[str] = CLDR_CATEGORIES
-) -> pa.Table:
+def cldr_multiway_table(langs: Sequence[str], categories: Sequence[str] = CLDR_CATEGORIES) -> pa.Table:
     """Wide table: ``key`` plus one string column per FLORES code, in the order given.
 
     A row is one CLDR key; cells are that locale's own translation, null where the
@@ -233,9 +221,7 @@ def cldr_multiway_table(
         raise TypeError("langs and categories must be sequences of strings, not a string")
     for category in categories:
         if category not in _EXTRACTORS:
-            raise ValueError(
-                f"unknown CLDR category {category!r}; supported: {', '.join(CLDR_CATEGORIES)}"
-            )
+            raise ValueError(f"unknown CLDR category {category!r}; supported: {', '.join(CLDR_CATEGORIES)}")
     if len(set(langs)) != len(langs):
         raise ValueError(f"duplicate language codes in {list(langs)!r}")
     locale_ids: list[str] = []

@@ -3,7 +3,6 @@ config (one `[[corpus.sources]]` table) is its class in tasks/corpus/sources/.""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, field_validator, model_validator
@@ -12,7 +11,6 @@ from storage.user_cache import xlembed_cache_dir
 from tasks.corpus.sources import Source, validate_source
 from tasks.languages import LangCodes
 from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
-
 
 
 def default_download_dir() -> str:
@@ -43,7 +41,9 @@ class LidFilter(StageConfig):
     model: ConfigPath | None = Field(
         default=None, json_schema_extra=CONTENT_KEYED, description="the fastText model file (keyed by its sha256)"
     )
-    min_confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="rows whose top label is less sure than this are dropped")
+    min_confidence: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="rows whose top label is less sure than this are dropped"
+    )
     min_chars: int = Field(default=20, ge=0, description="shorter rows are not checked (LID guesses on short phrases)")
     skip_langs: LangCodes = Field(default_factory=list, description="languages never checked")
 

@@ -55,9 +55,7 @@ class FetchedFile:
 class DownloadError(RuntimeError):
     """A fetch failed for good; the message names the public URL and the cause."""
 
-    def __init__(
-        self, message: str, *, url: str, status: int | None = None, attempts: int = 1
-    ) -> None:
+    def __init__(self, message: str, *, url: str, status: int | None = None, attempts: int = 1) -> None:
         super().__init__(message)
         self.url = url
         self.status = status
@@ -67,9 +65,7 @@ class DownloadError(RuntimeError):
 class _Transient(Exception):
     """A failure worth retrying (connection trouble, 429/5xx, truncated body)."""
 
-    def __init__(
-        self, message: str, *, status: int | None = None, retry_after_s: float | None = None
-    ) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
@@ -144,7 +140,11 @@ def fetch(
                 delay = max(delay, min(last.retry_after_s, MAX_BACKOFF_S))
             logger.warning(
                 "fetch %s failed (attempt %d/%d): %s; retrying in %.2fs",
-                pub, attempt, attempts, last, delay,
+                pub,
+                attempt,
+                attempts,
+                last,
+                delay,
             )
             time.sleep(delay)
         try:
@@ -152,12 +152,11 @@ def fetch(
         except _Mismatch as exc:
             raise DownloadError(
                 f"fetch {pub}: sha256 mismatch, expected {expected}, got {exc.got}",
-                url=pub, attempts=attempt + 1,
+                url=pub,
+                attempts=attempt + 1,
             ) from None
         except _Permanent as exc:
-            raise DownloadError(
-                f"fetch {pub} failed: {exc}", url=pub, status=exc.status, attempts=attempt + 1
-            ) from None
+            raise DownloadError(f"fetch {pub} failed: {exc}", url=pub, status=exc.status, attempts=attempt + 1) from None
         except _Transient as exc:
             last = exc
             continue
@@ -166,7 +165,9 @@ def fetch(
 
     raise DownloadError(
         f"fetch {pub} failed after {attempts} attempts; last error: {last}",
-        url=pub, status=last.status if last else None, attempts=attempts,
+        url=pub,
+        status=last.status if last else None,
+        attempts=attempts,
     )
 
 
@@ -188,13 +189,9 @@ def _fetch_local(url: str, pub: str, path: Path, expected: str | None) -> Fetche
     try:
         digest, size = _hash_file(path)
     except OSError as exc:
-        raise DownloadError(
-            f"fetch {pub} failed: {type(exc).__name__}: {exc.strerror or exc}", url=pub
-        ) from None
+        raise DownloadError(f"fetch {pub} failed: {type(exc).__name__}: {exc.strerror or exc}", url=pub) from None
     if expected is not None and digest != expected:
-        raise DownloadError(
-            f"fetch {pub}: sha256 mismatch, expected {expected}, got {digest}", url=pub
-        )
+        raise DownloadError(f"fetch {pub}: sha256 mismatch, expected {expected}, got {digest}", url=pub)
     return FetchedFile(url=pub, path=path, sha256=digest, bytes=size)
 
 
@@ -217,9 +214,7 @@ def _hash_file(path: Path) -> tuple[str, int]:
 def _cache_path(url: str, cache_dir: Path) -> Path:
     """`cache_dir/<sha256 of url>/<basename>`; the key ignores userinfo (not content)."""
     parts = urlsplit(url)
-    key_url = urlunsplit(
-        (parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, "")
-    )
+    key_url = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, ""))
     key = hashlib.sha256(key_url.encode()).hexdigest()
     name = unquote(parts.path.rstrip("/").rpartition("/")[2])
     name = name.replace("\\", "_").lstrip(".") or "download"
@@ -312,7 +307,7 @@ def _open_remote(url: str, timeout_s: float) -> Iterator[tuple[Iterator[bytes], 
     with ExitStack() as stack:
         try:
             chunks, expected_len = stack.enter_context(opener(url, timeout_s))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one classified line naming the URL
             raise _classify(exc, url) from None
         yield _classified(chunks, url), expected_len
 
@@ -320,7 +315,7 @@ def _open_remote(url: str, timeout_s: float) -> Iterator[tuple[Iterator[bytes], 
 def _classified(chunks: Iterator[bytes], url: str) -> Iterator[bytes]:
     try:
         yield from chunks
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one classified line naming the URL
         raise _classify(exc, url) from None
 
 
@@ -330,9 +325,7 @@ def _classify(exc: Exception, url: str) -> _Transient | _Permanent:
         return exc
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return _Permanent(_describe(exc, url))
-    if isinstance(
-        exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, FSTimeoutError, EOFError)
-    ):
+    if isinstance(exc, (OSError, asyncio.TimeoutError, aiohttp.ClientError, FSTimeoutError, EOFError)):
         return _Transient(_describe(exc, url))
     return _Permanent(_describe(exc, url))
 

@@ -65,7 +65,14 @@ def word_limits_apply(lang: str, filters: CorpusFilters) -> bool:
 def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
     text = pl.col(lang)
     chars = text.str.len_chars()
-    expr = pl.when(text.is_null()).then(NULL).when(chars == 0).then(EMPTY).when(text.str.contains(CONTROL_PATTERN)).then(CONTROL_CHARACTERS)
+    expr = (
+        pl.when(text.is_null())
+        .then(NULL)
+        .when(chars == 0)
+        .then(EMPTY)
+        .when(text.str.contains(CONTROL_PATTERN))
+        .then(CONTROL_CHARACTERS)
+    )
     expr = expr.when(chars > filters.max_chars).then(TOO_LONG)
     if word_limits_apply(lang, filters):
         words = text.str.count_matches(r"\S+")
@@ -77,7 +84,9 @@ def _reason_expr(lang: str, pivot: str, filters: CorpusFilters) -> pl.Expr:
         pivot_chars = pl.col(pivot).str.len_chars()
         longer = pl.max_horizontal(chars, pivot_chars).cast(pl.Float64)
         shorter = pl.min_horizontal(chars, pivot_chars).clip(lower_bound=1).cast(pl.Float64)
-        expr = expr.when(pivot_chars.is_not_null() & (pivot_chars > 0) & (longer / shorter > filters.max_length_ratio)).then(LENGTH_RATIO)
+        expr = expr.when(pivot_chars.is_not_null() & (pivot_chars > 0) & (longer / shorter > filters.max_length_ratio)).then(
+            LENGTH_RATIO
+        )
     if filters.drop_copies and lang != pivot:
         expr = expr.when(pl.col(pivot).is_not_null() & is_copy(text, pl.col(pivot))).then(COPY_OF_PIVOT)
     return expr.otherwise(OK).cast(pl.UInt8).alias(reason_column(lang))
@@ -128,7 +137,11 @@ def drop_rows(
     # rows that passed but belong to a dropped group are dropped as "group_incomplete"
     frame = frame.with_columns(
         [
-            pl.when(~keep & (pl.col(reason_column(lang)) == OK)).then(GROUP_INCOMPLETE).otherwise(pl.col(reason_column(lang))).cast(pl.UInt8).alias(reason_column(lang))
+            pl.when(~keep & (pl.col(reason_column(lang)) == OK))
+            .then(GROUP_INCOMPLETE)
+            .otherwise(pl.col(reason_column(lang)))
+            .cast(pl.UInt8)
+            .alias(reason_column(lang))
             for lang in langs
         ]
     )
@@ -148,8 +161,12 @@ def drop_rows(
         rejected.append(
             pl.concat(
                 [
-                    frame.filter(~pl.col(reason_column(lang)).is_in([OK, GONE, NULL]))
-                    .select(pl.col("locator"), pl.lit(lang).alias("lang"), pl.col(lang).alias("text"), pl.col(reason_column(lang)).alias("code"))
+                    frame.filter(~pl.col(reason_column(lang)).is_in([OK, GONE, NULL])).select(
+                        pl.col("locator"),
+                        pl.lit(lang).alias("lang"),
+                        pl.col(lang).alias("text"),
+                        pl.col(reason_column(lang)).alias("code"),
+                    )
                     for lang in langs
                 ]
             )

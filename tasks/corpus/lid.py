@@ -127,7 +127,9 @@ class Cld2Identifier(LanguageIdentifier):
         return {code for _, code in self._cld2.LANGUAGES}
 
     def label_lang(self, label: str) -> str | None:
-        return self._EXTRA.get(label) or (None if label.startswith("xx-") or label in ("un", UNDECIDED) else _flores_or_none(label))
+        return self._EXTRA.get(label) or (
+            None if label.startswith("xx-") or label in ("un", UNDECIDED) else _flores_or_none(label)
+        )
 
     @cached_property
     def labels_by_lang(self) -> dict[str, frozenset[str]]:
@@ -139,7 +141,9 @@ class Cld2Identifier(LanguageIdentifier):
             reliable, _, details = self._cld2.detect(text, isPlainText=True, bestEffort=False)  # plain text: no HTML parsing
         except self._cld2.error:  # some code points (controls, noncharacters) read as "invalid UTF-8": without them
             try:
-                reliable, _, details = self._cld2.detect("".join(ch for ch in text if ch.isprintable()), isPlainText=True, bestEffort=False)
+                reliable, _, details = self._cld2.detect(
+                    "".join(ch for ch in text if ch.isprintable()), isPlainText=True, bestEffort=False
+                )
             except self._cld2.error:
                 return ()
         if not reliable or details[0][1] == "un":
@@ -158,7 +162,9 @@ class Cld2Identifier(LanguageIdentifier):
         labels: list[str] = []
         for found in (self._found(text) for text in texts):
             labels.append(UNDECIDED if not found else next((label for label in found if label in own), found[0]))
-        return np.array(labels, dtype=str).reshape(len(labels)), np.array([0.0 if l == UNDECIDED else 1.0 for l in labels], dtype=np.float32)
+        return np.array(labels, dtype=str).reshape(len(labels)), np.array(
+            [0.0 if label == UNDECIDED else 1.0 for label in labels], dtype=np.float32
+        )
 
     def fingerprint(self) -> dict[str, Any]:
         return {"backend": self.name, "pycld2": version("pycld2"), "answers": "reliable, any found language"}

@@ -195,9 +195,7 @@ def read_multiway_dir(
 def read_tatoeba_pair(directory: str, lang: str, batch_lines: int) -> Iterator[GroupBatch]:
     base = f"{directory.rstrip('/')}/tatoeba.{lang}-eng"
     # pairs share line numbers, so the locator names the pair: group ids stay unique per source
-    yield from read_text_files(
-        {lang: f"{base}.{lang}", "eng": f"{base}.eng"}, batch_lines, locator_prefix=f"{lang}-eng:"
-    )
+    yield from read_text_files({lang: f"{base}.{lang}", "eng": f"{base}.eng"}, batch_lines, locator_prefix=f"{lang}-eng:")
 
 
 def read_moses_zip(zip_path: Path, langs: Sequence[str], batch_lines: int) -> Iterator[GroupBatch]:
@@ -234,7 +232,9 @@ def _binary_to_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column.cast(pa.large_string())
 
 
-def read_tsv(path: str, columns: dict[str, str | int], header: bool, batch_lines: int, malformed: list[int]) -> Iterator[GroupBatch]:
+def read_tsv(
+    path: str, columns: dict[str, str | int], header: bool, batch_lines: int, malformed: list[int]
+) -> Iterator[GroupBatch]:
     """Stream a TSV with Arrow's CSV reader; rows with the wrong number of fields are counted in `malformed`."""
     import pyarrow.csv as pacsv
 
@@ -302,7 +302,9 @@ def check_text_columns(part: str, schema: pa.Schema, columns: dict[str, str]) ->
     for lang, column in columns.items():
         data_type = schema.field(column).type
         if not is_text_type(data_type):
-            raise SourceError(f"{part}: column {column!r} ({lang}) has type {data_type}, not text (string, large_string or a dictionary of strings)")
+            raise SourceError(
+                f"{part}: column {column!r} ({lang}) has type {data_type}, not text (string, large_string or a dictionary of strings)"
+            )
 
 
 def read_parquet(path: str, columns: dict[str, str], batch_lines: int) -> Iterator[GroupBatch]:

@@ -54,7 +54,14 @@ class SampledLid:
     can enter the sample decides them; offers the survivors to `selector`."""
 
     def __init__(
-        self, check: LidCheck, langs: Sequence[str], min_langs: int, selector: GroupSelector, seed: int, dev_fraction: float, near: bool
+        self,
+        check: LidCheck,
+        langs: Sequence[str],
+        min_langs: int,
+        selector: GroupSelector,
+        seed: int,
+        dev_fraction: float,
+        near: bool,
     ) -> None:
         assert selector.sample is not None
         self.check = check
@@ -137,11 +144,16 @@ class SampledLid:
     def _check(self, groups: pl.DataFrame) -> pl.DataFrame:
         """LID on the rows of `groups`; drop failing rows and incomplete groups; hash the rest."""
         marked = groups.with_columns(
-            [pl.when(pl.col(lang).is_null()).then(GONE).otherwise(OK).cast(pl.UInt8).alias(reason_column(lang)) for lang in self.langs]
+            [
+                pl.when(pl.col(lang).is_null()).then(GONE).otherwise(OK).cast(pl.UInt8).alias(reason_column(lang))
+                for lang in self.langs
+            ]
         )
         marked, checked = mark_lid(marked, self.langs, self.check)
         self.checked_rows += checked
-        kept, dropped = drop_rows(marked, self.langs, self.min_langs, "missing", self.rejected)  # no NULL codes here: nulls are GONE
+        kept, dropped = drop_rows(
+            marked, self.langs, self.min_langs, "missing", self.rejected
+        )  # no NULL codes here: nulls are GONE
         self.dropped.update(dropped)
         if self.near:
             kept = add_near_duplicate_keys(kept, self.langs)

@@ -47,7 +47,9 @@ def compact(frame: pl.DataFrame) -> pl.DataFrame:
 def _content(langs: Sequence[str], nulled: Iterable[str] = ()) -> pl.Expr:
     """The text `h` hashes: the group's texts (null as NUL), `nulled` languages taken as null."""
     nulled = set(nulled)
-    return pl.concat_str([pl.lit("\x00") if lang in nulled else pl.col(lang).fill_null("\x00") for lang in langs], separator="\x1f")
+    return pl.concat_str(
+        [pl.lit("\x00") if lang in nulled else pl.col(lang).fill_null("\x00") for lang in langs], separator="\x1f"
+    )
 
 
 def hash_variants(langs: Sequence[str], droppable: Sequence[str], max_drops: int) -> list[tuple[str, ...]]:
@@ -57,7 +59,9 @@ def hash_variants(langs: Sequence[str], droppable: Sequence[str], max_drops: int
     return [subset for size in range(min(max_drops, len(droppable)) + 1) for subset in combinations(droppable, size)]
 
 
-def smallest_possible_hash(frame: pl.DataFrame, langs: Sequence[str], variants: Sequence[tuple[str, ...]], seed: int) -> pl.Series:
+def smallest_possible_hash(
+    frame: pl.DataFrame, langs: Sequence[str], variants: Sequence[tuple[str, ...]], seed: int
+) -> pl.Series:
     """A lower bound of the `h` (add_hashes) each group can have once a later filter (LID) nulls
     some of its rows: the smallest hash over the `variants` (hash_variants) of what may be nulled.
     A group whose bound is above the sample's threshold can never enter the sample."""
@@ -65,7 +69,9 @@ def smallest_possible_hash(frame: pl.DataFrame, langs: Sequence[str], variants: 
     return frame.select(pl.min_horizontal(hashes).alias("h_bound")).to_series()
 
 
-def add_hashes(frame: pl.DataFrame, langs: Sequence[str], seed: int, dev_fraction: float, split_by_key: bool = False) -> pl.DataFrame:
+def add_hashes(
+    frame: pl.DataFrame, langs: Sequence[str], seed: int, dev_fraction: float, split_by_key: bool = False
+) -> pl.DataFrame:
     """Add `h` (sampling/dedupe hash) and `split` from the texts of the group.
 
     With `split_by_key` (the frame has `{lang}__key` columns), the split hashes the first

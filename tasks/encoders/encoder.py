@@ -170,7 +170,9 @@ class Encoder:
         self._head = list(head)
         self._lowercase = lowercase
         model_max = getattr(tokenizer, "model_max_length", None)
-        self.max_length = min(spec.max_length, model_max) if isinstance(model_max, int) and model_max < 1_000_000 else spec.max_length
+        self.max_length = (
+            min(spec.max_length, model_max) if isinstance(model_max, int) and model_max < 1_000_000 else spec.max_length
+        )
         self.hidden_size = _hidden_size(model)
         self.dim = dim if dim is not None else self.hidden_size
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -277,7 +279,9 @@ class Encoder:
             texts = [t.lower() for t in texts]
         return ([prefix + t for t in texts] if prefix else list(texts)), len(prefix)
 
-    def _sorted_chunks(self, texts: list[str], *, with_tokens: bool) -> Iterator[tuple[int, np.ndarray, Iterator[dict[str, Any]]]]:
+    def _sorted_chunks(
+        self, texts: list[str], *, with_tokens: bool
+    ) -> Iterator[tuple[int, np.ndarray, Iterator[dict[str, Any]]]]:
         """Per chunk of SORT_CHUNK texts: (start, inverse permutation, padded batches in sorted order)."""
         for start in range(0, len(texts), SORT_CHUNK):
             inputs, prefix_len = self._prepare(texts[start : start + SORT_CHUNK])
@@ -299,7 +303,9 @@ class Encoder:
             inverse[order] = np.arange(len(order))
             yield start, inverse, self._batches(enc, lengths, order, prefix_len, with_tokens)
 
-    def _batches(self, enc: Any, lengths: np.ndarray, order: np.ndarray, prefix_len: int, with_tokens: bool) -> Iterator[dict[str, Any]]:
+    def _batches(
+        self, enc: Any, lengths: np.ndarray, order: np.ndarray, prefix_len: int, with_tokens: bool
+    ) -> Iterator[dict[str, Any]]:
         step = self.spec.batch_size
         for b in range(0, len(order), step):
             idx = order[b : b + step]
@@ -316,7 +322,9 @@ class Encoder:
                 special = _pad([enc["special_tokens_mask"][i] for i in idx], valid, 1).astype(bool)
                 spans = np.zeros((len(idx), width, 2), dtype=np.int64)
                 if width:
-                    spans[valid] = np.concatenate([np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2) for i in idx])
+                    spans[valid] = np.concatenate(
+                        [np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2) for i in idx]
+                    )
                 # Drop special tokens, padding, and tokens that start inside the prefix.
                 batch["keep"] = valid & ~special & (spans[..., 0] >= prefix_len)
                 batch["offsets"] = spans - prefix_len
@@ -329,10 +337,14 @@ class Encoder:
 
         offset = np.asarray(embedding_offset, dtype=np.float32)
         if offset.shape != (self.hidden_size,):
-            raise ValueError(f"embedding_offset has shape {offset.shape}; this model's token embeddings have {self.hidden_size} values")
+            raise ValueError(
+                f"embedding_offset has shape {offset.shape}; this model's token embeddings have {self.hidden_size} values"
+            )
         return torch.from_numpy(offset).to(self.device)
 
-    def _forward(self, batch: dict[str, Any], offset: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def _forward(
+        self, batch: dict[str, Any], offset: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(last hidden state float32 [b, t, h], attention mask [b, t], pooler output or None)."""
         import torch
 

@@ -49,5 +49,7 @@ def read_language_vectors(model_dir: Path) -> dict[str, np.ndarray]:
     langs = json.loads(langs_path.read_text(encoding="utf-8")) if langs_path.is_file() else None
     weight = load_file(str(path))["weight"]
     if not isinstance(langs, list) or len(langs) != weight.shape[0]:
-        raise LanguageVectorsError(f"{path}: {weight.shape[0]} language vectors, but {langs_path} does not list that many languages")
+        raise LanguageVectorsError(
+            f"{path}: {weight.shape[0]} language vectors, but {langs_path} does not list that many languages"
+        )
     return {str(lang): weight[i].astype(np.float32) for i, lang in enumerate(langs)}

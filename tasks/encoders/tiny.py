@@ -39,7 +39,9 @@ def synthetic_sentences(n: int, *, seed: int = 0, min_words: int = 3, max_words:
     return out
 
 
-def train_wordpiece_vocab(texts: list[str], normalizer: Any, pre_tokenizer: Any, *, vocab_size: int, specials: list[str]) -> list[str]:
+def train_wordpiece_vocab(
+    texts: list[str], normalizer: Any, pre_tokenizer: Any, *, vocab_size: int, specials: list[str]
+) -> list[str]:
     """A WordPiece vocabulary by frequency merges, the same in every process.
 
     `tokenizers`' WordPieceTrainer breaks ties between equally frequent pairs in hash-map
@@ -86,7 +88,9 @@ def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    vocab = train_wordpiece_vocab(synthetic_sentences(400, seed=seed), tok.normalizer, tok.pre_tokenizer, vocab_size=600, specials=specials)
+    vocab = train_wordpiece_vocab(
+        synthetic_sentences(400, seed=seed), tok.normalizer, tok.pre_tokenizer, vocab_size=600, specials=specials
+    )
     tok.model = models.WordPiece(vocab={piece: i for i, piece in enumerate(vocab)}, unk_token="[UNK]")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(

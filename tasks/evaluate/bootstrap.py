@@ -204,7 +204,9 @@ def paired_spearman_bootstrap(
     where a correlation is undefined (constant draw) is left out. Raises ValueError for arrays
     of different lengths, fewer than two pairs or non-finite values.
     """
-    return paired_spearman_mean_bootstrap([(scores, reference_scores, gold)], resamples=resamples, confidence=confidence, seed=seed)
+    return paired_spearman_mean_bootstrap(
+        [(scores, reference_scores, gold)], resamples=resamples, confidence=confidence, seed=seed
+    )
 
 
 def paired_spearman_mean_bootstrap(

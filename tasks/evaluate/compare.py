@@ -54,9 +54,10 @@ import pyarrow as pa
 
 from storage.keys import canonical_json
 from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
+from tasks.evaluate.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
 from tasks.evaluate.groups import LANGUAGE_GROUPS
 from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
-from tasks.evaluate.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
+from tasks.languages import GROUP_PREFIX, is_group_code
 from tasks.reporting.tables import (
     CSS,
     MISSING,
@@ -71,7 +72,6 @@ from tasks.reporting.tables import (
     md_table,
     metric_scale,
 )
-from tasks.languages import GROUP_PREFIX, is_group_code
 
 __all__ = [
     "INTERVALS_FIGURE_FILE",
@@ -177,7 +177,9 @@ def headline_columns(tables: Sequence[pa.Table]) -> list[Column]:
         groups: list[str] = []
         for table in tables:
             for row in _metric_rows(table):
-                if (row["benchmark"], row["dataset"], row["metric"]) == (benchmark, dataset, metric) and is_group_code(row["src_lang"]):
+                if (row["benchmark"], row["dataset"], row["metric"]) == (benchmark, dataset, metric) and is_group_code(
+                    row["src_lang"]
+                ):
                     if row["src_lang"] not in groups:
                         groups.append(row["src_lang"])
         out += [Column(benchmark, dataset, g, metric) for g in groups]
@@ -191,7 +193,9 @@ def _xx_yy_pivots(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], st
     scored = {(r["benchmark"], r["dataset"]) for r in rows if r["src_lang"] == XX_YY_CODE}
     return {
         key: dataset_pivot(
-            (r["src_lang"], r["tgt_lang"]) for r in rows if (r["benchmark"], r["dataset"]) == key and not is_group_code(r["src_lang"])
+            (r["src_lang"], r["tgt_lang"])
+            for r in rows
+            if (r["benchmark"], r["dataset"]) == key and not is_group_code(r["src_lang"])
         )
         for key in scored
     }
@@ -338,7 +342,10 @@ class _Intervals:
         that variant is) show one interval, not two draws of it."""
         digest = hashlib.sha256()
         for stratum in strata:
-            for array in (np.ascontiguousarray(stratum.diffs, dtype=np.float64), np.ascontiguousarray(stratum.units, dtype=np.int64)):
+            for array in (
+                np.ascontiguousarray(stratum.diffs, dtype=np.float64),
+                np.ascontiguousarray(stratum.units, dtype=np.int64),
+            ):
                 digest.update(len(array).to_bytes(8, "little"))
                 digest.update(array.tobytes())
             digest.update(np.float64(stratum.weight).tobytes())
@@ -367,7 +374,9 @@ class _Intervals:
         }
         if interval is None:
             record["reason"] = (
-                "no paired items for this column" if had_items else "no per-sentence outcomes (evaluated before they were recorded)"
+                "no paired items for this column"
+                if had_items
+                else "no per-sentence outcomes (evaluated before they were recorded)"
             )
             return record
         shown = interval.scaled(scale)
@@ -474,7 +483,7 @@ def _intervals_figure(columns: Sequence[Column], rows: Sequence[_FigureRow]) -> 
             ax.set_xlabel("Δ vs baseline" + (" (points)" if scale == 100.0 else ""))
             ax.set_yticks(y, labels)
             ax.grid(axis="x", alpha=0.3)
-        for ax in list(axes.flat)[len(columns):]:
+        for ax in list(axes.flat)[len(columns) :]:
             ax.set_visible(False)
         return png_bytes(fig)
 
@@ -507,7 +516,10 @@ def build_comparison(
         for r in results
     }
     xx_yy_pivots: dict[tuple[str, str], str | None] = {}
-    for rows in [*(v for v in rows_of.values() if v is not None), *(_metric_rows(r.base_metrics) for r in results if r.base_metrics is not None)]:
+    for rows in [
+        *(v for v in rows_of.values() if v is not None),
+        *(_metric_rows(r.base_metrics) for r in results if r.base_metrics is not None),
+    ]:
         xx_yy_pivots |= _xx_yy_pivots(rows)
     intervals = _Intervals(chosen, resamples, xx_yy_pivots)
 
@@ -744,7 +756,9 @@ def _disagreement(name: str, chosen: Sequence[Column], found: Mapping[str, Boots
 
     def described(c: Column, i: BootstrapInterval) -> str:
         verdict = "significant" if i.significant else "within noise"
-        return f"{c.benchmark}/{c.dataset} {format_delta(i.delta, c.metric)} {format_interval(i.low, i.high, c.metric)} ({verdict})"
+        return (
+            f"{c.benchmark}/{c.dataset} {format_delta(i.delta, c.metric)} {format_interval(i.low, i.high, c.metric)} ({verdict})"
+        )
 
     clauses = []
     for better, better_i in measured:

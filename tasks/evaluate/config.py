@@ -57,7 +57,9 @@ class EvaluateConfig(StageConfig):
         default_factory=lambda: ["wacse-4", "wacse-5", "wacse-8"],
         description="language groups to average (see tasks/evaluate/groups.py)",
     )
-    baseline: str | None = Field(default=None, description="key (or unique prefix) of an earlier evaluate artifact to compare with")
+    baseline: str | None = Field(
+        default=None, description="key (or unique prefix) of an earlier evaluate artifact to compare with"
+    )
     compare_with_base: bool = Field(
         default=True,
         description="when the pipeline trains a model, also score the untrained base model and show both side by side",

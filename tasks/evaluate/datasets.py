@@ -230,7 +230,9 @@ class Lines(Sequence):
     _BLOCK = 65_536
 
     def __init__(self, array: pa.Array | Sequence[str]) -> None:
-        self.array = array.cast(pa.large_string()) if isinstance(array, pa.Array) else pa.array(list(array), type=pa.large_string())
+        self.array = (
+            array.cast(pa.large_string()) if isinstance(array, pa.Array) else pa.array(list(array), type=pa.large_string())
+        )
 
     def __len__(self) -> int:
         return len(self.array)
@@ -277,5 +279,3 @@ def same_line_counts(files: Mapping[Path, Sequence[str]]) -> None:
     if len(set(counts.values())) > 1:
         listing = ", ".join(f"{path} has {n} lines" for path, n in counts.items())
         raise BenchmarkDataError(next(iter(counts)), None, f"line counts differ: {listing}")
-
-

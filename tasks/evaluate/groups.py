@@ -45,6 +45,7 @@ __all__ = [
     "rows_table",
 ]
 
+
 def metric_row(benchmark: str, dataset: str, src_lang: str, tgt_lang: str | None, metric: str, value: float, n: int) -> dict:
     """One row of the metrics table; language codes are mapped with :func:`to_flores`.
 

@@ -62,11 +62,7 @@ def training_keys(rows: pa.Table) -> pl.DataFrame:
     assert isinstance(frame, pl.DataFrame)
     if "split" in frame.columns:
         frame = frame.filter(pl.col("split") == "train")
-    return (
-        frame.select(pl.col("lang"), near_duplicate_key(pl.col("text")).alias("key"))
-        .drop_nulls("key")
-        .unique()
-    )
+    return frame.select(pl.col("lang"), near_duplicate_key(pl.col("text")).alias("key")).drop_nulls("key").unique()
 
 
 def overlap_table(sets: Sequence[SentenceSet], training: pl.DataFrame) -> pa.Table:
@@ -86,8 +82,11 @@ def overlap_table(sets: Sequence[SentenceSet], training: pl.DataFrame) -> pa.Tab
     seen = training.select("lang", "key").unique().with_columns(pl.lit(True).alias("in_training"))
     flagged = sentences.join(seen, on=["lang", "key"], how="left").with_columns(pl.col("in_training").fill_null(False))
     per_side = flagged.group_by("set", "side").agg(pl.col("in_training").sum().alias("n"), pl.len().alias("sentences"))
-    per_item = flagged.group_by("set", "item").agg(pl.col("in_training").any().alias("leaked")).group_by("set").agg(
-        pl.col("leaked").sum().alias("pairs_in_training"), pl.len().alias("pairs")
+    per_item = (
+        flagged.group_by("set", "item")
+        .agg(pl.col("in_training").any().alias("leaked"))
+        .group_by("set")
+        .agg(pl.col("leaked").sum().alias("pairs_in_training"), pl.len().alias("pairs"))
     )
     side_counts = {(int(row[0]), row[1]): (int(row[2]), int(row[3])) for row in per_side.iter_rows()}
     item_counts = {int(row[0]): (int(row[1]), int(row[2])) for row in per_item.iter_rows()}
@@ -116,5 +115,9 @@ def leakage_summary(table: pa.Table) -> dict[str, dict[str, int | float]]:
     out: dict[str, dict[str, int | float]] = {}
     for (benchmark, dataset), part in frame.group_by(["benchmark", "dataset"], maintain_order=True):
         items, leaked = int(part["items"].sum()), int(part["items_in_training"].sum())
-        out[f"{benchmark}/{dataset}"] = {"items": items, "items_in_training": leaked, "share": round(leaked / items, 4) if items else 0.0}
+        out[f"{benchmark}/{dataset}"] = {
+            "items": items,
+            "items_in_training": leaked,
+            "share": round(leaked / items, 4) if items else 0.0,
+        }
     return out

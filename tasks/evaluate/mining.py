@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
 
-from tasks.evaluate.groups import metric_row
 from tasks.encoders.neighbours import as_unit_float32
+from tasks.evaluate.groups import metric_row
 
 if TYPE_CHECKING:  # the benchmark's file imports this module to score
     from tasks.evaluate.benchmarks.bucc import BuccSplit

@@ -37,8 +37,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tasks.languages import UnknownLanguageError, group_code
 from tasks.evaluate.groups import metric_row
+from tasks.languages import UnknownLanguageError, group_code
 
 __all__ = ["MtebNotInstalledError", "MtebRunError", "run_mteb", "task_result_rows"]
 

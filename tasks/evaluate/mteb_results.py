@@ -43,7 +43,9 @@ def dataset_revision(fingerprint: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def mteb_result_files(metrics: pa.Table, main_metrics: dict[str, str], revisions: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+def mteb_result_files(
+    metrics: pa.Table, main_metrics: dict[str, str], revisions: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     """File name (`{Task}.json`) -> MTEB TaskResult-shaped dict, for the Tatoeba/BUCC/STS rows of
     a metrics table. `main_metrics`: row benchmark -> its main metric; `revisions`: row benchmark
     -> the content hash of its files."""

@@ -55,6 +55,7 @@ from tasks.evaluate.bootstrap import (
     paired_bootstrap,
     paired_spearman_mean_bootstrap,
 )
+from tasks.languages import GROUP_PREFIX, is_group_code
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
 from tasks.reporting.tables import (
     CORRELATION_TOKENS,
@@ -72,7 +73,6 @@ from tasks.reporting.tables import (
     md_table,
     metric_scale,
 )
-from tasks.languages import GROUP_PREFIX, is_group_code
 
 __all__ = [
     "DELTA_INTERVALS_FILE",
@@ -410,7 +410,10 @@ def similarity_histogram(pairs: Sequence[PairSimilarities], baseline: Sequence[P
         if base_of:
             from matplotlib.lines import Line2D
 
-            handles += [Line2D([], [], color=c, linestyle=":", linewidth=1.2, label=f"base: {label.split()[0]}") for label, c in _HIST_SERIES]
+            handles += [
+                Line2D([], [], color=c, linestyle=":", linewidth=1.2, label=f"base: {label.split()[0]}")
+                for label, c in _HIST_SERIES
+            ]
         fig.legend(
             handles=handles,
             loc="center",
@@ -603,7 +606,7 @@ def _items_frame(table: pa.Table, what: str) -> Any:
     frame = pl.from_arrow(table.select(list(_ITEM_COLUMNS)))
     if frame.select(_ITEM_KEY).is_duplicated().any():
         first = frame.filter(frame.select(_ITEM_KEY).is_duplicated()).row(0, named=True)
-        raise ValueError(f"{what} items table has more than one row for {({k: first[k] for k in _ITEM_KEY})}")
+        raise ValueError(f"{what} items table has more than one row for { ({k: first[k] for k in _ITEM_KEY}) }")
     return frame
 
 
@@ -733,9 +736,23 @@ def sts_delta_intervals(
             if frame.height >= 2
         }
         if len(sets) > 1:
-            out.append(StsDeltaInterval(benchmark, dataset, "all sets", paired_spearman_mean_bootstrap(list(sets.values()), resamples=resamples, seed=seed)))
+            out.append(
+                StsDeltaInterval(
+                    benchmark,
+                    dataset,
+                    "all sets",
+                    paired_spearman_mean_bootstrap(list(sets.values()), resamples=resamples, seed=seed),
+                )
+            )
         for (src, tgt), arrays in sets.items():
-            out.append(StsDeltaInterval(benchmark, dataset, src if src == tgt else _pair_label(src, tgt), paired_spearman_mean_bootstrap([arrays], resamples=resamples, seed=seed)))
+            out.append(
+                StsDeltaInterval(
+                    benchmark,
+                    dataset,
+                    src if src == tgt else _pair_label(src, tgt),
+                    paired_spearman_mean_bootstrap([arrays], resamples=resamples, seed=seed),
+                )
+            )
     return out
 
 
@@ -833,15 +850,19 @@ def delta_interval_figure(deltas: Sequence[DeltaInterval], seed: int = 0) -> byt
             centre = np.array([d.accuracy.delta for d in rows]) * 100
             low = np.array([d.accuracy.low for d in rows]) * 100
             high = np.array([d.accuracy.high for d in rows]) * 100
-            colours = [
-                ("#17692b" if d.accuracy.delta > 0 else "#b3261e") if d.accuracy.significant else "0.45" for d in rows
-            ]
+            colours = [("#17692b" if d.accuracy.delta > 0 else "#b3261e") if d.accuracy.significant else "0.45" for d in rows]
             ax.axvline(0.0, color="0.3", linewidth=0.8)
             for yi, c, lo, hi, colour, d in zip(y, centre, low, high, colours, rows):
                 bold = d.kind != "language"
                 ax.errorbar(
-                    c, yi, xerr=[[c - lo], [hi - c]], fmt="D" if bold else "o", color=colour,
-                    markersize=5 if bold else 3.5, capsize=2, linewidth=1.4 if bold else 0.9,
+                    c,
+                    yi,
+                    xerr=[[c - lo], [hi - c]],
+                    fmt="D" if bold else "o",
+                    color=colour,
+                    markersize=5 if bold else 3.5,
+                    capsize=2,
+                    linewidth=1.4 if bold else 0.9,
                 )
             ax.set_yticks(y, [d.label for d in rows], fontsize=7)
             ax.set_ylim(-0.7, len(rows) - 0.3)
@@ -882,7 +903,9 @@ def headline_levels(metrics: pa.Table, baseline: pa.Table) -> dict[str, list[tup
     return panels
 
 
-def levels_figure(levels: dict[str, list[tuple[str, str, float, float]]], baseline_name: str, model_name: str = "this model") -> bytes:
+def levels_figure(
+    levels: dict[str, list[tuple[str, str, float, float]]], baseline_name: str, model_name: str = "this model"
+) -> bytes:
     """PNG: per benchmark/dataset, the headline metric of the baseline and of this model as
     horizontal bars (all languages, then each group), the values written at the bars' ends."""
     if not levels:
@@ -1063,7 +1086,9 @@ def _leakage_section(leakage: pa.Table, trained: bool) -> tuple[list[str], list[
         for (benchmark, dataset), (pairs, items, leaked) in totals.items()
     ]  # fmt: skip
     table = Table(header, rows, [False, False, True, True, True, True])
-    whose = "the scored model was trained on" if trained else "the pipeline's corpus holds (the scored model was not trained on them)"
+    whose = (
+        "the scored model was trained on" if trained else "the pipeline's corpus holds (the scored model was not trained on them)"
+    )
     note = (
         f"{CONTAMINATED} marks scores whose sentences occur, normalised (case, punctuation, digits, whitespace), among "
         f"the training rows in the same language: the train split that {whose}. An item is a pair (either side "
@@ -1071,7 +1096,10 @@ def _leakage_section(leakage: pa.Table, trained: bool) -> tuple[list[str], list[
     )
     if not totals:
         none = "No scored sentences could be checked against the training rows."
-        return ["## Training-corpus overlap", "", md_escape(none), ""], ["<h2>Training-corpus overlap</h2>", f"<p>{html_escape(none)}</p>"]
+        return ["## Training-corpus overlap", "", md_escape(none), ""], [
+            "<h2>Training-corpus overlap</h2>",
+            f"<p>{html_escape(none)}</p>",
+        ]
     md = ["## Training-corpus overlap", "", md_table(table), "", f"*{md_escape(note)}*", ""]
     ht = ["<h2>Training-corpus overlap</h2>", html_table(table), f'<p class="note">{html_escape(note)}</p>']
     return md, ht

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.encoders.neighbours import QueryOutcomes, aligned_pair, as_unit_float32, query_outcomes
-from tasks.languages import group_code, to_flores
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.schema import ITEMS_SCHEMA
+from tasks.languages import group_code, to_flores
 
 __all__ = [
     "XX_YY_GROUP",

@@ -100,7 +100,9 @@ class _Evaluation:
     encoder, and what the benchmarks add: metric rows, per-query items, the sentences scored
     (for the training-overlap check), pair similarities and a word map (for the report's figures)."""
 
-    def __init__(self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path, model_name: str = "the model") -> None:
+    def __init__(
+        self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path, model_name: str = "the model"
+    ) -> None:
         from tasks.encoders import Encoder, EncoderSpec
 
         self.config, self.inputs, self.context = config, inputs, context
@@ -168,7 +170,16 @@ class _Evaluation:
         """Embeddings of translation pairs, for the report's similarity histograms."""
         self.similarities.append(pair_similarities(src_lang, tgt_lang, src, tgt, self.config.seed + len(self.similarities)))
 
-    def add_sentences(self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True) -> None:
+    def add_sentences(
+        self,
+        benchmark: str,
+        dataset: str,
+        src_lang: str,
+        tgt_lang: str,
+        src: Sequence[str],
+        tgt: Sequence[str],
+        aligned: bool = True,
+    ) -> None:
         """The sentences of a scored set, for the overlap check against the training rows (leakage.py)."""
         from tasks.evaluate.leakage import SentenceSet
 
@@ -231,7 +242,12 @@ class _Evaluation:
             if f"files/{STS_ITEMS_FILE}" in attached:
                 baseline_sts_items = pq.read_table(store.attached_dir("evaluate", key) / STS_ITEMS_FILE)
         elif base_metrics is not None:
-            baseline, baseline_name, baseline_items, baseline_sts_items = base_metrics, "untrained base", base_items, base_sts_items
+            baseline, baseline_name, baseline_items, baseline_sts_items = (
+                base_metrics,
+                "untrained base",
+                base_items,
+                base_sts_items,
+            )
         base = self.inputs["base_model"]
         base_config = base.manifest().config
         card = {}
@@ -248,11 +264,22 @@ class _Evaluation:
             "corpus artifact": f"corpus {self.inputs['corpus'].key[:12]}",
         }
         report = build_report(
-            metrics, title=self.config.title, model_card=card, baseline=baseline, baseline_name=baseline_name,
-            similarities=self.similarities, word_map=self.word_map, seed=self.config.seed,
-            items=items, baseline_items=baseline_items, leakage=leakage, trained="train" in self.inputs,
-            sts_items=sts_items, baseline_sts_items=baseline_sts_items,
-            curves=self._training_curves(), base_similarities=base_similarities if base_metrics is not None and not self.config.baseline else (),
+            metrics,
+            title=self.config.title,
+            model_card=card,
+            baseline=baseline,
+            baseline_name=baseline_name,
+            similarities=self.similarities,
+            word_map=self.word_map,
+            seed=self.config.seed,
+            items=items,
+            baseline_items=baseline_items,
+            leakage=leakage,
+            trained="train" in self.inputs,
+            sts_items=sts_items,
+            baseline_sts_items=baseline_sts_items,
+            curves=self._training_curves(),
+            base_similarities=base_similarities if base_metrics is not None and not self.config.baseline else (),
         )
         folder = self.context.workdir / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -266,7 +293,6 @@ class _Evaluation:
             pq.write_table(leakage, folder / "leakage.parquet")
         self.context.attach_dir(folder, prefix=f"{REPORT_DIR}/")
         return headline_changes(report.deltas, baseline_name or "baseline")
-
 
     def _training_curves(self) -> pa.Table | None:
         """The scored train artifact's curves.parquet (None without a train input or the file)."""
@@ -283,7 +309,10 @@ def main_metric_rows(metrics: pa.Table) -> pl.DataFrame:
         (benchmark, dataset): headline_metric(benchmark, list(dict.fromkeys(part["metric"])))
         for (benchmark, dataset), part in frame.group_by(["benchmark", "dataset"], maintain_order=True)
     }
-    keep = [chosen[benchmark, dataset] == metric for benchmark, dataset, metric in zip(frame["benchmark"], frame["dataset"], frame["metric"])]
+    keep = [
+        chosen[benchmark, dataset] == metric
+        for benchmark, dataset, metric in zip(frame["benchmark"], frame["dataset"], frame["metric"])
+    ]
     return frame.filter(pl.Series(keep, dtype=pl.Boolean))
 
 
@@ -304,10 +333,16 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
             if pivot is not None:
                 languages = languages.filter(pl.col("tgt_lang") == pivot)
         if languages.height:
-            out[f"{benchmark}/{dataset}"] = {"metric": metric, "mean": round(float(languages["value"].mean()), 4), "pairs": languages.height}
+            out[f"{benchmark}/{dataset}"] = {
+                "metric": metric,
+                "mean": round(float(languages["value"].mean()), 4),
+                "pairs": languages.height,
+            }
         if xx_yy.height:
             out[f"{benchmark}/{dataset}/{XX_YY_GROUP}"] = {
-                "metric": metric, "mean": round(float(xx_yy["value"].mean()), 4), "pairs": int(xx_yy["n"].max())
+                "metric": metric,
+                "mean": round(float(xx_yy["value"].mean()), 4),
+                "pairs": int(xx_yy["n"].max()),
             }
     return out
 
@@ -334,7 +369,9 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, p
     """(metrics, retrieval items, STS items) of one model; a requested stop ends it between benchmarks or batches."""
     total = len(config.benchmarks)
     for index, bench in enumerate(config.benchmarks):
-        raise_if_stopping(f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}")
+        raise_if_stopping(
+            f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}"
+        )
         bench.score(evaluation)
     return evaluation.metrics_table(), evaluation.items_table(), evaluation.sts_items_table()
 

@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import scipy.stats
 
-from tasks.evaluate.groups import metric_row
 from tasks.encoders.neighbours import as_unit_float32
+from tasks.evaluate.groups import metric_row
 
 __all__ = ["paired_cosine", "spearman", "sts_items", "sts_rows"]
 
@@ -56,7 +56,9 @@ def sts_rows(
     return [metric_row(benchmark, dataset, src_lang, tgt_lang, "spearman", spearman(cosine, gold), cosine.size)]
 
 
-def sts_items(cosine: np.ndarray, gold: np.ndarray, *, dataset: str, src_lang: str, tgt_lang: str, benchmark: str = "sts") -> pa.Table:
+def sts_items(
+    cosine: np.ndarray, gold: np.ndarray, *, dataset: str, src_lang: str, tgt_lang: str, benchmark: str = "sts"
+) -> pa.Table:
     """Per pair, its cosine and gold score (`STS_ITEMS_SCHEMA`): what the paired Spearman bootstrap resamples."""
     from tasks.evaluate.schema import STS_ITEMS_SCHEMA
 

@@ -66,7 +66,10 @@ LICENCES: Mapping[str, tuple[str, Licence]] = {
     "flores-200": ("FLORES-200", Licence("CC-BY-SA 4.0", "cc-by-sa-4.0", "https://creativecommons.org/licenses/by-sa/4.0/")),
     "ntrex-128": ("NTREX-128", Licence("CC-BY-SA 4.0", "cc-by-sa-4.0", "https://creativecommons.org/licenses/by-sa/4.0/")),
     # translate: the model's licence; whether it binds its translations is for the publisher to check
-    "nllb-200": ("NLLB-200 machine translations", Licence("CC-BY-NC 4.0 (the model's licence)", "cc-by-nc-4.0", "https://creativecommons.org/licenses/by-nc/4.0/")),
+    "nllb-200": (
+        "NLLB-200 machine translations",
+        Licence("CC-BY-NC 4.0 (the model's licence)", "cc-by-nc-4.0", "https://creativecommons.org/licenses/by-nc/4.0/"),
+    ),
 }
 UNKNOWN_LICENCE = Licence("unknown: check it before publishing", "unknown", "")
 _MATCH_BY_NAME = (("flores", "flores-200"), ("ntrex", "ntrex-128"))
@@ -142,13 +145,21 @@ def _wide(frame: pl.DataFrame, languages: Sequence[str]) -> pl.DataFrame:
         frame.with_columns(pl.col("source").str.starts_with(MACHINE_SOURCE_PREFIX).alias("machine"))
         .sort("machine", maintain_order=True)
         .group_by("group_id", maintain_order=True)
-        .agg(pl.col("split").n_unique().alias("splits"), pl.col("split").first(), pl.col("source").first(), pl.col("machine").first())
+        .agg(
+            pl.col("split").n_unique().alias("splits"),
+            pl.col("split").first(),
+            pl.col("source").first(),
+            pl.col("machine").first(),
+        )
     )
     if (origin["splits"] > 1).any():
         raise ExportError(f"group {origin.filter(pl.col('splits') > 1)['group_id'][0]!r} has rows in more than one split")
     # a group without its human row (the en-ablate draw left it out): its source is the one its id names
     origin = origin.with_columns(
-        pl.when(pl.col("machine")).then(pl.col("group_id").str.split(":").list.first()).otherwise(pl.col("source")).alias("source")
+        pl.when(pl.col("machine"))
+        .then(pl.col("group_id").str.split(":").list.first())
+        .otherwise(pl.col("source"))
+        .alias("source")
     ).select("group_id", "split", "source")
     texts = frame.pivot(on="lang", index="group_id", values="text")
     missing = [lang for lang in languages if lang not in texts.columns]
@@ -277,17 +288,25 @@ def export_dataset(
             for split, part in wide.partition_by("split", as_dict=True, maintain_order=True).items():
                 split_name = HUB_SPLITS.get(str(split[0]), str(split[0]))
                 for config, langs in views.items():
-                    rows = part if config == "multiway" else part.filter(pl.all_horizontal(pl.col(lang).is_not_null() for lang in langs))
+                    rows = (
+                        part
+                        if config == "multiway"
+                        else part.filter(pl.all_horizontal(pl.col(lang).is_not_null() for lang in langs))
+                    )
                     if rows.height:
                         writer = writers.get((config, split_name))
                         if writer is None:
                             schema = _schema(_text_columns(config, langs))
-                            writer = writers[(config, split_name)] = _SplitWriter(partial, config, split_name, schema, rows_per_file)
+                            writer = writers[(config, split_name)] = _SplitWriter(
+                                partial, config, split_name, schema, rows_per_file
+                            )
                         texts = [pl.col(lang).alias(name) for name, lang in zip(_text_columns(config, langs), langs)]
                         writer.write(rows.select(*texts, "group_id", "source").to_arrow().cast(writer.schema))
         expected = manifest.metrics.get("groups")
         if isinstance(expected, int) and expected != groups:
-            raise ExportError(f"{stage} {key[:12]}: wrote {groups:,} groups, the manifest counts {expected:,} (a group's rows are not together)")
+            raise ExportError(
+                f"{stage} {key[:12]}: wrote {groups:,} groups, the manifest counts {expected:,} (a group's rows are not together)"
+            )
         configs = []
         for config, langs in views.items():
             exported = ExportedConfig(config, langs)
@@ -326,7 +345,10 @@ def hub_language(flores: str) -> str:
 def size_category(rows: int) -> str:
     bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"),
               (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]  # fmt: skip
-    return next((name for bound, name in bounds if rows < bound), "n>1T" if rows >= 10**12 else "1B<n<10B" if rows < 10**10 else "10B<n<100B")
+    return next(
+        (name for bound, name in bounds if rows < bound),
+        "n>1T" if rows >= 10**12 else "1B<n<10B" if rows < 10**10 else "10B<n<100B",
+    )
 
 
 @dataclass
@@ -445,7 +467,11 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
         "multilinguality": ["multilingual" if len(all_langs) > 2 else "translation"],
         "pretty_name": f"xlembed {manifest.stage} {manifest.key[:12]}",
         "configs": [
-            {"config_name": c.name, **({"default": True} if i == 0 else {}), "data_files": [{"split": s, "path": f"data/{c.name}/{s}-*.parquet"} for s in c.rows]}
+            {
+                "config_name": c.name,
+                **({"default": True} if i == 0 else {}),
+                "data_files": [{"split": s, "path": f"data/{c.name}/{s}-*.parquet"} for s in c.rows],
+            }
             for i, c in enumerate(configs)
         ],
         "dataset_info": [
@@ -473,8 +499,17 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
         "(the other language's): the column names of sentence-transformers' losses, which take the leading columns as inputs. "
         "`group_id` and `source` (the corpus source the group was read from) come last. The corpus's dev split is `validation`.",
         "",
-        _table(["config", "languages", *sorted({s for c in configs for s in c.rows}, key=_split_order)],
-               [[c.name, len(c.languages), *[c.rows.get(s, 0) for s in sorted({s for c in configs for s in c.rows}, key=_split_order)]] for c in configs]),
+        _table(
+            ["config", "languages", *sorted({s for c in configs for s in c.rows}, key=_split_order)],
+            [
+                [
+                    c.name,
+                    len(c.languages),
+                    *[c.rows.get(s, 0) for s in sorted({s for c in configs for s in c.rows}, key=_split_order)],
+                ]
+                for c in configs
+            ],
+        ),
         "",
         "```python",
         "from datasets import load_dataset",
@@ -488,13 +523,19 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
         "",
         "## Sources and licences",
         "",
-        _table(["source", "data set", "licence"], [[name, dataset, f"[{lic.name}]({lic.url})" if lic.url else lic.name] for name, dataset, lic in licences]),
+        _table(
+            ["source", "data set", "licence"],
+            [[name, dataset, f"[{lic.name}]({lic.url})" if lic.url else lic.name] for name, dataset, lic in licences],
+        ),
         "",
     ]
     if any(lic is UNKNOWN_LICENCE for _, _, lic in licences):
         parts += ["Some sources have a licence xlembed does not know: check their terms before publishing.", ""]
     if lineage.translate is not None:
-        parts += ["The rows in the source language are human text from the corpus; every other language's rows are machine translations.", ""]
+        parts += [
+            "The rows in the source language are human text from the corpus; every other language's rows are machine translations.",
+            "",
+        ]
     parts += ["## Filters", ""]
     for step in (lineage.corpus, lineage.translate):
         if step is None:
@@ -502,11 +543,24 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
         settings = step.config.get("filters", {})
         parts += [f"### {step.stage} `{step.key[:12]}`", "", f"{step.rows_in:,} rows read, {step.rows_out:,} kept.", ""]
         parts += [_table(["setting", "value"], _settings(settings)), ""] if settings else []
-        parts += [_table(["dropped because", "rows"], sorted(step.dropped.items(), key=lambda kv: -kv[1])) if step.dropped else "Nothing was dropped.", ""]
+        parts += [
+            _table(["dropped because", "rows"], sorted(step.dropped.items(), key=lambda kv: -kv[1]))
+            if step.dropped
+            else "Nothing was dropped.",
+            "",
+        ]
         if step.stage == "translate" and isinstance(step.metrics.get("dropped_by_lang"), Mapping):
             reasons = sorted({r for counts in step.metrics["dropped_by_lang"].values() for r in counts})
-            parts += [_table(["language", "kept", *reasons], [[lang, step.metrics.get("rows_by_lang", {}).get(lang, 0), *[counts.get(r, 0) for r in reasons]]
-                                                              for lang, counts in sorted(step.metrics["dropped_by_lang"].items())]), ""]
+            parts += [
+                _table(
+                    ["language", "kept", *reasons],
+                    [
+                        [lang, step.metrics.get("rows_by_lang", {}).get(lang, 0), *[counts.get(r, 0) for r in reasons]]
+                        for lang, counts in sorted(step.metrics["dropped_by_lang"].items())
+                    ],
+                ),
+                "",
+            ]
     if lineage.translate is not None:
         config = {k: v for k, v in lineage.translate.config.items() if k != "filters"}
         model = lineage.model.config if lineage.model is not None else {}
@@ -522,7 +576,10 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
     parts += [
         "## Provenance",
         "",
-        _table(["artifact", "key"], [[m.stage, f"`{m.key}`"] for m in (lineage.corpus, lineage.model, lineage.translate) if m is not None]),
+        _table(
+            ["artifact", "key"],
+            [[m.stage, f"`{m.key}`"] for m in (lineage.corpus, lineage.model, lineage.translate) if m is not None],
+        ),
         "",
         f"Rebuild or inspect it with `xlembed artifacts show {manifest.stage} {manifest.key[:12]}` in the store it came from.",
         "",
@@ -532,7 +589,12 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
 
 # --------------------------------------------------------------------------- the hub
 def push_dataset(
-    folder: str | os.PathLike[str], repo_id: str, *, private: bool | None = None, token: str | None = None, endpoint: str | None = None
+    folder: str | os.PathLike[str],
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    endpoint: str | None = None,
 ) -> str:
     """Create the dataset repo if needed and upload the folder in one commit; the commit URL.
     `endpoint` defaults to huggingface_hub's (env HF_ENDPOINT), the token to its login (env HF_TOKEN)."""
@@ -543,5 +605,7 @@ def push_dataset(
         raise ExportError(f"{path}: no {CARD}; push a folder written by export_dataset")
     api = HfApi(endpoint=endpoint, token=token)
     api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=path, commit_message=f"xlembed export ({path.name})")
+    info = api.upload_folder(
+        repo_id=repo_id, repo_type="dataset", folder_path=path, commit_message=f"xlembed export ({path.name})"
+    )
     return str(getattr(info, "commit_url", info))

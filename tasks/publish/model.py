@@ -221,7 +221,9 @@ def _dev_pairs(store: ArtifactStore, manifest: Any, pivot: str, langs: list[str]
     return pairs
 
 
-def measure_language_embedding(store: ArtifactStore, manifest: Any, model_dir: Path, config: Mapping[str, Any]) -> LanguageEmbeddingEffect:
+def measure_language_embedding(
+    store: ArtifactStore, manifest: Any, model_dir: Path, config: Mapping[str, Any]
+) -> LanguageEmbeddingEffect:
     """Encode the corpus's dev rows with and without the language vector (as trained: added to
     every token embedding) and compare: cosine of the two vectors, and retrieval accuracy
     against the pivot (mean of both directions, the train stage's dev metric)."""
@@ -262,7 +264,9 @@ def _language_encoder(model_dir: Path, vectors: Mapping[str, Any], config: Mappi
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     langs = list(vectors)
-    model = DualEncoder(load_transformer(model_dir), pooling=recorded_pooling(str(config.get("pooling", "mean"))), n_langs=len(langs))
+    model = DualEncoder(
+        load_transformer(model_dir), pooling=recorded_pooling(str(config.get("pooling", "mean"))), n_langs=len(langs)
+    )
     model.lang_embedding.load_state_dict({"weight": torch.from_numpy(np.stack([vectors[lang] for lang in langs]))})
     model.eval()
     prefix, max_length = str(config.get("prefix", "")), int(config.get("max_length", 32))
@@ -281,7 +285,9 @@ def _language_encoder(model_dir: Path, vectors: Mapping[str, Any], config: Mappi
 # ------------------------------------------------------------------------------ the hub
 
 
-def push_to_hub(folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False, commit_message: str | None = None) -> str:
+def push_to_hub(
+    folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False, commit_message: str | None = None
+) -> str:
     """Create `repo_id` (if needed) and upload `folder` into it; return the commit URL.
 
     The token is huggingface_hub's own: HF_TOKEN or a `hf auth login`; HF_ENDPOINT (read now, not
@@ -301,4 +307,3 @@ def push_to_hub(folder: Path, repo_id: str, *, repo_type: str = "model", private
             message = message.replace(token, "***")
         raise PushError(f"pushing {folder} to the hub repo {repo_id} ({api.endpoint}) failed: {message}") from None
     return str(info.commit_url)
-

@@ -47,7 +47,9 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
     objective its own line, the total grey and wider underneath so it hides none), lr, grad norm
     and dev accuracy (with the step-0 point the trainer records before any update)."""
     rows: dict[str, list[tuple[int, float]]] = {}
-    for step, metric, value in zip(curves.column("step").to_pylist(), curves.column("metric").to_pylist(), curves.column("value").to_pylist()):
+    for step, metric, value in zip(
+        curves.column("step").to_pylist(), curves.column("metric").to_pylist(), curves.column("value").to_pylist()
+    ):
         rows.setdefault(metric, []).append((int(step), float(value)))
     objectives = sorted(m for m in rows if m.startswith("loss/"))
     dev_langs = sorted(m for m in rows if m.startswith("dev_accuracy/"))
@@ -79,7 +81,9 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
         steps, values = _series(rows, "dev_accuracy")
         for i, metric in enumerate(dev_langs):
             s, v = _series(rows, metric)
-            ax_dev.plot(s, v * 100, color=palette(i % palette.N), linewidth=0.8, alpha=0.6, label=metric.removeprefix("dev_accuracy/"))
+            ax_dev.plot(
+                s, v * 100, color=palette(i % palette.N), linewidth=0.8, alpha=0.6, label=metric.removeprefix("dev_accuracy/")
+            )
         if len(steps):
             ax_dev.plot(steps, values * 100, color="black", marker="o", markersize=4, linewidth=1.6, label="mean", zorder=3)
             ax_dev.legend(fontsize=7, ncols=2 if len(dev_langs) > 6 else 1)
@@ -99,7 +103,9 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
             ax_grad.plot(steps, values, color=palette(3), alpha=0.25, linewidth=0.6)
             ax_grad.plot(steps, ema(values), color=palette(3), linewidth=1.4)
         else:
-            ax_grad.text(0.5, 0.5, "not recorded (no max_grad_norm)", transform=ax_grad.transAxes, ha="center", va="center", color="0.4")
+            ax_grad.text(
+                0.5, 0.5, "not recorded (no max_grad_norm)", transform=ax_grad.transAxes, ha="center", va="center", color="0.4"
+            )
         ax_grad.set_title(f"gradient norm before clipping (EMA {CURVES_SMOOTHING})", fontsize=9)
         ax_grad.set_xlabel("step")
         for ax in (ax_loss, ax_dev, ax_lr, ax_grad):
@@ -115,5 +121,9 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
 def curves_summary(curves: pa.Table) -> dict[str, Any]:
     """The first and last dev accuracy and the number of steps, for the figure's caption."""
     steps = curves.column("step").to_pylist()
-    dev = sorted((s, v) for s, m, v in zip(steps, curves.column("metric").to_pylist(), curves.column("value").to_pylist()) if m == "dev_accuracy")
+    dev = sorted(
+        (s, v)
+        for s, m, v in zip(steps, curves.column("metric").to_pylist(), curves.column("value").to_pylist())
+        if m == "dev_accuracy"
+    )
     return {"steps": max(steps) if steps else 0, "dev_first": dev[0] if dev else None, "dev_last": dev[-1] if dev else None}

@@ -104,7 +104,9 @@ def html_table(table: Table) -> str:
         )
         body.append(f"<tr>{cells}</tr>")
     # in a scrolling box: a table wider than the page scrolls instead of running past it, cut off
-    return f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + "\n</tbody>\n</table></div>"
+    return (
+        f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + "\n</tbody>\n</table></div>"
+    )
 
 
 CSS = """

@@ -39,12 +39,9 @@ if TYPE_CHECKING:
     from tasks.train.objectives import ObjectiveConfig
 
 
-
 def default_checkpoint_dir() -> str:
     """`$XDG_CACHE_HOME/xlembed/train-checkpoints` (~/.cache by default), read when a config is built."""
     return str(xlembed_cache_dir("train-checkpoints"))
-
-
 
 
 class ObjectivesConfig(StageConfig):
@@ -85,7 +82,9 @@ class ObjectivesConfig(StageConfig):
             objective = lookup(OBJECTIVES, name)
             if objective is None:
                 known = sorted({*cls.model_fields, *OBJECTIVES})
-                raise ValueError(f"[train.objectives.{name}]: no such objective (known: {', '.join(known)}; a plugin registers with register_objective)")
+                raise ValueError(
+                    f"[train.objectives.{name}]: no such objective (known: {', '.join(known)}; a plugin registers with register_objective)"
+                )
             if not isinstance(section, objective.Settings):
                 try:
                     section = objective.Settings.model_validate(section)
@@ -161,7 +160,9 @@ class DistributedConfig(StageConfig):
 
 
 class TrainConfig(StageConfig):
-    objectives: SerializeAsAny[ObjectivesConfig] = Field(default_factory=ObjectivesConfig)  # dumped as the class with the sections
+    objectives: SerializeAsAny[ObjectivesConfig] = Field(
+        default_factory=ObjectivesConfig
+    )  # dumped as the class with the sections
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     distributed: DistributedConfig = DistributedConfig()
@@ -177,7 +178,8 @@ class TrainConfig(StageConfig):
         description="False: every view of a row is drawn from all languages, the pivot included (multi-way en-ablate); SupCon/TR only",
     )
     pooling: Literal["mean", "cls"] = Field(
-        default="mean", description="the sentence vector: 'mean' of the tokens or 'cls', the first token's state (tasks/encoders/pooling.py)"
+        default="mean",
+        description="the sentence vector: 'mean' of the tokens or 'cls', the first token's state (tasks/encoders/pooling.py)",
     )
     prefix: str = Field(default="", description="prepended to every text (e.g. 'query: ' for E5)")
     language_embedding: bool = Field(default=False, description="learned language-ID vector added to token embeddings")
@@ -214,7 +216,9 @@ class TrainConfig(StageConfig):
     )
     checkpoint_every: int = Field(default=100, ge=1, json_schema_extra=NOT_KEYED)
     checkpoint_dir: ConfigPath = Field(
-        default_factory=default_checkpoint_dir, json_schema_extra=NOT_KEYED, description="the in-progress checkpoints' local folder"
+        default_factory=default_checkpoint_dir,
+        json_schema_extra=NOT_KEYED,
+        description="the in-progress checkpoints' local folder",
     )
     checkpoint_location: Literal["local", "store"] = Field(
         default="local", json_schema_extra=NOT_KEYED,
@@ -267,11 +271,15 @@ class TrainConfig(StageConfig):
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
         if self.distributed.nproc_per_node > 1 and self.batch_size % self.distributed.nproc_per_node:
-            raise ValueError(f"batch_size {self.batch_size} must divide by distributed.nproc_per_node {self.distributed.nproc_per_node}")
+            raise ValueError(
+                f"batch_size {self.batch_size} must divide by distributed.nproc_per_node {self.distributed.nproc_per_node}"
+            )
         if not self.pivot_in_every_row:
             needs_pivot = [name for name, section in self.objectives.active().items() if section.needs_pivot]
             if needs_pivot:
-                raise ValueError(f"pivot_in_every_row = false leaves rows without the pivot, which {needs_pivot} need: set their weight to 0")
+                raise ValueError(
+                    f"pivot_in_every_row = false leaves rows without the pivot, which {needs_pivot} need: set their weight to 0"
+                )
         if self.schedule.warmup_steps > self.steps:
             raise ValueError(f"schedule.warmup_steps ({self.schedule.warmup_steps}) exceeds steps ({self.steps})")
         return self

@@ -45,7 +45,6 @@ import pyarrow.compute as pc
 log = logging.getLogger(__name__)
 
 
-
 @dataclass
 class TrainingData:
     texts: pa.LargeStringArray  # distinct texts by text id (in order of first appearance, row by row)
@@ -73,7 +72,9 @@ def _rows_from(table: pa.Table, split: str) -> pl.DataFrame:
     return df.select("group_id", "lang", "text")
 
 
-def multiway_rows(corpus: pa.Table, *, pivot: str, langs: list[str] | None, split: str = "train") -> tuple[pa.LargeStringArray, list[str], pa.Table]:
+def multiway_rows(
+    corpus: pa.Table, *, pivot: str, langs: list[str] | None, split: str = "train"
+) -> tuple[pa.LargeStringArray, list[str], pa.Table]:
     """(group ids, languages with the pivot first, texts: one large_string column per language
     in that order, null where the row lacks it) for the rows that have the pivot, by group id."""
     df = _rows_from(corpus, split).unique(subset=["group_id", "lang"], keep="first", maintain_order=True)
@@ -115,7 +116,9 @@ def distinct_texts(texts: pa.Table) -> tuple[pa.LargeStringArray, np.ndarray]:
     interleaved row by row, not a loop over texts.
     """
     n, width = texts.num_rows, texts.num_columns
-    flat = pa.concat_arrays([_large_strings(column) for column in texts.columns]) if width else pa.array([], type=pa.large_string())
+    flat = (
+        pa.concat_arrays([_large_strings(column) for column in texts.columns]) if width else pa.array([], type=pa.large_string())
+    )
     row_major = (np.arange(width, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).ravel()
     flat = flat.take(pa.array(row_major))
     del row_major
@@ -188,10 +191,16 @@ def tokenize(
         total = int(counts.sum())
         lengths[start:stop] = counts
         block = ids[start:stop]
-        block[positions < counts[:, None]] = np.fromiter(itertools.chain.from_iterable(enc["input_ids"]), dtype=np.int64, count=total)
-        offsets = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(enc["offset_mapping"])), dtype=np.int64, count=2 * total)
+        block[positions < counts[:, None]] = np.fromiter(
+            itertools.chain.from_iterable(enc["input_ids"]), dtype=np.int64, count=total
+        )
+        offsets = np.fromiter(
+            itertools.chain.from_iterable(itertools.chain.from_iterable(enc["offset_mapping"])), dtype=np.int64, count=2 * total
+        )
         spans = (offsets.reshape(-1, 2) - len(prefix)).astype(np.int32)
-        spans[np.fromiter(itertools.chain.from_iterable(enc["special_tokens_mask"]), dtype=bool, count=total)] = -1  # special tokens belong to no word
+        spans[
+            np.fromiter(itertools.chain.from_iterable(enc["special_tokens_mask"]), dtype=bool, count=total)
+        ] = -1  # special tokens belong to no word
         flat_spans.append(spans)
     flat = np.concatenate(flat_spans) if flat_spans else np.zeros((0, 2), dtype=np.int32)
     return ids, lengths, TokenSpans(np.cumsum(lengths) - lengths, lengths, flat)  # counts: the lengths array itself
@@ -343,7 +352,9 @@ class WordPairs(Mapping):
 JOIN_SLICE_RECORDS = 200_000  # align records joined at a time: the join's working memory is flat in the records
 
 
-def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_score: float, slice_records: int = JOIN_SLICE_RECORDS) -> None:
+def add_alignments(
+    data: TrainingData, table: pa.Table, spans: TokenSpans, min_score: float, slice_records: int = JOIN_SLICE_RECORDS
+) -> None:
     """Join the align artifact's rows to the training rows (polars/numpy), `slice_records` records at a time.
 
     Per record, in table order: a record is stored other -> pivot (a pivot -> other one is
@@ -362,7 +373,9 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_s
     defined_by = np.full(len(data.texts), -1, dtype=np.int64)  # 2 * record + side of the record that fixed a text's words
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, table.num_rows, max(1, slice_records)):
-        part = _join_slice(data, table, start, min(table.num_rows, start + max(1, slice_records)), rows, spans, min_score, defined_by)
+        part = _join_slice(
+            data, table, start, min(table.num_rows, start + max(1, slice_records)), rows, spans, min_score, defined_by
+        )
         if part is not None:
             parts.append(part)
     if not parts:
@@ -383,7 +396,9 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_s
     n = count[chosen]
     offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
     ordered = np.empty((int(offsets[-1]), 2), dtype=np.int32)
-    for lo in range(0, len(chosen), max(1, slice_records)):  # into key order a slice of keys at a time (the index is 8 bytes a pair)
+    for lo in range(
+        0, len(chosen), max(1, slice_records)
+    ):  # into key order a slice of keys at a time (the index is 8 bytes a pair)
         hi = min(len(chosen), lo + max(1, slice_records))
         k = n[lo:hi]
         at = np.repeat(first_pair[chosen[lo:hi]], k) + np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
@@ -392,7 +407,14 @@ def add_alignments(data: TrainingData, table: pa.Table, spans: TokenSpans, min_s
 
 
 def _join_slice(
-    data: TrainingData, table: pa.Table, begin: int, stop: int, rows: GroupRows, spans: TokenSpans, min_score: float, defined_by: np.ndarray
+    data: TrainingData,
+    table: pa.Table,
+    begin: int,
+    stop: int,
+    rows: GroupRows,
+    spans: TokenSpans,
+    min_score: float,
+    defined_by: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Records [begin, stop) of the join: sets the word ids of the texts they name first and
     returns (record, key, number of pairs, pairs [k, 2] int32) of those left with pairs."""
@@ -503,7 +525,9 @@ class GroupRows:
     def __init__(self, group_ids: pa.Array | Sequence[str]) -> None:
         self.ids = _string_series(group_ids)
         self.sorted = bool(self.ids.is_sorted()) and self.ids.null_count() == 0
-        self.frame = None if self.sorted else pl.DataFrame({"group_id": self.ids, "row": np.arange(len(self.ids), dtype=np.int64)})
+        self.frame = (
+            None if self.sorted else pl.DataFrame({"group_id": self.ids, "row": np.arange(len(self.ids), dtype=np.int64)})
+        )
 
     def find(self, group_ids: pl.Series) -> np.ndarray:
         """The row of each of `group_ids` (int64), -1 for an id not among the rows."""
@@ -562,10 +586,15 @@ def word_char_spans_flat(texts: pa.Array | Sequence[str], words: pl.Series) -> t
     out = np.full((int(n_words.sum()), 2), -1, dtype=np.int64)
     word_offset = np.cumsum(n_words) - n_words
     frame = pl.DataFrame({"text": _string_series(texts), "words": words.list.eval(pl.element().str.strip_chars(_WHITESPACE))})
-    tiled = frame.select(
-        (pl.col("text").str.replace_all(f"[{_SEPARATOR}]+", "") == pl.col("words").list.join(""))
-        & ~pl.col("words").list.eval(pl.element().str.contains(f"[{_SEPARATOR}]")).list.any()
-    ).to_series().fill_null(False).to_numpy()
+    tiled = (
+        frame.select(
+            (pl.col("text").str.replace_all(f"[{_SEPARATOR}]+", "") == pl.col("words").list.join(""))
+            & ~pl.col("words").list.eval(pl.element().str.contains(f"[{_SEPARATOR}]")).list.any()
+        )
+        .to_series()
+        .fill_null(False)
+        .to_numpy()
+    )
     fast = np.flatnonzero(tiled)
     sub = frame[fast].select(
         run=pl.col("text").str.extract_all(f"[^{_SEPARATOR}]+").list.eval(pl.element().str.len_chars()),
@@ -583,7 +612,11 @@ def word_char_spans_flat(texts: pa.Array | Sequence[str], words: pl.Series) -> t
     word_compact = np.cumsum(word_len) - word_len
     fast_words = n_words[fast]
     word_text = np.repeat(np.arange(len(fast)), fast_words)
-    word_index = np.repeat(word_offset[fast], fast_words) + np.arange(len(word_len)) - np.repeat(np.cumsum(fast_words) - fast_words, fast_words)
+    word_index = (
+        np.repeat(word_offset[fast], fast_words)
+        + np.arange(len(word_len))
+        - np.repeat(np.cumsum(fast_words) - fast_words, fast_words)
+    )
     real = np.flatnonzero(word_len > 0)  # a word that strips to nothing is not looked for
     j = np.searchsorted(run_compact, word_compact[real], side="right") - 1
     inside = (j >= 0) & (word_compact[real] + word_len[real] <= run_compact[np.maximum(j, 0)] + run_len[np.maximum(j, 0)])
@@ -624,7 +657,9 @@ def _set_word_ids(data: TrainingData, texts: np.ndarray, words: pl.Series, spans
         return
     word_span, searched = word_char_spans_flat(data.texts.take(pa.array(texts)), words)
     if searched:
-        log.debug("word search: %d of %d texts are not their words with separators between, searched word by word", searched, len(texts))
+        log.debug(
+            "word search: %d of %d texts are not their words with separators between, searched word by word", searched, len(texts)
+        )
     n_words = words.list.len().fill_null(0).to_numpy().astype(np.int64)
     n_tokens = data.lengths[texts]
     token_spans = spans.take(texts).astype(np.int64)
@@ -709,7 +744,12 @@ class BatchPlan:
         if e not in self._epochs:
             self._epochs = {k: v for k, v in self._epochs.items() if k >= e - 1}
             self._epochs[e] = epoch_batches(
-                self.data, epoch=e, batch_size=self.batch_size, views=self.views, seed=self.seed, pivot_in_every_row=self.pivot_in_every_row
+                self.data,
+                epoch=e,
+                batch_size=self.batch_size,
+                views=self.views,
+                seed=self.seed,
+                pivot_in_every_row=self.pivot_in_every_row,
             )
         return self._epochs[e]
 

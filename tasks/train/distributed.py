@@ -57,7 +57,9 @@ def sum_gradients(parameters: list[torch.nn.Parameter]) -> None:
         return
     dtype = next((p.grad.dtype for p in parameters if p.grad is not None), parameters[0].dtype)
     present = torch.tensor([float(p.grad is not None) for p in parameters], dtype=dtype, device=parameters[0].device)
-    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=dtype, device=p.device) for p in parameters]
+    parts = [
+        p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=dtype, device=p.device) for p in parameters
+    ]
     flat = torch.cat([*parts, present])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
     offset = 0

@@ -26,7 +26,7 @@ from storage import ArtifactStore
 from tasks.stop import Interrupted, own_process_group, register_child, stop_requested, unregister_child
 from tasks.train.checkpoint import StoreCheckpoints
 from tasks.train.config import TrainConfig
-from tasks.train.trainer import TrainInputs, Trainer
+from tasks.train.trainer import Trainer, TrainInputs
 
 
 def launch(spec_path: Path, *, nproc: int, timeout_s: int | None = None) -> None:
@@ -45,7 +45,9 @@ def launch(spec_path: Path, *, nproc: int, timeout_s: int | None = None) -> None
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     stop_file, interrupted = spec_path.parent / "stop", spec_path.parent / "interrupted.txt"
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=own_process_group)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=own_process_group
+    )
     register_child(proc)
     try:
         while True:
@@ -95,7 +97,9 @@ def _worker(spec_path: str) -> None:
         trainer = Trainer(config, inputs, rank=rank, world=world, should_stop=stop_file.exists)
         mirror = store_checkpoints(spec.get("checkpoint_store"), Path(spec["checkpoint_dir"])) if rank == 0 else None
         try:
-            metrics = trainer.run(Path(spec["out_dir"]), Path(spec["checkpoint_dir"]), on_checkpoint=mirror.upload if mirror is not None else None)
+            metrics = trainer.run(
+                Path(spec["out_dir"]), Path(spec["checkpoint_dir"]), on_checkpoint=mirror.upload if mirror is not None else None
+            )
         except Interrupted as exc:
             if rank == 0:
                 Path(spec_path).parent.joinpath("interrupted.txt").write_text(str(exc), encoding="utf-8")

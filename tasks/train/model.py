@@ -69,7 +69,9 @@ class DualEncoder(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.transformer.get_input_embeddings()
 
-    def token_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def token_states(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(last hidden states [n, T, H], pooler output or None)."""
         if self.lang_embedding is not None and lang_ids is not None:
             embeds = self.word_embeddings()(input_ids) + self.lang_embedding(lang_ids)[:, None, :]
@@ -82,7 +84,9 @@ class DualEncoder(nn.Module):
         """L2-normalised sentence vectors [n, H]: the shared pooling (tasks/encoders/pooling.py)."""
         return embed(self.pooling, hidden, attention_mask, pooled)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(L2-normalised sentence vectors [n, H], last hidden states [n, T, H])."""
         hidden, pooled = self.token_states(input_ids, attention_mask, lang_ids)
         return self.pool(hidden, attention_mask, pooled), hidden

@@ -14,8 +14,8 @@ yet), by the evaluate stage (stored in its artifact as `model-card.md`) and by `
 
 from __future__ import annotations
 
-import re
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +66,9 @@ class CardFacts:
     notes: list[str] = field(default_factory=list)  # extra lines (e.g. a dropped language embedding)
 
     @classmethod
-    def from_manifests(cls, train_key: str | None, config: Mapping[str, Any], metrics: Mapping[str, Any], inputs: Mapping[str, Any]) -> CardFacts:
+    def from_manifests(
+        cls, train_key: str | None, config: Mapping[str, Any], metrics: Mapping[str, Any], inputs: Mapping[str, Any]
+    ) -> CardFacts:
         """`inputs`: the train artifact's input manifests by name (corpus, base_model, translate, align); a
         missing one (collected by gc) may be None."""
         from tasks.train.config import TrainConfig
@@ -117,7 +119,11 @@ class CardFacts:
     @property
     def datasets(self) -> list[str]:
         """Hub dataset ids of the training data (corpus sources downloaded from the hub's datasets)."""
-        found = [m.group(1) for url in self.corpus.get("urls", []) if (m := re.match(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)", url))]
+        found = [
+            m.group(1)
+            for url in self.corpus.get("urls", [])
+            if (m := re.match(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)", url))
+        ]
         return list(dict.fromkeys(found))
 
 
@@ -149,7 +155,9 @@ def _corpus_facts(manifest: Any) -> dict[str, Any]:
         return {"key": None, "sources": [], "rows": None, "rows_by_lang": {}, "rows_by_split": {}, "groups": None, "urls": []}
     return {
         "key": manifest.key,
-        "sources": [{k: v for k, v in s.items() if k in ("name", "kind", "langs", "columns")} for s in manifest.config.get("sources", [])],
+        "sources": [
+            {k: v for k, v in s.items() if k in ("name", "kind", "langs", "columns")} for s in manifest.config.get("sources", [])
+        ],
         "rows": manifest.rows_out,
         "rows_by_lang": dict(manifest.metrics.get("rows_by_lang", {})),
         "rows_by_split": dict(manifest.metrics.get("rows_by_split", {})),
@@ -232,7 +240,13 @@ class EvaluationResults:
             rows.append({**row, "base": base.get(_row_id(row)), "task_type": hub_task_type(row["benchmark"])})
         rows.sort(key=lambda r: (r["benchmark"], r["dataset"], is_group_code(r["src_lang"]), r["src_lang"], r["tgt_lang"] or ""))
         intervals = {}
-        if paired_intervals is not None and items is not None and base_items is not None and items.num_rows and base_items.num_rows:
+        if (
+            paired_intervals is not None
+            and items is not None
+            and base_items is not None
+            and items.num_rows
+            and base_items.num_rows
+        ):
             for d in paired_intervals(items, base_items, metrics, seed=seed):
                 intervals[d.benchmark, d.dataset, d.label] = d.accuracy
         return cls(key, rows, dict(encoder), intervals, seed if intervals else None)
@@ -403,7 +417,9 @@ def render_model_card(
         "Maximum Sequence Length": f"{max_length} tokens",
         "Output Dimensionality": f"{facts.dimension} dimensions" if facts.dimension else None,
         "Similarity Function": "Cosine Similarity",
-        "Training Dataset": f"xlembed corpus artifact `{facts.corpus['key'][:12]}` (see Training Details)" if facts.corpus.get("key") else None,
+        "Training Dataset": f"xlembed corpus artifact `{facts.corpus['key'][:12]}` (see Training Details)"
+        if facts.corpus.get("key")
+        else None,
         "Language": ", ".join(hub_language(c) for c in languages) or None,
         "License": facts.license or "the base model's (not recorded here)",
     }
@@ -482,7 +498,11 @@ def _evaluation_section(results: EvaluationResults, prefix: str, weights: str, f
     enc = results.encoder
     md = ["### Metrics", ""]
     md += [
-        (f"Measured by evaluate artifact `{results.key}`" if results.key else "Measured by the evaluate artifact that stores this card")
+        (
+            f"Measured by evaluate artifact `{results.key}`"
+            if results.key
+            else "Measured by the evaluate artifact that stores this card"
+        )
         + f" on {weights}, encoding with prefix {enc.get('prefix', '')!r}, truncating at {enc.get('max_length')} tokens, "
         f"pooling {recorded_pooling(enc['pooling']) if enc.get('pooling') else 'as saved'}; `n` is the number of items "
         "(sentence pairs, or STS pairs) each value was measured on. Main metric per benchmark: retrieval accuracy "
@@ -493,7 +513,11 @@ def _evaluation_section(results: EvaluationResults, prefix: str, weights: str, f
         md += [f"Note: training used the prefix {prefix!r}; these numbers were measured with {enc.get('prefix', '')!r}.", ""]
     has_base = any(r["base"] is not None for r in results.rows)
     has_ci = bool(results.intervals)
-    header = "| benchmark | dataset | languages | metric | value | n |" + (" base |" if has_base else "") + (" change, pp [95% interval] |" if has_ci else "")
+    header = (
+        "| benchmark | dataset | languages | metric | value | n |"
+        + (" base |" if has_base else "")
+        + (" change, pp [95% interval] |" if has_ci else "")
+    )
     md += [header, "|" + "---|" * header.count(" |")]
     for r in results.rows:
         pair = f"{r['src_lang']} - {r['tgt_lang']}" if r["tgt_lang"] else r["src_lang"]
@@ -518,9 +542,17 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
     md = ["## Training Details", "", "### Training Dataset", ""]
     corpus = facts.corpus
     if corpus.get("key"):
-        md.append(f"Corpus artifact `corpus {corpus['key']}`: {corpus['rows']:,} texts" + (f" in {corpus['groups']:,} multi-way rows" if corpus.get("groups") else "") + ".")
+        md.append(
+            f"Corpus artifact `corpus {corpus['key']}`: {corpus['rows']:,} texts"
+            + (f" in {corpus['groups']:,} multi-way rows" if corpus.get("groups") else "")
+            + "."
+        )
         if corpus.get("rows_by_split"):
-            md.append("Split: " + ", ".join(f"{k} {v:,}" for k, v in corpus["rows_by_split"].items()) + " (dev rows chose the checkpoint, never trained on).")
+            md.append(
+                "Split: "
+                + ", ".join(f"{k} {v:,}" for k, v in corpus["rows_by_split"].items())
+                + " (dev rows chose the checkpoint, never trained on)."
+            )
         md.append("")
         md += ["| source | kind | languages |", "|---|---|---|"]
         for source in corpus["sources"]:
@@ -543,7 +575,14 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
     if isinstance(metrics.get("train_rows"), int):
         md += [f"Multi-way rows trained on: {metrics['train_rows']:,} ({metrics.get('train_texts', 0):,} texts).", ""]
 
-    md += ["### Training Objectives", "", "The loss is the weighted sum of:", "", "| objective | weight | what it does | from |", "|---|---|---|---|"]
+    md += [
+        "### Training Objectives",
+        "",
+        "The loss is the weighted sum of:",
+        "",
+        "| objective | weight | what it does | from |",
+        "|---|---|---|---|",
+    ]
     for objective, weight in metrics.get("objectives", {}).items():
         what, papers = objective_citation(objective)
         source = "; ".join(p.short() for p in papers) or "no citation recorded"

@@ -43,7 +43,9 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def save_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max_length: int, langs: list[str], card: str) -> Path:
+def save_model(
+    encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max_length: int, langs: list[str], card: str
+) -> Path:
     """Write `encoder` (a DualEncoder) as a transformers + sentence-transformers directory."""
     mode = sentence_transformers_mode(pooling)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +75,10 @@ def save_model(encoder: Any, tokenizer: Any, out_dir: Path, *, pooling: str, max
         },
     )
     (out_dir / "2_Normalize").mkdir(exist_ok=True)
-    _write_json(out_dir / "config_sentence_transformers.json", {"model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None})
+    _write_json(
+        out_dir / "config_sentence_transformers.json",
+        {"model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None},
+    )
     if encoder.lang_embedding is not None:
         write_language_vectors(out_dir, encoder.lang_embedding.weight, langs)
     (out_dir / "README.md").write_text(card, encoding="utf-8")

@@ -61,13 +61,17 @@ class TensorBoardReporter:
         # the name has the second it was made in; pid and a counter keep two writers of one second apart
         self.writer = EventsWriter(str(logdir / "events"), f".{os.getpid()}.{next(_writers)}")
         if start_step > 0:  # TensorBoard drops what a killed run logged after the checkpoint resumed from
-            self.writer.write_event(Event(wall_time=time.time(), step=start_step + 1, session_log=SessionLog(status=SessionLog.START)))
+            self.writer.write_event(
+                Event(wall_time=time.time(), step=start_step + 1, session_log=SessionLog(status=SessionLog.START))
+            )
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
 
-        summary = Summary(value=[Summary.Value(tag=tensorboard_tag(name), simple_value=float(value)) for name, value in values.items()])
+        summary = Summary(
+            value=[Summary.Value(tag=tensorboard_tag(name), simple_value=float(value)) for name, value in values.items()]
+        )
         self.writer.write_event(Event(wall_time=time.time(), step=step, summary=summary))
 
     def hparams(self, settings: dict[str, Any], results: dict[str, float]) -> None:
@@ -91,7 +95,9 @@ class WandbReporter:
     def __init__(self, run_id: str, config: dict[str, Any]) -> None:
         import wandb
 
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "xlembed"), id=run_id, resume="allow", config=config, job_type="train")
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "xlembed"), id=run_id, resume="allow", config=config, job_type="train"
+        )
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         self.run.log(values, step=step)
@@ -124,7 +130,9 @@ class MLflowReporter:
 OPTIONAL_PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb", "mlflow": "mlflow"}
 
 
-def open_reporters(names: list[str], checkpoint_dir: Path, start_step: int, run_id: str, config: dict[str, Any]) -> list[Reporter]:
+def open_reporters(
+    names: list[str], checkpoint_dir: Path, start_step: int, run_id: str, config: dict[str, Any]
+) -> list[Reporter]:
     reporters: list[Reporter] = []
     for name in names:
         package = OPTIONAL_PACKAGES[name]
@@ -150,7 +158,9 @@ class StepMonitor:
         self.checkpoint_dir = checkpoint_dir
         self.started = time.perf_counter()
         self.reported_curves = reported_curves  # a resumed run's curves are in the event files already
-        self.reporters = open_reporters(list(self.config.report_to), checkpoint_dir, start, checkpoint_dir.name, self.config.model_dump(mode="json"))
+        self.reporters = open_reporters(
+            list(self.config.report_to), checkpoint_dir, start, checkpoint_dir.name, self.config.model_dump(mode="json")
+        )
         self.last_step_seconds = time.perf_counter()
         self.examples_per_second: dict[int, float] = {}  # steps ticked, not yet reported
         if progress is not None:
@@ -208,7 +218,9 @@ class StepMonitor:
         import shutil
 
         self._report_curves(curves)
-        final = {c["metric"]: float(c["value"]) for c in curves if c["metric"] == "loss" or c["metric"].startswith("dev_accuracy")}
+        final = {
+            c["metric"]: float(c["value"]) for c in curves if c["metric"] == "loss" or c["metric"].startswith("dev_accuracy")
+        }
         for reporter in self.reporters:
             if isinstance(reporter, TensorBoardReporter):
                 reporter.hparams(self.config.model_dump(mode="json"), final)

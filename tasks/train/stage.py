@@ -104,8 +104,10 @@ def training_table(inputs: Inputs) -> pa.Table:
     return pa.concat_tables([train, dev.select(["group_id", "lang", "text", "split"])])
 
 
-def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext, checkpoints: Path) -> list[Any]:
-    from tasks.train.trainer import TrainInputs, Trainer
+def build_train_shard(
+    config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext, checkpoints: Path
+) -> list[Any]:
+    from tasks.train.trainer import Trainer, TrainInputs
 
     corpus = training_table(inputs)
     alignments = inputs["align"].read_table() if "align" in inputs else None
@@ -131,7 +133,9 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
             "base_dir": str(base_dir),
             "out_dir": str(out_dir),
             "checkpoint_dir": str(checkpoints),
-            "checkpoint_store": {"root": mirror.files.store.root_uri, "stage": mirror.files.stage, "key": mirror.files.key} if mirror is not None else None,
+            "checkpoint_store": {"root": mirror.files.store.root_uri, "stage": mirror.files.stage, "key": mirror.files.key}
+            if mirror is not None
+            else None,
         }
         (spec_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         launch(spec_dir / "spec.json", nproc=config.distributed.nproc_per_node)
@@ -139,7 +143,9 @@ def build_train_shard(config: TrainConfig, inputs: Inputs, shard: ShardSpec, con
     else:
         trainer = Trainer(config, TrainInputs(corpus, alignments, base_dir))
         try:
-            metrics = trainer.run(out_dir, checkpoints, progress=context, on_checkpoint=mirror.upload if mirror is not None else None)
+            metrics = trainer.run(
+                out_dir, checkpoints, progress=context, on_checkpoint=mirror.upload if mirror is not None else None
+            )
         finally:
             if mirror is not None:
                 mirror.close()  # the last checkpoint is in the store before this returns or raises
@@ -155,7 +161,9 @@ def write_model_card(config: TrainConfig, inputs: Inputs, metrics: dict[str, Any
     """The model's card from its config, metrics and input artifacts (no evaluation yet)."""
     from tasks.train.model_card import CardFacts, render_model_card
 
-    facts = CardFacts.from_manifests(None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()})
+    facts = CardFacts.from_manifests(
+        None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()}
+    )
     path.write_text(render_model_card(facts, train_folder=True), encoding="utf-8")
 
 

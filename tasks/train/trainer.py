@@ -87,7 +87,14 @@ def lr_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch
 
 class Trainer:
     def __init__(
-        self, config: TrainConfig, inputs: TrainInputs, *, rank: int = 0, world: int = 1, device: str | None = None, should_stop: Callable[[], bool] = stop_requested
+        self,
+        config: TrainConfig,
+        inputs: TrainInputs,
+        *,
+        rank: int = 0,
+        world: int = 1,
+        device: str | None = None,
+        should_stop: Callable[[], bool] = stop_requested,
     ) -> None:
         from transformers import AutoTokenizer
 
@@ -119,18 +126,31 @@ class Trainer:
             min_alignment_score=config.min_alignment_score,
         )
         self.plan = BatchPlan(
-            self.data, batch_size=config.batch_size, views=config.views, seed=config.seed, pivot_in_every_row=config.pivot_in_every_row
+            self.data,
+            batch_size=config.batch_size,
+            views=config.views,
+            seed=config.seed,
+            pivot_in_every_row=config.pivot_in_every_row,
         )
         self.local_rows = config.batch_size // world
 
         torch.manual_seed(config.seed)
         transformer = load_transformer(inputs.base_dir, dropout=config.dropout)
-        self.model = DualEncoder(transformer, pooling=config.pooling, n_langs=len(self.data.langs) if config.language_embedding else 0).to(self.device)
+        self.model = DualEncoder(
+            transformer, pooling=config.pooling, n_langs=len(self.data.langs) if config.language_embedding else 0
+        ).to(self.device)
         if config.freeze_word_embeddings:
             self.model.word_embeddings().weight.requires_grad_(False)
-        unaligned = [name for name, section in config.objectives.active().items() if section.needs_alignments and not len(self.data.alignments)]
+        unaligned = [
+            name
+            for name, section in config.objectives.active().items()
+            if section.needs_alignments and not len(self.data.alignments)
+        ]
         if unaligned and rank == 0:
-            log.warning("no word alignments in the training data (no align stage, or none matched): %s contribute nothing", ", ".join(unaligned))
+            log.warning(
+                "no word alignments in the training data (no align stage, or none matched): %s contribute nothing",
+                ", ".join(unaligned),
+            )
         self.frozen = frozen_copy(self.model) if needs_frozen_model(config.objectives) else None
         self.objectives: dict[str, Objective] = build_objectives(config, self.model, self.data, inputs.base_dir)
         self.module = nn.ModuleDict({"encoder": self.model, "objectives": nn.ModuleDict(self.objectives)}).to(self.device)
@@ -161,7 +181,9 @@ class Trainer:
             return None
         if self.config.eval_max_groups:
             rows = rows.slice(0, self.config.eval_max_groups)
-        distinct = pc.unique(pa.chunked_array([c for column in rows.columns for c in column.chunks], type=pa.large_string()).drop_null())
+        distinct = pc.unique(
+            pa.chunked_array([c for column in rows.columns for c in column.chunks], type=pa.large_string()).drop_null()
+        )
         texts = distinct.take(pc.array_sort_indices(distinct))  # sorted (UTF-8 byte order: code point order, as `sorted` gives)
         table = np.stack(
             [pc.index_in(rows.column(lang), value_set=texts).fill_null(-1).to_numpy().astype(np.int64) for lang in langs], axis=1
@@ -214,11 +236,15 @@ class Trainer:
         b = part.size
 
         def side(sl: slice) -> Side:
-            return Side(tensors["hidden"][sl], tensors["attention_mask"][sl], tensors["input_ids"][sl], tensors["word_ids"][sl], langs[sl])
+            return Side(
+                tensors["hidden"][sl], tensors["attention_mask"][sl], tensors["input_ids"][sl], tensors["word_ids"][sl], langs[sl]
+            )
 
         return Chunk(part, side(slice(b, 2 * b)), side(slice(0, b)), self.config.batch_size, norm)
 
-    def _token_losses(self, part: StepBatch, tensors: dict[str, torch.Tensor], langs: torch.Tensor, norms: dict[str, float]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _token_losses(
+        self, part: StepBatch, tensors: dict[str, torch.Tensor], langs: torch.Tensor, norms: dict[str, float]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         total = tensors["hidden"].new_zeros((), dtype=torch.float32)
         parts: dict[str, torch.Tensor] = {}
         for name, obj in self.objectives.items():
@@ -228,7 +254,9 @@ class Trainer:
                 total = total + obj.weight * value
         return total, parts
 
-    def _sentence_losses(self, emb_local: torch.Tensor, valid: torch.Tensor, extras: dict[str, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _sentence_losses(
+        self, emb_local: torch.Tensor, valid: torch.Tensor, extras: dict[str, dict[str, torch.Tensor]]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         emb = gather_with_grad(emb_local)
         total = emb.new_zeros((), dtype=torch.float32)
         parts: dict[str, torch.Tensor] = {}
@@ -318,9 +346,14 @@ class Trainer:
 
     def read_values(self, pending: list[tuple[int, dict[str, torch.Tensor | float]]]) -> list[tuple[int, dict[str, float]]]:
         """(step, train_step's values) of steps not read yet -> floats, in one device-to-host transfer."""
-        tensors = [v.detach().reshape(()).double() for _, values in pending for v in values.values() if isinstance(v, torch.Tensor)]
+        tensors = [
+            v.detach().reshape(()).double() for _, values in pending for v in values.values() if isinstance(v, torch.Tensor)
+        ]
         numbers = iter(torch.stack(tensors).tolist() if tensors else [])
-        return [(done, {k: next(numbers) if isinstance(v, torch.Tensor) else float(v) for k, v in values.items()}) for done, values in pending]
+        return [
+            (done, {k: next(numbers) if isinstance(v, torch.Tensor) else float(v) for k, v in values.items()})
+            for done, values in pending
+        ]
 
     def check_finite(self, done: int, values: dict[str, float]) -> None:
         if not math.isfinite(values["loss"]):
@@ -332,7 +365,9 @@ class Trainer:
 
     # -------------------------------------------------------------------------------- run
 
-    def run(self, out_dir: Path, checkpoint_dir: Path, progress: Any = None, on_checkpoint: Callable[[Path], None] | None = None) -> dict[str, Any]:
+    def run(
+        self, out_dir: Path, checkpoint_dir: Path, progress: Any = None, on_checkpoint: Callable[[Path], None] | None = None
+    ) -> dict[str, Any]:
         """Train (resuming from `checkpoint_dir` when it holds a checkpoint), export into `out_dir`.
 
         `progress` (a ShardContext, or None) hears of every step and gets a line every
@@ -400,11 +435,15 @@ class Trainer:
             if is_main and (done % config.checkpoint_every == 0 or last or stopping):
                 state["train_seconds"] = seconds_before + time.perf_counter() - started
                 state["position"] = list(self.plan.position(step))
-                saved = ckpt.save_checkpoint(checkpoint_dir, step=done, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler, state=state)
+                saved = ckpt.save_checkpoint(
+                    checkpoint_dir, step=done, module=self.module, optimizer=self.optimizer, scheduler=self.scheduler, state=state
+                )
                 if on_checkpoint is not None:
                     on_checkpoint(saved)
             if stopping:
-                raise Interrupted(f"train: stopped at step {done} of {config.steps}; checkpoint at step {done} kept in {checkpoint_dir}; rerun resumes from it")
+                raise Interrupted(
+                    f"train: stopped at step {done} of {config.steps}; checkpoint at step {done} kept in {checkpoint_dir}; rerun resumes from it"
+                )
             if config.stop_after and done >= config.stop_after and not last:
                 raise TrainingStopped(f"stopped after step {done} (stop_after)")
         train_seconds = seconds_before + time.perf_counter() - started
@@ -423,7 +462,9 @@ class Trainer:
         metrics = self._metrics(state, train_seconds)
         save_model(self.model, self.tokenizer, out_dir / "model", pooling=config.pooling, max_length=config.max_length,
                      langs=self.data.langs, card=_model_card(config, metrics))  # fmt: skip
-        write_curves(state["curves"], out_dir / "curves.parquet", out_dir / "curves.png", title=f"train: {', '.join(self.objectives)}")
+        write_curves(
+            state["curves"], out_dir / "curves.parquet", out_dir / "curves.png", title=f"train: {', '.join(self.objectives)}"
+        )
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
         self.model.load_state_dict(final_state)
         return metrics
@@ -515,7 +556,8 @@ def _model_card(config: TrainConfig, metrics: dict[str, Any]) -> str:
         f"pooling {config.pooling}, objectives: {objectives}.",
         f"Languages: {', '.join(metrics['languages'])} (pivot {config.pivot}).",
         f"Checkpoint chosen on dev retrieval: step {metrics['best_step']}, mean accuracy {dev.get('mean', float('nan')):.4f}."
-        if dev else "No dev split: the final step's weights.",
+        if dev
+        else "No dev split: the final step's weights.",
         "",
         f"Prefix used in training: {config.prefix!r}." if config.prefix else "No text prefix.",
     ]

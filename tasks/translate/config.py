@@ -12,7 +12,9 @@ from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfi
 from tasks.translate.languages import nllb_code
 
 Quantization = Literal["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"]
-ComputeType = Literal["auto", "default", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"]
+ComputeType = Literal[
+    "auto", "default", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"
+]
 DEFAULT_QUANTIZATION = "int8"
 
 
@@ -60,6 +62,7 @@ class TranslateModelConfig(StageConfig):
     @classmethod
     def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
         return local_source_paths(data, info, ("model",), ("local", "ctranslate2"))
+
     allow_pickle_weights: bool = Field(
         default=False,
         description="convert checkpoints that ship only pytorch_model.bin (read by torch's weights_only loader); "
@@ -126,7 +129,9 @@ class DecodingConfig(StageConfig):
     max_length_ratio: float = Field(default=2.0, ge=0)
     max_length_extra: int = Field(default=10, ge=0)
     max_decoding_length: int = Field(default=512, ge=1)
-    max_input_length: int = Field(default=512, ge=3, description="longer inputs are truncated (tokens, with the language code and </s>)")
+    max_input_length: int = Field(
+        default=512, ge=3, description="longer inputs are truncated (tokens, with the language code and </s>)"
+    )
 
 
 class QualityFilters(StageConfig):
@@ -136,13 +141,19 @@ class QualityFilters(StageConfig):
     filter off (TOML has no null).
     """
 
-    drop_identical: bool = Field(default=True, description="drop translations equal to the source after NFKC, case folding and removing whitespace and punctuation (tasks/corpus/dedup.py copy_normalized_text)")
+    drop_identical: bool = Field(
+        default=True,
+        description="drop translations equal to the source after NFKC, case folding and removing whitespace and punctuation (tasks/corpus/dedup.py copy_normalized_text)",
+    )
     repetition_max_ngram: int | None = Field(default=4, ge=0, description="longest looping n-gram looked for (tokens); 0: off")
     repetition_min_repeats: int = Field(default=4, ge=2, description="an n-gram this many times in a row is a loop")
     min_length_ratio: float | None = Field(default=0.25, ge=0, description="output/input tokens below this: dropped; 0: off")
     max_length_ratio: float | None = Field(default=3.0, ge=0, description="output/input tokens above this: dropped; 0: off")
     min_script_share: float | None = Field(
-        default=0.5, ge=0, le=1, description="share of letters in the target's script (from its FLORES code) below this: dropped; 0: off"
+        default=0.5,
+        ge=0,
+        le=1,
+        description="share of letters in the target's script (from its FLORES code) below this: dropped; 0: off",
     )
     lid: LidFilter | None = Field(
         default=None,
@@ -153,7 +164,9 @@ class QualityFilters(StageConfig):
     @model_validator(mode="after")
     def _ratio_order(self) -> QualityFilters:
         if self.min_length_ratio and self.max_length_ratio and self.min_length_ratio >= self.max_length_ratio:
-            raise ValueError(f"min_length_ratio ({self.min_length_ratio}) must be below max_length_ratio ({self.max_length_ratio})")
+            raise ValueError(
+                f"min_length_ratio ({self.min_length_ratio}) must be below max_length_ratio ({self.max_length_ratio})"
+            )
         return self
 
 
@@ -191,7 +204,9 @@ class TranslateConfig(StageConfig):
     source_lang: str = Field(default="eng_Latn", description="the language of the rows that are translated")
     targets: list[str] = Field(min_length=1, description="FLORES-200 codes of the target pool")
     k: int | None = Field(default=None, ge=1, description="languages drawn per row; all targets when unset")
-    include_source: bool = Field(default=True, description="false: the en-ablate variant (draw k+1 including the source language)")
+    include_source: bool = Field(
+        default=True, description="false: the en-ablate variant (draw k+1 including the source language)"
+    )
     seed: int = 42
     shard_rows: int = Field(default=2048, ge=1, description="source rows per shard (each shard is cached on its own)")
     max_batch_tokens: int = Field(default=4096, ge=16, description="source tokens per CTranslate2 batch (batch_type='tokens')")
@@ -207,7 +222,9 @@ class TranslateConfig(StageConfig):
     @model_validator(mode="before")
     @classmethod
     def _resolve_auto(cls, data: Any) -> Any:
-        if isinstance(data, dict) and (data.get("device", "auto") in ("auto", "cuda") or data.get("compute_type", "auto") == "auto"):
+        if isinstance(data, dict) and (
+            data.get("device", "auto") in ("auto", "cuda") or data.get("compute_type", "auto") == "auto"
+        ):
             data = dict(data)
             device = data.get("device", "auto")
             if device in ("auto", "cpu", "cuda"):

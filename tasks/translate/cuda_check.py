@@ -65,7 +65,7 @@ class CudaProbes:
 
 
 def resolve_translate_device(device: str, probes: CudaProbes = CudaProbes()) -> str:
-    """"cpu" or "cuda" for a config's `device` ("auto", "cpu", "cuda"), checked.
+    """ "cpu" or "cuda" for a config's `device` ("auto", "cpu", "cuda"), checked.
 
     auto: "cuda" when CTranslate2 can use a GPU, "cpu" when no GPU is visible at all. Where
     torch or CTranslate2 sees a GPU, "auto" and "cuda" raise CudaUnavailableError unless
@@ -88,5 +88,5 @@ def resolve_translate_device(device: str, probes: CudaProbes = CudaProbes()) -> 
     raise CudaUnavailableError(
         f"translate device = {device!r}: {seen}; {why}. CTranslate2 {version.split('.')[0]}.x needs CUDA {cuda}: install the "
         f"CUDA {cuda} runtime with cuBLAS {cuda} (e.g. pip install nvidia-cublas-cu{cuda} and put its lib folder on "
-        f"LD_LIBRARY_PATH), or a CTranslate2 build for this machine's CUDA; or set device = \"cpu\" to translate on the CPU"
+        f'LD_LIBRARY_PATH), or a CTranslate2 build for this machine\'s CUDA; or set device = "cpu" to translate on the CPU'
     )

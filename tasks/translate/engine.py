@@ -27,7 +27,9 @@ _TRANSLATORS: dict[tuple[Any, ...], Any] = {}
 _TRANSLATORS_LOCK = threading.Lock()
 
 
-def get_translator(model_dir: Path, device: str, compute_type: str, device_index: int = 0, inter_threads: int = 1, intra_threads: int = 0) -> Any:
+def get_translator(
+    model_dir: Path, device: str, compute_type: str, device_index: int = 0, inter_threads: int = 1, intra_threads: int = 0
+) -> Any:
     """The process's Translator for this model and device, created on first use and reused by
     every later shard (loading the 3.3B model takes seconds and gigabytes). Thread-safe:
     CTranslate2 translators accept concurrent calls from several threads."""

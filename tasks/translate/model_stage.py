@@ -31,7 +31,16 @@ MODEL_INFO = "model.json"
 CT2_DIR = "ctranslate2"
 TOKENIZER_DIR = "tokenizer"
 CHECKPOINT_SUFFIXES = (".json", ".safetensors", ".model", ".txt")
-CT2_FILES = ("model.bin", "config.json", "shared_vocabulary.json", "shared_vocabulary.txt", "source_vocabulary.json", "target_vocabulary.json", "source_vocabulary.txt", "target_vocabulary.txt")
+CT2_FILES = (
+    "model.bin",
+    "config.json",
+    "shared_vocabulary.json",
+    "shared_vocabulary.txt",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+    "source_vocabulary.txt",
+    "target_vocabulary.txt",
+)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "sentencepiece.bpe.model")
 
 
@@ -65,7 +74,9 @@ def _hub_snapshot(config: TranslateModelConfig) -> Path:
     patterns = [f"*{suffix}" for suffix in CHECKPOINT_SUFFIXES]
     snapshot = Path(snapshot_download(repo_id=config.model or "", revision=config.revision, allow_patterns=patterns))
     if not any(snapshot.glob("*.safetensors")) and config.allow_pickle_weights:
-        snapshot = Path(snapshot_download(repo_id=config.model or "", revision=config.revision, allow_patterns=[*patterns, "*.bin"]))
+        snapshot = Path(
+            snapshot_download(repo_id=config.model or "", revision=config.revision, allow_patterns=[*patterns, "*.bin"])
+        )
     return snapshot
 
 
@@ -108,7 +119,9 @@ def model_vocabulary(ct2_dir: Path) -> list[str]:
     raise TranslationModelError(f"{ct2_dir}: no vocabulary file")
 
 
-def build_translate_model_shard(config: TranslateModelConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
+def build_translate_model_shard(
+    config: TranslateModelConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext
+) -> list[Any]:
     out = context.workdir / "out"
     ct2_dir, tokenizer_dir = out / CT2_DIR, out / TOKENIZER_DIR
     quantization = config.quantization or DEFAULT_QUANTIZATION
@@ -118,12 +131,19 @@ def build_translate_model_shard(config: TranslateModelConfig, inputs: Inputs, sh
             raise TranslationModelError(f"{source}: no model.bin; not a CTranslate2 model directory")
         _copy_files(source, ct2_dir, CT2_FILES)
         if config.tokenizer:
-            save_tokenizer(Path(config.tokenizer).expanduser() if Path(config.tokenizer).expanduser().is_dir() else config.tokenizer, tokenizer_dir)
+            save_tokenizer(
+                Path(config.tokenizer).expanduser() if Path(config.tokenizer).expanduser().is_dir() else config.tokenizer,
+                tokenizer_dir,
+            )
         elif (source / "tokenizer.json").is_file():
             _copy_files(source, tokenizer_dir, TOKENIZER_FILES)
         else:
-            raise TranslationModelError(f"{source}: no tokenizer.json; set translate_model.tokenizer to the model's hub id or directory")
-        ct2_config = json.loads((ct2_dir / "config.json").read_text(encoding="utf-8")) if (ct2_dir / "config.json").is_file() else {}
+            raise TranslationModelError(
+                f"{source}: no tokenizer.json; set translate_model.tokenizer to the model's hub id or directory"
+            )
+        ct2_config = (
+            json.loads((ct2_dir / "config.json").read_text(encoding="utf-8")) if (ct2_dir / "config.json").is_file() else {}
+        )
         quantization = ct2_config.get("quantization", "unknown")
     else:
         if config.source == "tiny_random":
@@ -143,7 +163,9 @@ def build_translate_model_shard(config: TranslateModelConfig, inputs: Inputs, sh
     vocabulary = set(model_vocabulary(ct2_dir))
     languages = [code for code in NLLB_LANGUAGE_CODES if code in vocabulary]
     if not languages:
-        raise TranslationModelError(f"{config.model or config.source}: the vocabulary holds no NLLB language code; not an NLLB model")
+        raise TranslationModelError(
+            f"{config.model or config.source}: the vocabulary holds no NLLB language code; not an NLLB model"
+        )
     info = {
         "name": config.display_name,
         "source": config.source,
@@ -180,7 +202,9 @@ def fingerprint_translate_model(config: TranslateModelConfig) -> dict[str, Any]:
         prints["files"] = folder_fingerprint(root, (p for p in root.iterdir() if p.is_file()))
         if config.tokenizer:
             tok = Path(config.tokenizer).expanduser()
-            prints["tokenizer"] = folder_fingerprint(tok, (p for p in tok.iterdir() if p.is_file())) if tok.is_dir() else config.tokenizer
+            prints["tokenizer"] = (
+                folder_fingerprint(tok, (p for p in tok.iterdir() if p.is_file())) if tok.is_dir() else config.tokenizer
+            )
     return prints
 
 

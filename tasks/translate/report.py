@@ -59,7 +59,13 @@ def shard_samples(
     """Up to `per_outcome` translations per (language, outcome), those whose group id hashes lowest."""
     ranks = row_hashes(group_ids, SAMPLE_SEED)[row_of] if len(group_ids) else np.zeros(0, dtype=np.uint64)
     frame = pl.DataFrame(
-        {"lang": list(target_langs), "outcome": list(outcomes), "row": row_of.astype(np.int64), "translation": list(translations), "rank": ranks},
+        {
+            "lang": list(target_langs),
+            "outcome": list(outcomes),
+            "row": row_of.astype(np.int64),
+            "translation": list(translations),
+            "rank": ranks,
+        },
         schema={"lang": pl.String, "outcome": pl.String, "row": pl.Int64, "translation": pl.String, "rank": pl.UInt64},
     )
     picked = frame.sort("rank", "lang").group_by("lang", "outcome", maintain_order=True).head(per_outcome)
@@ -94,7 +100,9 @@ def _outcome_order(outcome: str) -> int:
     return OUTCOMES.index(outcome) if outcome in OUTCOMES else len(OUTCOMES)
 
 
-def build_report(config: TranslateConfig, key: str, metrics: Mapping[str, Any], dropped: Mapping[str, int], samples: pl.DataFrame) -> TranslateReport:
+def build_report(
+    config: TranslateConfig, key: str, metrics: Mapping[str, Any], dropped: Mapping[str, int], samples: pl.DataFrame
+) -> TranslateReport:
     """Markdown and a self-contained HTML page: drop counts per filter and per language, then
     per language the sampled kept and dropped translations with the reason. No wall-clock
     figures (they are in the manifest's metrics): the same inputs give the same bytes, also
@@ -111,7 +119,8 @@ def build_report(config: TranslateConfig, key: str, metrics: Mapping[str, Any], 
     )
     filters = Table(
         ["dropped because", "rows"],
-        [[Cell(reason), Cell(f"{n:,}", "num")] for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1])] or [[Cell("(nothing)"), Cell("0", "num")]],
+        [[Cell(reason), Cell(f"{n:,}", "num")] for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1])]
+        or [[Cell("(nothing)"), Cell("0", "num")]],
         [False, True],
     )
     per_lang = Table(
@@ -124,14 +133,39 @@ def build_report(config: TranslateConfig, key: str, metrics: Mapping[str, Any], 
         [False, True, True, *[True] * len(reasons)],
     )  # fmt: skip
     settings = ", ".join(f"{name} = {value}" for name, value in config.filters.model_dump().items())
-    md = [f"# {md_code_free(title)}", "", md_escape(summary), "", f"Filters: {md_escape(settings)}", "", "## Drops per filter", "", md_table(filters), ""]
+    md = [
+        f"# {md_code_free(title)}",
+        "",
+        md_escape(summary),
+        "",
+        f"Filters: {md_escape(settings)}",
+        "",
+        "## Drops per filter",
+        "",
+        md_table(filters),
+        "",
+    ]
     md += ["## Per target language", "", md_table(per_lang), ""]
-    ht = [f"<h1>{html_escape(title)}</h1>", f"<p>{html_escape(summary)}</p>", f'<p class="note">Filters: {html_escape(settings)}</p>']
+    ht = [
+        f"<h1>{html_escape(title)}</h1>",
+        f"<p>{html_escape(summary)}</p>",
+        f'<p class="note">Filters: {html_escape(settings)}</p>',
+    ]
     ht += ["<h2>Drops per filter</h2>", html_table(filters), "<h2>Per target language</h2>", html_table(per_lang)]
-    md += ["## Samples", "", f"Up to {SAMPLES_PER_OUTCOME} translations per language and outcome (the same rows whatever the sharding).", ""]
-    ht += ["<h2>Samples</h2>", f'<p class="note">Up to {SAMPLES_PER_OUTCOME} translations per language and outcome (the same rows whatever the sharding).</p>']
+    md += [
+        "## Samples",
+        "",
+        f"Up to {SAMPLES_PER_OUTCOME} translations per language and outcome (the same rows whatever the sharding).",
+        "",
+    ]
+    ht += [
+        "<h2>Samples</h2>",
+        f'<p class="note">Up to {SAMPLES_PER_OUTCOME} translations per language and outcome (the same rows whatever the sharding).</p>',
+    ]
     for lang in config.targets:
-        rows = sorted(samples.filter(pl.col("lang") == lang).iter_rows(named=True), key=lambda r: (_outcome_order(r["outcome"]), r["rank"]))
+        rows = sorted(
+            samples.filter(pl.col("lang") == lang).iter_rows(named=True), key=lambda r: (_outcome_order(r["outcome"]), r["rank"])
+        )
         table = Table(
             ["outcome", "group", "source", "translation"],
             [[Cell(r["outcome"]), Cell(r["group_id"]), Cell(r["source_text"]), Cell(r["translation"])] for r in rows]
@@ -147,7 +181,9 @@ def build_report(config: TranslateConfig, key: str, metrics: Mapping[str, Any], 
     return TranslateReport("\n".join(md), page)
 
 
-def summarize_translate(config: TranslateConfig, store: ArtifactStore, key: str, records: list[ShardRecord], workdir: Path) -> dict[str, Path]:
+def summarize_translate(
+    config: TranslateConfig, store: ArtifactStore, key: str, records: list[ShardRecord], workdir: Path
+) -> dict[str, Path]:
     """The stage's `summarize` hook: report/report.md and report/report.html from all shards."""
     base = store.artifact_dir("translate", key)
     parts = []

@@ -124,7 +124,9 @@ def plan_translate_shards(config: TranslateConfig, inputs: Inputs) -> list[Shard
     check_languages(config, model_info(inputs["translate_model"]))
     return [
         ShardSpec(
-            f"part-{index:05d}", {"start": start, "stop": stop, "first": first, "last": last}, f"{config.source_lang} rows {start}-{stop - 1}"
+            f"part-{index:05d}",
+            {"start": start, "stop": stop, "first": first, "last": last},
+            f"{config.source_lang} rows {start}-{stop - 1}",
         )
         for index, (start, stop, first, last) in enumerate(source_shard_bounds(config, inputs["corpus"]))
     ]
@@ -141,7 +143,9 @@ def build_translate_shard(config: TranslateConfig, inputs: Inputs, shard: ShardS
         first, last = source_group_ids(config, inputs["corpus"]).at([start, stop - 1])
         rows = shard_source_rows(config, inputs["corpus"], first, last)
     if rows.num_rows != stop - start:
-        raise ValueError(f"translate shard {shard.shard_id}: expected {stop - start} {config.source_lang} rows, read {rows.num_rows} (the plan does not match the corpus)")
+        raise ValueError(
+            f"translate shard {shard.shard_id}: expected {stop - start} {config.source_lang} rows, read {rows.num_rows} (the plan does not match the corpus)"
+        )
     context.read(rows.num_rows)
     group_ids: list[str] = rows["group_id"].to_pylist()
     texts: list[str] = rows["text"].to_pylist()
@@ -268,4 +272,3 @@ TRANSLATE_STAGE: Stage[TranslateConfig] = Stage(
     summarize=summarize_translate,
     description="translate one language's corpus rows into a multi-way parallel corpus with NLLB-200 (CTranslate2)",
 )
-

@@ -96,7 +96,9 @@ def build_tiny_nllb(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
             if param.ndim == 1:
-                param.copy_(torch.ones_like(param) if "layer_norm" in name and name.endswith("weight") else torch.zeros_like(param))
+                param.copy_(
+                    torch.ones_like(param) if "layer_norm" in name and name.endswith("weight") else torch.zeros_like(param)
+                )
             else:
                 param.copy_(torch.randn(param.shape, generator=generator) * spec.init_std)
     from tasks.encoders.loading import quiet_transformers

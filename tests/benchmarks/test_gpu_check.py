@@ -16,7 +16,9 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "benchmarks/gpu_check.py", *args], cwd=ROOT, env=env or ENV, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "benchmarks/gpu_check.py", *args], cwd=ROOT, env=env or ENV, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_without_cuda_it_says_so_in_one_line_and_exits_nonzero() -> None:
@@ -30,12 +32,19 @@ def test_the_cpu_smoke_runs_every_step_and_prints_the_table() -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "| what | examples/s | tokens/s | MFU | questions/s | padding | identical links | syncs/step | peak GiB |" in out
-    for row in ("xlembed TR, batch 16, plain", "xlembed TR, batch 16, GradCache chunk 4", "WSPAlign batched, fp32", "WSPAlign batched, bf16"):
+    for row in (
+        "xlembed TR, batch 16, plain",
+        "xlembed TR, batch 16, GradCache chunk 4",
+        "WSPAlign batched, fp32",
+        "WSPAlign batched, bf16",
+    ):
         assert f"| {row}" in out, row
     assert "batches assembled worker thread" in out or "batches assembled in turn" in out
     assert "| 6/6 |" in out  # fp32 batched links equal the one-question reference on every pair
     align_rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| WSPAlign batched")]
-    assert len(align_rows) == 3 and all(row[5].endswith("%") and 0 <= float(row[5].rstrip("%")) < 50 for row in align_rows)  # padding
+    assert len(align_rows) == 3 and all(
+        row[5].endswith("%") and 0 <= float(row[5].rstrip("%")) < 50 for row in align_rows
+    )  # padding
     assert "pytest on CPU" in out and " 0 failed" in out
     pytest.importorskip("sentence_transformers")
     assert "| sentence-transformers MNRL, batch 16 |" in out and "CachedMNRL" in out

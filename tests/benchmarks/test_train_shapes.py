@@ -6,7 +6,14 @@ import pytest
 
 import benchmarks.train_shapes as train_shapes
 from benchmarks.shapes import rss_bytes
-from benchmarks.train_shapes import activation_per_token, build_base, classify_failure, fits_in_memory, peak_address_space_bytes, run_case
+from benchmarks.train_shapes import (
+    activation_per_token,
+    build_base,
+    classify_failure,
+    fits_in_memory,
+    peak_address_space_bytes,
+    run_case,
+)
 
 
 def test_an_allocation_error_did_not_fit_under_the_cap():
@@ -67,7 +74,16 @@ def test_a_case_runs_in_a_child_process_under_the_cap_and_reports_instead_of_rai
               "batch_size": 8, "views": 2, "torch_threads": 1, "freeze_word_embeddings": False}  # fmt: skip
     case = {"base": str(base), "rows": 8, "config": config, "mode": "memory", "repeat": 1, "threads": 1}
     result = run_case(case, cap_gib=8)
-    assert set(result) == {"seconds", "before_gib", "step_gib", "with_optimizer_gib", "address_space_gib", "tokens", "padded_tokens", "params"}
+    assert set(result) == {
+        "seconds",
+        "before_gib",
+        "step_gib",
+        "with_optimizer_gib",
+        "address_space_gib",
+        "tokens",
+        "padded_tokens",
+        "params",
+    }
     assert 8 > result["address_space_gib"] >= result["before_gib"]  # what the cap limits: at least the RSS, under the cap
     assert result["padded_tokens"] >= result["tokens"] > 0
     assert result["before_gib"] > 0 and result["params"] > 0
@@ -99,7 +115,9 @@ def _memory_cases(monkeypatch, tmp_path, *args: str) -> list[tuple[str, int, flo
 
 
 def test_settings_gradcache_runs_gradcache_alone_under_its_own_cap(monkeypatch, tmp_path):
-    calls = _memory_cases(monkeypatch, tmp_path, "--settings", "gradcache", "--memory-rows", "512,1024", "--gradcache-cap-gib", "10")
+    calls = _memory_cases(
+        monkeypatch, tmp_path, "--settings", "gradcache", "--memory-rows", "512,1024", "--gradcache-cap-gib", "10"
+    )
     assert calls == [("gradcache", 512, 10.0), ("gradcache", 1024, 10.0)]
 
 

@@ -25,7 +25,9 @@ def write_corpus_text(directory: Path, lines: int = 60) -> dict[str, Path]:
     return {"en": en, "kk": kk}
 
 
-def write_config(path: Path, root: Path, text: dict[str, Path], *, unit: str = "chars", bucket: int = 10, shards: int = 2, max_workers: int = 2) -> Path:
+def write_config(
+    path: Path, root: Path, text: dict[str, Path], *, unit: str = "chars", bucket: int = 10, shards: int = 2, max_workers: int = 2
+) -> Path:
     path.write_text(
         f"""
 [pipeline]
@@ -38,7 +40,7 @@ seed = 7
 [[corpus.sources]]
 name = "pairs"
 kind = "text"
-files = {{ en = "{text['en']}", kk = "{text['kk']}" }}
+files = {{ en = "{text["en"]}", kk = "{text["kk"]}" }}
 
 [lengths]
 shards = {shards}

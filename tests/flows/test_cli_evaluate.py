@@ -13,7 +13,12 @@ from conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-ENGLISH = ["The cat sleeps on the sofa.", "I drink coffee every morning.", "My sister is a doctor.", "This mountain is very high."]
+ENGLISH = [
+    "The cat sleeps on the sofa.",
+    "I drink coffee every morning.",
+    "My sister is a doctor.",
+    "This mountain is very high.",
+]
 KAZAKH = ["Мысық диванда ұйықтап жатыр.", "Мен күн сайын таңертең кофе ішемін.", "Менің әпкем дәрігер.", "Бұл тау өте биік."]
 
 
@@ -29,7 +34,7 @@ def test_xlembed_evaluate_scores_the_offline_base_model(tmp_path: Path) -> None:
         f"""
 [pipeline]
 name = "evalcli"
-root = "{tmp_path / 'artifacts'}"
+root = "{tmp_path / "artifacts"}"
 
 [corpus]
 [[corpus.sources]]
@@ -56,8 +61,16 @@ langs = ["eng_Latn", "kaz_Cyrl"]
     home = tmp_path / "prefect-home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "XLEMBED_STAGES")}
-    env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", XLEMBED_PROGRESS="0", COLUMNS="200")
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "evaluate", str(config)], env=env, capture_output=True, text=True, timeout=600)
+    env.update(
+        PYTHONPATH=str(REPO),
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        XLEMBED_PROGRESS="0",
+        COLUMNS="200",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "evaluate", str(config)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "tatoeba" in result.stdout and "kaz_Cyrl" in result.stdout
     assert "report:" in result.stdout and "report.html" in result.stdout
@@ -66,5 +79,7 @@ langs = ["eng_Latn", "kaz_Cyrl"]
     assert headline["tatoeba/tatoeba"]["mean"] == 1.0  # four easy pairs: the base model gets them all
     assert headline["retrieval/flores200-dev"]["mean"] == 1.0
     # a second call computes nothing
-    again = subprocess.run([sys.executable, "-m", "flows.cli", "evaluate", str(config)], env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "evaluate", str(config)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0 and "nothing to compute" in again.stdout

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from flows.cli import app
 from storage import ArtifactStore
 from storage.transfer import copy_artifact, copy_refs
+from tasks.encoders.tiny import build_tiny_model
 from tasks.train.model_card import front_matter
 from tests.storage.conftest import s3_root, s3_server  # noqa: F401 - the moto S3 fixtures
-from tasks.encoders.tiny import build_tiny_model
 from tests.tasks.train.publish_fixtures import build_store
 
 TOKEN = "hf_testtoken_5b8e1c"  # distinctive, so a leak is easy to spot
@@ -37,7 +37,10 @@ def invoke(*args: str) -> Any:
 def test_export_by_stage_name_and_by_key_prefix(tmp_path, published):
     by_ref = invoke("export", "train", str(tmp_path / "a"), "--root", str(published.root))
     assert by_ref.exit_code == 0, by_ref.output
-    assert f"exported train {published.train[:12]}" in by_ref.output and f"evaluate artifact {published.evaluate[:12]}" in by_ref.output
+    assert (
+        f"exported train {published.train[:12]}" in by_ref.output
+        and f"evaluate artifact {published.evaluate[:12]}" in by_ref.output
+    )
     by_key = invoke("export", published.train[:8], str(tmp_path / "b"), "--root", str(published.root))
     assert by_key.exit_code == 0, by_key.output
     assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
@@ -107,9 +110,13 @@ class FakeHub:
                     return self._reply({"errors": [], "warnings": []})
                 if "/preupload/" in self.path:
                     files = json.loads(body)["files"]
-                    return self._reply({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]})
+                    return self._reply(
+                        {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+                    )
                 if "/commit/" in self.path:
-                    return self._reply({"commitUrl": f"{hub.url}/me/xl-encoder/commit/{'a' * 40}", "commitOid": "a" * 40, "pullRequestUrl": None})
+                    return self._reply(
+                        {"commitUrl": f"{hub.url}/me/xl-encoder/commit/{'a' * 40}", "commitOid": "a" * 40, "pullRequestUrl": None}
+                    )
                 return self._reply({"error": "unexpected"}, 404)
 
             def do_GET(self) -> None:
@@ -142,7 +149,9 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
 
 
 def test_push_uploads_exactly_the_exported_folder_and_never_prints_the_token(tmp_path, published, fake_hub):
-    result = invoke("export", "train", str(tmp_path / "model"), "--push", "me/xl-encoder", "--private", "--root", str(published.root))
+    result = invoke(
+        "export", "train", str(tmp_path / "model"), "--push", "me/xl-encoder", "--private", "--root", str(published.root)
+    )
     assert result.exit_code == 0, result.output
     assert f"pushed    {fake_hub.url}/me/xl-encoder/commit/" in result.output
     assert TOKEN not in result.output

@@ -57,7 +57,7 @@ def test_lineage_tree_names_every_upstream_artifact_with_config_sources_and_code
     for stage in ("histogram", "lengths", "corpus"):
         assert f"{stage} {keys[stage][:12]}" in text
         assert "code 1 · xlembed 0.1.0" in text
-    assert "bucket = 10" in text and "unit = \"chars\"" in text and "seed = 7" in text
+    assert "bucket = 10" in text and 'unit = "chars"' in text and "seed = 7" in text
     assert "key scheme 2 (content keys)" in text
     # the corpus source: the paths its manifest recorded (out of the key), named by source, and
     # the content hashes it was keyed by, readably
@@ -79,7 +79,10 @@ def test_lineage_json_and_differences_from_a_config(built: dict) -> None:
     corpus = lengths["inputs"]["corpus"]
     assert (lengths["key"], corpus["key"], corpus["inputs"]) == (keys["lengths"], keys["corpus"], {})
     assert lengths["config"] == {"shards": 2, "unit": "chars"}
-    assert corpus["sources"]["locations"]["sources[pairs].files"] == {"en": str(built["text"]["en"]), "kk": str(built["text"]["kk"])}
+    assert corpus["sources"]["locations"]["sources[pairs].files"] == {
+        "en": str(built["text"]["en"]),
+        "kk": str(built["text"]["kk"]),
+    }
     assert corpus["sources"]["fingerprints"] == built["store"].manifest("corpus", keys["corpus"]).source_fingerprints
     assert corpus["key_scheme"] == 2 and "files" not in corpus["config"]["sources"][0]  # the paths: only in locations
     assert "config_changes" not in tree
@@ -104,7 +107,9 @@ def test_lineage_of_a_manifest_from_before_content_keys_shows_its_config_paths_a
     del manifest["key_scheme"]
     manifest["config"]["sources"][0]["files"] = locations["sources[0].files"]
     en = built["text"]["en"]
-    manifest["source_fingerprints"] = {"pairs": {"en": {"size": 12_400, "mtime_ns": 1_790_000_000_000_000_000}, "kk": {"size": 3, "mtime_ns": 1}}}
+    manifest["source_fingerprints"] = {
+        "pairs": {"en": {"size": 12_400, "mtime_ns": 1_790_000_000_000_000_000}, "kk": {"size": 3, "mtime_ns": 1}}
+    }
     path.write_text(json.dumps(manifest))
 
     text = artifacts("lineage", "corpus", root=root)
@@ -112,7 +117,9 @@ def test_lineage_of_a_manifest_from_before_content_keys_shows_its_config_paths_a
     assert f'sources[pairs].files.en = "{en}"' in text
     assert "fingerprint pairs.en: 12.1 KiB, modified 2026-09-21T" in text
     tree = json.loads(artifacts("lineage", "corpus", "--json", root=root))
-    assert tree["key_scheme"] == 1 and tree["sources"]["locations"] == {"sources[pairs].files": {"en": str(en), "kk": str(built["text"]["kk"])}}
+    assert tree["key_scheme"] == 1 and tree["sources"]["locations"] == {
+        "sources[pairs].files": {"en": str(en), "kk": str(built["text"]["kk"])}
+    }
 
 
 def test_lineage_marks_a_collected_input_missing_and_refuses_an_unknown_key(built: dict) -> None:
@@ -121,8 +128,15 @@ def test_lineage_marks_a_collected_input_missing_and_refuses_an_unknown_key(buil
     text = artifacts("lineage", "histogram", root=root)
     assert f"corpus {keys['corpus'][:12]}  missing from the store" in text
     tree = json.loads(artifacts("lineage", "histogram", "--json", root=root))
-    assert tree["inputs"]["lengths"]["inputs"]["corpus"] == {"stage": "corpus", "key": keys["corpus"], "uri": store.uri("corpus", keys["corpus"]), "missing": True}
-    assert "no committed histogram artifact with key starting 'ffff'" in artifacts("lineage", "histogram", "ffff", root=root, code=2)
+    assert tree["inputs"]["lengths"]["inputs"]["corpus"] == {
+        "stage": "corpus",
+        "key": keys["corpus"],
+        "uri": store.uri("corpus", keys["corpus"]),
+        "missing": True,
+    }
+    assert "no committed histogram artifact with key starting 'ffff'" in artifacts(
+        "lineage", "histogram", "ffff", root=root, code=2
+    )
 
 
 # -------------------------------------------------------------------- query
@@ -132,12 +146,16 @@ def test_query_group_by_over_a_ref_and_over_stage_at_key(built: dict, tmp_path: 
     expected = corpus.group_by("lang").len().sort("lang")
     text = artifacts("query", "SELECT lang, count(*) AS n FROM corpus GROUP BY lang ORDER BY lang", root=root)
     for lang, n in expected.iter_rows():
-        assert any(line.split("|")[1].strip() == lang and line.split("|")[2].strip() == str(n) for line in text.splitlines() if line.startswith("|")), text
+        assert any(
+            line.split("|")[1].strip() == lang and line.split("|")[2].strip() == str(n)
+            for line in text.splitlines()
+            if line.startswith("|")
+        ), text
 
     # STAGE@KEY (a prefix, quoted or not) joined with a ref; '@' inside a string literal stays
     prefix = keys["lengths"][:10]
     out = tmp_path / "out" / "joined.parquet"
-    sql = f'SELECT c.lang, sum(l.length) AS chars FROM "lengths@{prefix}" l JOIN corpus c USING (id) WHERE c.text <> \'x@{prefix}\' GROUP BY c.lang'
+    sql = f"SELECT c.lang, sum(l.length) AS chars FROM \"lengths@{prefix}\" l JOIN corpus c USING (id) WHERE c.text <> 'x@{prefix}' GROUP BY c.lang"
     assert "wrote 2 rows" in artifacts("query", sql, "--output", str(out), root=root)
     lengths = pl.from_arrow(store.read_table("lengths", keys["lengths"]))
     want = lengths.join(corpus, on="id").group_by("lang").agg(pl.col("length").sum().alias("chars")).sort("lang")
@@ -149,7 +167,9 @@ def test_query_group_by_over_a_ref_and_over_stage_at_key(built: dict, tmp_path: 
 
 
 def test_query_prints_at_most_limit_rows(built: dict) -> None:
-    result = CliRunner().invoke(app, ["artifacts", "query", "SELECT id FROM lengths ORDER BY id", "--limit", "3", "--root", str(built["root"])])
+    result = CliRunner().invoke(
+        app, ["artifacts", "query", "SELECT id FROM lengths ORDER BY id", "--limit", "3", "--root", str(built["root"])]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.count("| pairs:") == 3
     assert "first 3 rows shown" in result.stderr
@@ -159,9 +179,15 @@ def test_query_errors_are_one_line(built: dict, tmp_path: Path) -> None:
     root = built["root"]
     unknown = artifacts("query", "SELECT * FROM nope", root=root, code=2)
     assert "unknown table 'nope'; available: corpus, histogram, lengths" in unknown and "Traceback" not in unknown
-    assert 'SQL error: Parser Error: syntax error at or near "SELEC"' in artifacts("query", "SELEC lang FROM corpus", root=root, code=2)
-    assert 'SQL error: Binder Error: Referenced column "nope" not found' in artifacts("query", "SELECT nope FROM corpus", root=root, code=2)
-    assert "no committed corpus artifact with key starting 'ffff'" in artifacts("query", "SELECT * FROM corpus@ffff", root=root, code=2)
+    assert 'SQL error: Parser Error: syntax error at or near "SELEC"' in artifacts(
+        "query", "SELEC lang FROM corpus", root=root, code=2
+    )
+    assert 'SQL error: Binder Error: Referenced column "nope" not found' in artifacts(
+        "query", "SELECT nope FROM corpus", root=root, code=2
+    )
+    assert "no committed corpus artifact with key starting 'ffff'" in artifacts(
+        "query", "SELECT * FROM corpus@ffff", root=root, code=2
+    )
     assert "write .parquet or .csv" in artifacts("query", "SELECT 1", "-o", str(tmp_path / "x.json"), root=root, code=2)
 
 
@@ -185,7 +211,9 @@ def test_query_reads_the_store_and_nothing_else(built: dict, tmp_path: Path, sql
     secret = tmp_path / "secret.csv"
     secret.write_text("password\nhunter2\n", encoding="utf-8")
     manifest = store.manifest("corpus", keys["corpus"])
-    artifact_file = f"{store.artifact_dir('corpus', keys['corpus'])}/{manifest.table_files[0].path}"  # even the store's own files, by path
+    artifact_file = (
+        f"{store.artifact_dir('corpus', keys['corpus'])}/{manifest.table_files[0].path}"  # even the store's own files, by path
+    )
     written = tmp_path / "written.db"
     values = {"secret": str(secret), "artifact": artifact_file, "written": str(written)}
     text = artifacts("query", sql.format(**values), root=root, code=2)
@@ -268,7 +296,9 @@ def test_index_page_lists_every_artifact_with_working_relative_links(built: dict
 
 
 def _chromium() -> str | None:
-    return next((found for name in ("chromium", "chromium-browser", "google-chrome", "chrome") if (found := shutil.which(name))), None)
+    return next(
+        (found for name in ("chromium", "chromium-browser", "google-chrome", "chrome") if (found := shutil.which(name))), None
+    )
 
 
 @pytest.mark.slow
@@ -278,11 +308,12 @@ def test_index_page_renders_in_headless_chromium(built: dict) -> None:
     artifacts("index", root=root)
     run = subprocess.run(
         [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (root / "index.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     dom = run.stdout
     for stage, key in keys.items():
         assert f'<h3 id="stage-{stage}">' in dom and key[:12] in dom
     assert dom.count("manifest.json") == len(keys) and "<table>" in dom
-

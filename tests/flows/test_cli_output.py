@@ -6,9 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rich.cells import cell_len
-
 from conftest import cli, subprocess_env, write_config, write_corpus_text
+from rich.cells import cell_len
 
 BOX = set("┏┃┡│└┌┐┘╭╰━─═")
 
@@ -88,7 +87,9 @@ def _tty_env(env: dict) -> dict:
 def test_artifacts_show_starts_with_a_summary_and_tables_fit_80_columns(piped_run):
     root = str(piped_run["root"])
     for command in (["artifacts", "show", "corpus"], ["artifacts", "head", "corpus"]):
-        shown = subprocess.run(cli(*command, "--root", root), env=_tty_env(piped_run["env"]), capture_output=True, text=True, timeout=120)
+        shown = subprocess.run(
+            cli(*command, "--root", root), env=_tty_env(piped_run["env"]), capture_output=True, text=True, timeout=120
+        )
         assert shown.returncode == 0, shown.stderr
         lines = shown.stdout.splitlines()
         table = [line for line in lines if line and line[0] in BOX | set("╞├")]
@@ -99,7 +100,13 @@ def test_artifacts_show_starts_with_a_summary_and_tables_fit_80_columns(piped_ru
         if command[1] == "show":
             assert lines[0].startswith("corpus ") and "{" not in shown.stdout
             assert any(line.strip().startswith("rows ") and " in, " in line for line in lines)
-    as_json = subprocess.run(cli("artifacts", "show", "corpus", "--json", "--root", root), env=piped_run["env"], capture_output=True, text=True, timeout=120)
+    as_json = subprocess.run(
+        cli("artifacts", "show", "corpus", "--json", "--root", root),
+        env=piped_run["env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     import json
 
     assert json.loads(as_json.stdout)["stage"] == "corpus"

@@ -65,7 +65,7 @@ def test_every_shipped_grid_expands_into_valid_configs(name: str, tmp_path: Path
 
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "[pipeline]\nname = \"p\"\n[corpus\n")
+    path = write(tmp_path, '[pipeline]\nname = "p"\n[corpus\n')
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(path) in str(info.value) and "line 3" in str(info.value)
@@ -87,7 +87,7 @@ def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
 
 def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        load_config(write(tmp_path, GOOD.replace("[corpus]", "[corpus]\nseed = \"forty-two\"")))
+        load_config(write(tmp_path, GOOD.replace("[corpus]", '[corpus]\nseed = "forty-two"')))
     assert "corpus.seed" in str(info.value) and "'forty-two'" in str(info.value)
 
 
@@ -108,7 +108,11 @@ def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
 def test_numbers_and_booleans_are_checked_not_coerced(tmp_path: Path, section: str, line: str, where: str, shown: str) -> None:
     """A quoted number, a boolean for a number or a number for a boolean is an error naming the
     file, the key and the value; pydantic's lax mode used to turn "2" and true into 2 and 1."""
-    text = GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n") if section != "corpus.sources" else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
+    text = (
+        GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n")
+        if section != "corpus.sources"
+        else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
+    )
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
         load_config(path)
@@ -136,7 +140,9 @@ def test_a_sweep_grid_value_is_checked_like_a_config_value(tmp_path: Path) -> No
     grid_path.write_text('seeds = []\n[grid]\n"corpus.filters.dedupe" = [true, 0]\n', encoding="utf-8")
     with pytest.raises(GridError) as info:
         variant_configs(base, load_grid(grid_path, config=base))
-    assert "corpus.filters.dedupe: Input should be a valid boolean" in str(info.value) and "(got 0)" in str(info.value), str(info.value)
+    assert "corpus.filters.dedupe: Input should be a valid boolean" in str(info.value) and "(got 0)" in str(info.value), str(
+        info.value
+    )
 
 
 def test_unknown_language_code_is_named(tmp_path: Path) -> None:
@@ -256,6 +262,8 @@ def test_missing_config_names_the_absolute_path(tmp_path: Path, monkeypatch: pyt
 
 
 def test_allow_empty_names_stages_of_the_pipeline(tmp_path: Path) -> None:
-    assert load_config(write(tmp_path, GOOD.replace('name = "p"', 'name = "p"\nallow_empty = ["corpus"]'))).settings.allow_empty == ["corpus"]
+    assert load_config(
+        write(tmp_path, GOOD.replace('name = "p"', 'name = "p"\nallow_empty = ["corpus"]'))
+    ).settings.allow_empty == ["corpus"]
     with pytest.raises(ConfigError, match="allow_empty names stage"):
         load_config(write(tmp_path, GOOD.replace('name = "p"', 'name = "p"\nallow_empty = ["train"]')))

@@ -112,7 +112,10 @@ def test_old_scheme_artifacts_are_announced_once(toy_pipeline: dict, toy_stages:
     assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
     assert plan["corpus"].reasons == ["key scheme v1 -> v2 (content keys)"]
     notes = make_plan(load_config(toy_pipeline["config"]), store, toy_stages).notes()
-    assert notes[0] == "key scheme v2 (content keys): 3 artifacts built under the old scheme will be rebuilt (once; see docs/operations.md, 'Content keys')"
+    assert (
+        notes[0]
+        == "key scheme v2 (content keys): 3 artifacts built under the old scheme will be rebuilt (once; see docs/operations.md, 'Content keys')"
+    )
     build(toy_pipeline["config"], toy_stages)
     again = plan_for(toy_pipeline["config"], toy_stages)
     assert actions(again) == {"corpus": "cached", "lengths": "cached", "histogram": "cached"}
@@ -161,7 +164,9 @@ def s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         server.stop()
 
 
-def test_a_root_pulled_from_s3_on_another_machine_is_cached(toy_pipeline: dict, toy_stages: dict, s3_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_root_pulled_from_s3_on_another_machine_is_cached(
+    toy_pipeline: dict, toy_stages: dict, s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from storage.transfer import copy_artifact, copy_refs
 
     first = build(toy_pipeline["config"], toy_stages)

@@ -133,7 +133,10 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}/api"
 
@@ -191,7 +194,9 @@ def completed_run(client: Any, deployment_id: Any, root: str) -> Any:
     """A COMPLETED run of the deployment that wrote to `root` (each test has its own); fails on a failed one."""
     runs = [r for r in flow_runs(client, deployment_id) if r.parameters.get("root") == root]
     failed = [r for r in runs if r.state_type is not None and r.state_type.value in ("FAILED", "CRASHED")]
-    assert not failed, f"flow run {failed[0].name} ended {failed[0].state_type.value}: {failed[0].state.message if failed[0].state else ''}"
+    assert not failed, (
+        f"flow run {failed[0].name} ended {failed[0].state_type.value}: {failed[0].state.message if failed[0].state else ''}"
+    )
     return next((r for r in runs if r.state_type is not None and r.state_type.value == "COMPLETED"), None)
 
 
@@ -210,7 +215,10 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     # 1. xlembed deploy: both deployments, the rebuild every 10 s (a cron with a seconds field)
     deployed = subprocess.run(
         cli("deploy", "--config", str(toy["config"]), "--pool", "xlembed", "--cron", "* * * * * */10", "--root", toy["root"]),
-        env=env, capture_output=True, text=True, timeout=180,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
     assert "xlembed-pipeline/xlembed-rebuild" in deployed.stdout and "xlembed-pipeline/xlembed-stage" in deployed.stdout
@@ -224,7 +232,9 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     assert rebuild.parameters == {"config_path": str(toy["config"].resolve()), "root": toy["root"]}
 
     # 2. the server's scheduler creates runs of the rebuild, on the cron's 10-second marks
-    scheduled = wait_until(lambda: [r for r in flow_runs(client, rebuild.id) if r.state_type.value == "SCHEDULED"], 60, "scheduled flow runs")
+    scheduled = wait_until(
+        lambda: [r for r in flow_runs(client, rebuild.id) if r.state_type.value == "SCHEDULED"], 60, "scheduled flow runs"
+    )
     assert all(r.expected_start_time.second % 10 == 0 for r in scheduled)
     assert all(r.parameters == rebuild.parameters for r in scheduled)
     assert not flow_runs(client, stage.id)  # the on-demand deployment has no schedule
@@ -234,7 +244,10 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     with worker_log.open("wb") as sink:
         worker = subprocess.Popen(
             [sys.executable, "-m", "prefect", "worker", "start", "--pool", "xlembed", "--type", "process"],
-            env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         try:
@@ -248,7 +261,12 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
 
         # 4. prefect.yaml: `prefect deploy --all` registers the same two deployments (file entrypoint)
         yaml_deploy = subprocess.run(
-            [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"], cwd=REPO, env=env, capture_output=True, text=True, timeout=180
+            [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
         assert yaml_deploy.returncode == 0, yaml_deploy.stdout[-3000:] + yaml_deploy.stderr[-3000:]
         stage = client.read_deployment_by_name("xlembed-pipeline/xlembed-stage")
@@ -260,13 +278,34 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
         # 5. rerun one stage after a data change: one documented command, the worker runs it
         before = {r.id for r in flow_runs(client, stage.id)}
         rerun = subprocess.run(
-            [sys.executable, "-m", "prefect", "deployment", "run", "xlembed-pipeline/xlembed-stage",
-             "-p", "only=lengths", "-p", 'force=["lengths"]', "-p", f"config_path={toy['config']}", "-p", f"root={toy['root']}"],
-            env=env, capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "prefect",
+                "deployment",
+                "run",
+                "xlembed-pipeline/xlembed-stage",
+                "-p",
+                "only=lengths",
+                "-p",
+                'force=["lengths"]',
+                "-p",
+                f"config_path={toy['config']}",
+                "-p",
+                f"root={toy['root']}",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
         try:
-            wait_until(lambda: (r := completed_run(client, stage.id, toy["root"])) and r.id not in before and r, 150, "the single-stage run")
+            wait_until(
+                lambda: (r := completed_run(client, stage.id, toy["root"])) and r.id not in before and r,
+                150,
+                "the single-stage run",
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nworker log:\n{tail(worker_log)}") from None
     finally:
@@ -285,9 +324,13 @@ def test_serve_runs_a_schedule_without_a_worker(toy: dict[str, Any], client: Any
     with log.open("wb") as sink:
         served = subprocess.Popen(
             cli("serve", "--config", str(toy["config"]), "--interval", "5", "--root", toy["root"]),
-            env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
+
         def rebuild_served() -> Any:
             try:
                 deployment = client.read_deployment_by_name("xlembed-pipeline/xlembed-rebuild")
@@ -298,7 +341,9 @@ def test_serve_runs_a_schedule_without_a_worker(toy: dict[str, Any], client: Any
 
         try:
             rebuild = wait_until(rebuild_served, 90, "xlembed serve to register its deployments")
-            done = wait_until(lambda: completed_run(client, rebuild.id, toy["root"]), 150, "a scheduled run executed by xlembed serve")
+            done = wait_until(
+                lambda: completed_run(client, rebuild.id, toy["root"]), 150, "a scheduled run executed by xlembed serve"
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nserve log:\n{tail(log)}") from None
         assert done.auto_scheduled
@@ -319,7 +364,9 @@ def test_deploy_without_a_server_is_a_usage_error(tmp_path: Path) -> None:
         result = subprocess.run(cli(command, "--config", str(config)), env=env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 2, result.stdout + result.stderr
         assert "PREFECT_API_URL" in result.stderr
-    bad_cron = subprocess.run(cli("deploy", "--config", str(config), "--cron", "every day"), env=env, capture_output=True, text=True, timeout=120)
+    bad_cron = subprocess.run(
+        cli("deploy", "--config", str(config), "--cron", "every day"), env=env, capture_output=True, text=True, timeout=120
+    )
     assert bad_cron.returncode == 2 and "cron" in bad_cron.stderr.lower()
 
 

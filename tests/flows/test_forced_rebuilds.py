@@ -43,7 +43,10 @@ def test_a_forced_rebuild_that_fails_on_a_corrupt_input_keeps_the_current_versio
     histogram = Path(store.artifact_dir("histogram", first["histogram"].key))
     before = _files(histogram)
     ref_before = store.read_ref("toy", "histogram")
-    part = Path(store.artifact_dir("lengths", first["lengths"].key)) / store.manifest("lengths", first["lengths"].key).table_files[0].path
+    part = (
+        Path(store.artifact_dir("lengths", first["lengths"].key))
+        / store.manifest("lengths", first["lengths"].key).table_files[0].path
+    )
     data = bytearray(part.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, other bytes: only a hash finds it
     part.write_bytes(bytes(data))

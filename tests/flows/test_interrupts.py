@@ -28,7 +28,14 @@ with stop_on_signals():
 
 @pytest.mark.slow
 def test_first_sigint_asks_to_stop_and_a_second_exits_at_once() -> None:
-    child = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    child = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         child.send_signal(signal.SIGINT)

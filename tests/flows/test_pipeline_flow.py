@@ -81,7 +81,9 @@ def test_flow_only_and_force(toy_pipeline: dict, prefect_server: None) -> None:
     assert again == keys
 
 
-def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(
+    toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import logging
 
     from prefect.client.orchestration import get_client
@@ -96,7 +98,9 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(toy_pipeline
     def index_links(state) -> list:
         this_run = ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
         with get_client(sync_client=True) as client:
-            return client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=this_run, key=ArtifactFilterKey(any_=["toy-store-index"])))
+            return client.read_artifacts(
+                artifact_filter=ArtifactFilter(flow_run_id=this_run, key=ArtifactFilterKey(any_=["toy-store-index"]))
+            )
 
     state = pipeline_flow(config_path=str(config), return_state=True)
     keys = state.result()
@@ -110,7 +114,9 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(toy_pipeline
 
     # [pipeline] write_index = false: no page, no link, and the same keys (the setting is in no key)
     quiet = toy_pipeline["tmp"] / "quiet.toml"
-    quiet.write_text(config.read_text(encoding="utf-8").replace("[pipeline]\n", "[pipeline]\nwrite_index = false\n", 1), encoding="utf-8")
+    quiet.write_text(
+        config.read_text(encoding="utf-8").replace("[pipeline]\n", "[pipeline]\nwrite_index = false\n", 1), encoding="utf-8"
+    )
     index.unlink()
     state = pipeline_flow(config_path=str(quiet), return_state=True)
     assert state.result() == keys and not index.exists() and index_links(state) == []
@@ -140,7 +146,7 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(toy_pipeline
 
 def test_bad_config_exits_2_with_message(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text("[pipeline]\nname = \"x\"\n[corpus]\nseed = \"no\"\n")
+    bad.write_text('[pipeline]\nname = "x"\n[corpus]\nseed = "no"\n')
     result = CliRunner().invoke(app, ["run", str(bad)])
     assert result.exit_code == 2
     assert "corpus.seed" in result.output and str(bad) in result.output
@@ -162,7 +168,13 @@ def test_sigkill_mid_stage_resumes_without_recomputing(toy_pipeline: dict, tmp_p
     subprocess.run(cli("run", str(reference_config)), env=subprocess_env(tmp_path), check=True, capture_output=True, timeout=300)
 
     env = subprocess_env(tmp_path, TOY_SHARD_SECONDS="1.0")
-    process = subprocess.Popen(cli("run", str(toy_pipeline["config"])), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        cli("run", str(toy_pipeline["config"])),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     lengths_dir = toy_pipeline["root"] / "lengths"
     try:
         assert wait_for(lambda: len(list(lengths_dir.glob("*/shards/*.json"))) >= 2, 240), "no lengths shard finished in time"
@@ -174,7 +186,9 @@ def test_sigkill_mid_stage_resumes_without_recomputing(toy_pipeline: dict, tmp_p
     assert not list(lengths_dir.glob("*/manifest.json")), "a partial artifact became visible"
     assert "lengths" not in committed(toy_pipeline["root"])
 
-    resumed = subprocess.run(cli("run", str(toy_pipeline["config"])), env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        cli("run", str(toy_pipeline["config"])), env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in done.items()), "a completed shard was recomputed"
     assert file_digests(toy_pipeline["root"]) == file_digests(reference_root)
@@ -188,8 +202,13 @@ def test_sigkill_mid_stage_resumes_without_recomputing(toy_pipeline: dict, tmp_p
 def test_two_concurrent_runs_commit_one_artifact_per_key(toy_pipeline: dict, tmp_path: Path) -> None:
     write_config(toy_pipeline["config"], toy_pipeline["root"], toy_pipeline["text"], shards=4)
     runs = [
-        subprocess.Popen(cli("run", str(toy_pipeline["config"])), env=subprocess_env(tmp_path / f"run{i}", TOY_SHARD_SECONDS="0.3"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            cli("run", str(toy_pipeline["config"])),
+            env=subprocess_env(tmp_path / f"run{i}", TOY_SHARD_SECONDS="0.3"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(2)
     ]
     for run in runs:
@@ -209,7 +228,9 @@ def test_dask_cluster_run_equals_thread_run(toy_pipeline: dict, tmp_path: Path) 
     dask_config.write_text(dask_config.read_text().replace("max_workers = 2", 'max_workers = 2\ntask_runner = "dask"'))
     logs = []
     for config in (toy_pipeline["config"], dask_config):
-        result = subprocess.run(cli("run", str(config)), env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            cli("run", str(config)), env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=300
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         logs.append(result.stdout + result.stderr)
     assert "LocalCluster" not in logs[0] and "Creating a new Dask cluster" in logs[1]
@@ -217,7 +238,9 @@ def test_dask_cluster_run_equals_thread_run(toy_pipeline: dict, tmp_path: Path) 
     assert sorted(file_digests(dask_root)) == ["corpus", "histogram", "lengths"]
 
 
-def test_a_run_validates_each_stage_config_once(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_validates_each_stage_config_once(
+    toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The flow validates a stage's config when it loads the config file; its plan-shards, shard
     and commit tasks reuse that model (they used to validate it again each: 1 + 1 + shards + 1)."""
     from flows.pipeline import pipeline_flow
@@ -237,7 +260,9 @@ def test_a_run_validates_each_stage_config_once(toy_pipeline: dict, prefect_serv
     assert shards == 2 and len(calls) == 1, calls
 
 
-def test_a_run_computes_each_new_stage_keyed_config_once(toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_computes_each_new_stage_keyed_config_once(
+    toy_pipeline: dict, prefect_server: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The plan computes a stage's keyed config (and its content-keyed locations) once; the key,
     the why-stale diff and the manifest's commit reuse it (they used to compute it again each:
     key, diff, manifest config, manifest locations). Counted where every computation of it passes:

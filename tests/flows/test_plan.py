@@ -37,7 +37,9 @@ def test_editing_one_stage_recomputes_it_and_downstream_only(toy_pipeline: dict,
 
 def test_fields_that_cannot_change_output_do_not_invalidate(toy_pipeline: dict, toy_stages: dict) -> None:
     build(toy_pipeline["config"], toy_stages)
-    text = toy_pipeline["config"].read_text().replace("seed = 7", "seed = 7\nread_batch_lines = 17\ndownload_dir = \"/tmp/elsewhere\"")
+    text = (
+        toy_pipeline["config"].read_text().replace("seed = 7", 'seed = 7\nread_batch_lines = 17\ndownload_dir = "/tmp/elsewhere"')
+    )
     toy_pipeline["config"].write_text(text)
     assert actions(plan_for(toy_pipeline["config"], toy_stages))["corpus"] == "cached"
 
@@ -50,7 +52,10 @@ def test_changed_source_file_recomputes_corpus(toy_pipeline: dict, toy_stages: d
     plan = plan_for(toy_pipeline["config"], toy_stages)
     assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
     text = toy_pipeline["text"]
-    assert plan["corpus"].reasons == [f"source pairs.en: {text['en'].resolve()} changed", f"source pairs.kk: {text['kk'].resolve()} changed"]
+    assert plan["corpus"].reasons == [
+        f"source pairs.en: {text['en'].resolve()} changed",
+        f"source pairs.kk: {text['kk'].resolve()} changed",
+    ]
 
 
 def test_only_builds_missing_inputs_and_nothing_downstream(toy_pipeline: dict, toy_stages: dict) -> None:
@@ -85,6 +90,7 @@ def test_force_recomputes_a_cached_stage(toy_pipeline: dict, toy_stages: dict) -
     assert store.manifest("corpus", corpus.key) == before  # the cached version is kept as it was
     assert [f.sha256 for f in rebuilt.files] == [f.sha256 for f in before.files]  # deterministic
 
+
 def test_bad_options_are_rejected(toy_pipeline: dict, toy_stages: dict) -> None:
     with pytest.raises(ValueError, match="--only"):
         plan_for(toy_pipeline["config"], toy_stages, only="translate")
@@ -99,7 +105,9 @@ def test_plan_writes_nothing(toy_pipeline: dict, toy_stages: dict) -> None:
     assert os.listdir(toy_pipeline["tmp"]) != []
 
 
-def test_optional_input_joins_the_key_only_when_the_pipeline_has_that_stage(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_optional_input_joins_the_key_only_when_the_pipeline_has_that_stage(
+    toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A stage with an optional input (align reads `translate` when present) is keyed on it
     only when the pipeline includes it, and is rebuilt when that input comes or goes."""
     monkeypatch.setenv("XLEMBED_STAGES", "tests.flows.toy_stages:OPTIONAL_INPUT_STAGES")

@@ -18,7 +18,9 @@ def test_lines_outside_a_terminal_count_units_with_rate_and_eta(capsys):
     progress.expect(200, "pairs")
     progress.advance(50)
     err = capsys.readouterr().err
-    assert re.search(r"^align:groups-00000: 50/200 pairs \(25%\), [\d.,]+ pairs/s, ETA \d:\d\d:\d\d, elapsed 0:00:0\d$", err.strip()), err
+    assert re.search(
+        r"^align:groups-00000: 50/200 pairs \(25%\), [\d.,]+ pairs/s, ETA \d:\d\d:\d\d, elapsed 0:00:0\d$", err.strip()
+    ), err
 
 
 def test_lines_are_timed_not_one_per_advance(capsys):
@@ -93,4 +95,8 @@ def test_a_stage_with_several_shards_logs_shards_done_rate_and_eta(monkeypatch: 
         futures.append(future)
     done = shard_results(futures, "align", store=None, key="k", shards=[None] * 3)
     assert [d["shard_id"] for d in done] == ["s0", "s1", "s2"]
-    assert [line.split(",")[0] for line in logged] == ["align: 1/3 shards (33%)", "align: 2/3 shards (67%)", "align: 3/3 shards (100%)"]
+    assert [line.split(",")[0] for line in logged] == [
+        "align: 1/3 shards (33%)",
+        "align: 2/3 shards (67%)",
+        "align: 3/3 shards (100%)",
+    ]

@@ -36,7 +36,9 @@ def test_ray_settings_validate(toy_pipeline: dict, tmp_path: Path, monkeypatch: 
         load_config(bad)
     # without the packages the option is a config error that says what to install
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("ray", "prefect_ray") else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in ("ray", "prefect_ray") else real_find_spec(name, *a)
+    )
     missing = ray_config(tmp_path / "missing.toml", toy_pipeline, tmp_path / "b", 'task_runner = "ray"')
     with pytest.raises(ConfigError, match=r"pipeline.task_runner: .*pip install 'xlembed\[ray\]'"):
         load_config(missing)
@@ -90,7 +92,15 @@ def test_real_stages_reserve_gpus_only_where_a_model_runs(tmp_path: Path, monkey
     monkeypatch.delenv("XLEMBED_STAGES", raising=False)
     from flows.runners import shard_resources
 
-    wanted = {"corpus": {}, "translate_model": {}, "base_model": {}, "translate": {"num_gpus": 1}, "align": {"num_gpus": 1}, "train": {"num_gpus": 1}, "evaluate": {"num_gpus": 1}}
+    wanted = {
+        "corpus": {},
+        "translate_model": {},
+        "base_model": {},
+        "translate": {"num_gpus": 1},
+        "align": {"num_gpus": 1},
+        "train": {"num_gpus": 1},
+        "evaluate": {"num_gpus": 1},
+    }
     seen = {}
     for path in sorted((REPO / "configs").glob("*.toml")):
         config = load_config(path)
@@ -111,7 +121,11 @@ def test_the_ray_runner_submits_each_shard_with_its_stage_resources(monkeypatch:
 
     monkeypatch.setenv("XLEMBED_STAGES", GPU_STAGES)
     seen: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(RayTaskRunner, "submit", lambda self, task, parameters, *a, **k: seen.append((task.name, dict(RemoteOptionsContext.get().current_remote_options))))
+    monkeypatch.setattr(
+        RayTaskRunner,
+        "submit",
+        lambda self, task, parameters, *a, **k: seen.append((task.name, dict(RemoteOptionsContext.get().current_remote_options))),
+    )
     runner = make_task_runner(PipelineSettings(name="x", task_runner="ray", ray_gpus_per_task=1))
     for name, stage in (("build-shard", "corpus"), ("build-shard", "encode"), ("commit-artifact", "encode")):
         task = type("Task", (), {"name": name})()
@@ -128,7 +142,13 @@ def test_ray_run_equals_thread_run(toy_pipeline: dict, tmp_path: Path) -> None:
     config = ray_config(tmp_path / "ray.toml", toy_pipeline, ray_root, 'task_runner = "ray"')
     logs = []
     for path in (toy_pipeline["config"], config):
-        result = subprocess.run(cli("run", str(path)), env=subprocess_env(tmp_path, RAY_AUTH_MODE="disabled", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120"), capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            cli("run", str(path)),
+            env=subprocess_env(tmp_path, RAY_AUTH_MODE="disabled", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         logs.append(result.stdout + result.stderr)
     assert "Creating a local Ray instance" not in logs[0] and "Creating a local Ray instance" in logs[1]
@@ -183,7 +203,9 @@ def test_ray_gpus_per_task_reserves_a_gpu_for_each_shard(tmp_path: Path) -> None
     GPUs, so this runs on any machine."""
     script = tmp_path / "probe.py"
     script.write_text(GPU_PROBE)
-    env = subprocess_env(tmp_path, RAY_AUTH_MODE="disabled", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", XLEMBED_STAGES=GPU_STAGES)
+    env = subprocess_env(
+        tmp_path, RAY_AUTH_MODE="disabled", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120", XLEMBED_STAGES=GPU_STAGES
+    )
     result = subprocess.run([sys.executable, str(script)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))

@@ -92,7 +92,9 @@ def test_a_stage_that_keeps_no_rows_is_an_error_unless_allowed(tmp_path: Path) -
     config = load_config(config_path)
     store = ArtifactStore(config.settings.root)
     corpus = stage_registry()["corpus"]
-    with pytest.raises(EmptyOutputError, match=r"corpus kept 0 rows \(80 read; dropped: invalid_utf8 80.*iconv -f latin1.*allow_empty"):
+    with pytest.raises(
+        EmptyOutputError, match=r"corpus kept 0 rows \(80 read; dropped: invalid_utf8 80.*iconv -f latin1.*allow_empty"
+    ):
         run_stage(store, corpus, config.stage_configs["corpus"], {})
     assert store.list_manifests() == []  # nothing committed, so no ref can move to it
     _, manifest = run_stage(store, corpus, config.stage_configs["corpus"], {}, allow_empty=True)
@@ -144,14 +146,20 @@ def test_a_damaged_cached_artifact_is_rebuilt_and_a_corrupt_input_says_how(tmp_p
     assert code == 0 and "compute" in output and "cached artifact damaged" in output and "rebuilding" in output, output
 
 
-def test_a_root_that_is_a_file_is_one_line_for_every_command_that_reads_a_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_root_that_is_a_file_is_one_line_for_every_command_that_reads_a_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`plan --root FILE` used to end in a NotADirectoryError traceback from the first ref read."""
     config = write_pair(tmp_path, "x.en", 3, 3)
     not_a_folder = tmp_path / "artifacts.tar"
     not_a_folder.write_bytes(b"not a folder")
     for command in ("run", "plan"):
         code, output = invoke(command, str(config), "--root", str(not_a_folder))
-        assert code == 2 and output == f"error: artifact root {not_a_folder} is a file, not a folder (set by --root, XLEMBED_ROOT or the config's pipeline.root)\n", (command, output)
+        assert (
+            code == 2
+            and output
+            == f"error: artifact root {not_a_folder} is a file, not a folder (set by --root, XLEMBED_ROOT or the config's pipeline.root)\n"
+        ), (command, output)
     monkeypatch.setenv("XLEMBED_ROOT", str(not_a_folder))
     code, output = invoke("plan", str(config))
     assert code == 2 and output.startswith(f"error: artifact root {not_a_folder} is a file") and output.count("\n") == 1, output
@@ -167,7 +175,9 @@ def test_a_model_folder_with_only_a_pickle_checkpoint_stops_the_run_before_anyth
     (model / "config.json").write_text('{"model_type": "bert", "hidden_size": 8}', encoding="utf-8")
     torch.save({"embeddings.weight": torch.zeros(4, 8)}, model / "pytorch_model.bin")
     config = tmp_path / "p.toml"
-    config.write_text('[pipeline]\nname = "p"\nroot = "store"\n[base_model]\nsource = "local"\nmodel = "model"\n', encoding="utf-8")
+    config.write_text(
+        '[pipeline]\nname = "p"\nroot = "store"\n[base_model]\nsource = "local"\nmodel = "model"\n', encoding="utf-8"
+    )
     expected = f"error: {model}: no .safetensors weights (found: pytorch_model.bin); pickled weights are not loaded\n"
     for command in ("run", "plan"):
         code, output = invoke(command, str(config))
@@ -175,4 +185,6 @@ def test_a_model_folder_with_only_a_pickle_checkpoint_stops_the_run_before_anyth
     assert ArtifactStore(tmp_path / "store").list_manifests() == []  # nothing was built
     # `export` takes artifacts, not folders: the folder is named back in one line
     code, output = invoke("export", str(model), str(tmp_path / "exported"), "--root", str(tmp_path / "store"))
-    assert code == 2 and output.startswith(f"error: '{model}' names no stage and no artifact key in ") and output.count("\n") == 1, output
+    assert (
+        code == 2 and output.startswith(f"error: '{model}' names no stage and no artifact key in ") and output.count("\n") == 1
+    ), output

@@ -25,7 +25,9 @@ print("server code imported here:", "prefect.server.api.server" in sys.modules)
 def test_a_run_starts_the_server_beside_itself_and_never_imports_the_server_code(tmp_path: Path) -> None:
     config = write_config(tmp_path / "toy.toml", tmp_path / "artifacts", write_corpus_text(tmp_path / "data"))
     env = subprocess_env(tmp_path)
-    result = subprocess.run([sys.executable, "-c", RUN_AND_REPORT, str(config)], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_AND_REPORT, str(config)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     # Prefect's own temporary server would import FastAPI, SQLAlchemy and the API into the CLI (~3 s)
     assert "server code imported here: False" in result.stdout, result.stdout
@@ -45,7 +47,9 @@ def test_no_early_server_when_prefect_is_told_to_use_another(tmp_path: Path, mon
     assert not plain_prefect_setup()
     monkeypatch.delenv("PREFECT_API_URL")
     (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "profiles.toml").write_text('active = "work"\n[profiles.work]\nPREFECT_API_URL = "http://prefect.example:4200/api"\n')
+    (tmp_path / "home" / "profiles.toml").write_text(
+        'active = "work"\n[profiles.work]\nPREFECT_API_URL = "http://prefect.example:4200/api"\n'
+    )
     assert not plain_prefect_setup()  # the active profile names a server
     (tmp_path / "home" / "profiles.toml").write_text('active = "local"\n[profiles.local]\n')
     assert plain_prefect_setup()
@@ -60,7 +64,9 @@ def test_the_server_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
 
     import psutil
 
-    config = write_config(tmp_path / "toy.toml", tmp_path / "artifacts", write_corpus_text(tmp_path / "data"), shards=4, max_workers=1)
+    config = write_config(
+        tmp_path / "toy.toml", tmp_path / "artifacts", write_corpus_text(tmp_path / "data"), shards=4, max_workers=1
+    )
     env = subprocess_env(tmp_path, TOY_SHARD_SECONDS="5.0")
     process = subprocess.Popen(cli("run", str(config)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -20,7 +20,9 @@ def test_smoke_profile_runs_every_stage_end_to_end(tmp_path: Path) -> None:
     root = tmp_path / "artifacts"
     env = subprocess_env(tmp_path, XLEMBED_STAGES="")
     env.pop("XLEMBED_STAGES")
-    run = subprocess.run(cli("run", str(REPO / "configs/smoke.toml"), "--root", str(root)), env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        cli("run", str(REPO / "configs/smoke.toml"), "--root", str(root)), env=env, capture_output=True, text=True, timeout=900
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
     store = ArtifactStore(str(root))
@@ -47,6 +49,8 @@ def test_smoke_profile_runs_every_stage_end_to_end(tmp_path: Path) -> None:
     vectors = SentenceTransformer(str(model_dir), device="cpu").encode(["a short test", "ein kurzer Test"])
     assert vectors.shape[0] == 2 and vectors.shape[1] == manifests["base_model"].metrics["dim"]
 
-    again = subprocess.run(cli("plan", str(REPO / "configs/smoke.toml"), "--root", str(root)), env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        cli("plan", str(REPO / "configs/smoke.toml"), "--root", str(root)), env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("cached") == len(STAGES) and "compute" not in again.stdout, again.stdout

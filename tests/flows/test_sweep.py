@@ -72,8 +72,14 @@ name = "Bytes!"
     )
     names = [v.name for v in grid.variants]
     assert names == [
-        "small_bucket-5_seed-1", "small_bucket-5_seed-2", "small_bucket-10_seed-1", "small_bucket-10_seed-2",
-        "bytes_bucket-5_seed-1", "bytes_bucket-5_seed-2", "bytes_bucket-10_seed-1", "bytes_bucket-10_seed-2",
+        "small_bucket-5_seed-1",
+        "small_bucket-5_seed-2",
+        "small_bucket-10_seed-1",
+        "small_bucket-10_seed-2",
+        "bytes_bucket-5_seed-1",
+        "bytes_bucket-5_seed-2",
+        "bytes_bucket-10_seed-1",
+        "bytes_bucket-10_seed-2",
     ]
     first = grid.variants[0]
     assert first.overrides == {"lengths.shards": 1, "histogram.bucket": 5, "corpus.seed": 1}
@@ -142,7 +148,9 @@ def test_grids_without_seeds_run_each_training_variant_on_three_seeds(tmp_path: 
     untrained = write_grid(tmp_path / "untrained.toml", TRAINING_CONFIG.replace("[train]\nseed = 0\n", ""))
     assert [v.name for v in load_grid(path, config=untrained).variants] == ["base", "tr", "fixed"]
     # explicit train seeds: the untrained base still runs once (a train seed means nothing to it)
-    seeded = load_grid(write_grid(tmp_path / "seeded.toml", 'seed_keys = ["train.seed"]\nseeds = [42, 1]\n' + SEEDLESS_GRID), config=config)
+    seeded = load_grid(
+        write_grid(tmp_path / "seeded.toml", 'seed_keys = ["train.seed"]\nseeds = [42, 1]\n' + SEEDLESS_GRID), config=config
+    )
     assert [v.name for v in seeded.variants if v.group == "base"] == ["base"]
     assert [v.name for v in seeded.variants if v.group == "tr"] == ["tr_seed-42", "tr_seed-1"]
 
@@ -155,7 +163,9 @@ def test_only_cuts_the_grid_to_named_variants_and_keeps_the_baseline(tmp_path: P
     cut = grid.select(["fixed"])
     assert [v.name for v in cut.variants] == ["tr_seed-1", "tr_seed-2", "tr_seed-3", "fixed"]
     assert cut.name == "g-only-fixed" and cut.baseline == "tr"
-    assert [v.overrides for v in cut.variants] == [grid.variant(v.name).overrides for v in cut.variants]  # same keys as in the whole grid
+    assert [v.overrides for v in cut.variants] == [
+        grid.variant(v.name).overrides for v in cut.variants
+    ]  # same keys as in the whole grid
     # a --baseline given on the command line replaces the grid's; one seeded run can be named alone
     assert [v.name for v in grid.select(["tr_seed-2"], baseline="base").variants] == ["base", "tr_seed-2"]
     with pytest.raises(GridError, match=r"g.toml: --only 'nope': no such variant; the grid has base, tr, fixed"):
@@ -170,9 +180,9 @@ def test_only_cuts_the_grid_to_named_variants_and_keeps_the_baseline(tmp_path: P
         ('[grid]\n"histogram.bucket" = 5\n', "[grid] histogram.bucket: expected a non-empty list"),
         ('[grid]\n"histogram.bucket" = []\n', "expected a non-empty list"),
         ('seeds = [1]\n[grid]\n"histogram.bucket" = [5]\n', "seeds needs seed_keys"),
-        ('seeds = 3\n', "seeds must be a list (empty: one run per variant)"),
+        ("seeds = 3\n", "seeds must be a list (empty: one run per variant)"),
         ('[grid]\n"pipeline.name" = ["a"]\n', "pipeline.name is set by the sweep"),
-        ('gird = 1\n', "unknown key(s) ['gird']"),
+        ("gird = 1\n", "unknown key(s) ['gird']"),
         ('baseline = "nope"\n[grid]\n"histogram.bucket" = [5]\n', "baseline 'nope' is neither a variant nor a seed group"),
         ('[[variants]]\nname = "a"\n[[variants]]\nname = "A"\n', "variant names collide"),
         ('[[variants]]\n"histogram.bucket" = 3\n', "needs name"),
@@ -193,7 +203,10 @@ def test_keys_and_overrides() -> None:
     raw = {"corpus": {"sources": [{"name": "a"}, {"name": "b"}]}}
     apply_override(raw, "corpus.sources[1].sample", 10)
     apply_override(raw, "evaluate.encoder.pooling", "cls")
-    assert raw == {"corpus": {"sources": [{"name": "a"}, {"name": "b", "sample": 10}]}, "evaluate": {"encoder": {"pooling": "cls"}}}
+    assert raw == {
+        "corpus": {"sources": [{"name": "a"}, {"name": "b", "sample": 10}]},
+        "evaluate": {"encoder": {"pooling": "cls"}},
+    }
     with pytest.raises(KeyError, match=r"only 2 items"):
         apply_override(raw, "corpus.sources[2].sample", 1)
     with pytest.raises(KeyError, match=r"is a str in the config"):
@@ -217,7 +230,11 @@ TOML_VALUES = st.recursive(
 
 
 @settings(deadline=None, max_examples=60)
-@given(st.dictionaries(st.text(min_size=1, max_size=8), st.dictionaries(st.text(min_size=1, max_size=8), TOML_VALUES, max_size=4), max_size=3))
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=8), st.dictionaries(st.text(min_size=1, max_size=8), TOML_VALUES, max_size=4), max_size=3
+    )
+)
 def test_variant_configs_survive_the_toml_round_trip(raw: dict) -> None:
     assert tomllib.loads(toml_document(raw)) == raw
 
@@ -233,7 +250,12 @@ def test_variant_configs_validate_like_config_files_and_errors_name_variant_and_
     assert configs["bucket-5"].stage_configs["histogram"].bucket == 5
     assert configs["bucket-5"].settings.root == str(toy_pipeline["root"])
 
-    bad = load_grid(write_grid(tmp / "bad.toml", '[[variants]]\nname = "typo"\n"histogram.buckets" = 5\n[[variants]]\nname = "word"\n"histogram.bucket" = "five"\n'))
+    bad = load_grid(
+        write_grid(
+            tmp / "bad.toml",
+            '[[variants]]\nname = "typo"\n"histogram.buckets" = 5\n[[variants]]\nname = "word"\n"histogram.bucket" = "five"\n',
+        )
+    )
     with pytest.raises(GridError) as error:
         variant_configs(toy_pipeline["config"], bad)
     text = str(error.value)
@@ -242,11 +264,15 @@ def test_variant_configs_validate_like_config_files_and_errors_name_variant_and_
     with pytest.raises(GridError, match=r"unknown section\(s\) \[nosuch\]"):
         variant_configs(toy_pipeline["config"], unknown)
     index = load_grid(write_grid(tmp / "index.toml", '[grid]\n"corpus.sources[3].sample" = [1]\n'))
-    with pytest.raises(GridError, match=r"variant 'sample-1': corpus\.sources\[3\]: the config's corpus\.sources has only 1 items"):
+    with pytest.raises(
+        GridError, match=r"variant 'sample-1': corpus\.sources\[3\]: the config's corpus\.sources has only 1 items"
+    ):
         variant_configs(toy_pipeline["config"], index)
 
 
-def test_variants_are_validated_in_memory_with_paths_from_the_base_config_folder(toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_variants_are_validated_in_memory_with_paths_from_the_base_config_folder(
+    toy_pipeline: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No variant file is written and read back (they used to go through a temporary folder);
     relative paths of the base config still resolve against its own folder."""
     import tempfile
@@ -269,7 +295,9 @@ def test_variants_are_validated_in_memory_with_paths_from_the_base_config_folder
     assert {c.settings.root for c in configs.values()} == {str(tmp / "store")}
     files = {name: c.stage_configs["corpus"].sources[0].files for name, c in configs.items()}
     assert files["bucket-5"] == files["bucket-10"] == {"en": str(tmp / "data" / "train.en"), "kk": str(tmp / "data" / "train.kk")}
-    assert configs["bucket-10"].raw["histogram"]["bucket"] == 10 and configs["bucket-10"].raw["pipeline"]["name"] == "toy--bucket-10"
+    assert (
+        configs["bucket-10"].raw["histogram"]["bucket"] == 10 and configs["bucket-10"].raw["pipeline"]["name"] == "toy--bucket-10"
+    )
     assert not list(tmp.rglob("*bucket-*.toml"))
 
 
@@ -377,8 +405,10 @@ def outcomes(rate: float, shift: int = 0) -> pa.Table:
 def metrics_of(items: pa.Table) -> pa.Table:
     from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
 
-    per_pair = pl.from_arrow(items).group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True).agg(
-        pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n")
+    per_pair = (
+        pl.from_arrow(items)
+        .group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True)
+        .agg(pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n"))
     )
     rows = [r | {"metric": "accuracy_mean"} for r in per_pair.iter_rows(named=True)]
     return rows_table(group_average_rows(rows, [LANGUAGE_GROUPS["wacse-4"]]))
@@ -440,7 +470,11 @@ def test_report_has_paired_intervals_the_untrained_base_and_a_figure(tmp_path: P
     for variant in grid.variants:
         stages = ["corpus", "evaluate"] if variant.name == "base" else ["corpus", "train", "evaluate"]
         pipeline = pipeline_name("p", variant.name)
-        plans.append(VariantPlan(variant, PipelineConfig(tmp_path / "none.toml", PipelineSettings(name=pipeline), dict.fromkeys(stages)), []))
+        plans.append(
+            VariantPlan(
+                variant, PipelineConfig(tmp_path / "none.toml", PipelineSettings(name=pipeline), dict.fromkeys(stages)), []
+            )
+        )
         outcomes_by_name[variant.name] = VariantOutcome(variant.name, pipeline, keys={"evaluate": keys[variant.name]})
     report = write_report(SweepPlan(grid, plans), store, outcomes_by_name)
 
@@ -500,7 +534,9 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     def shard_runs() -> list[str]:
         with get_client(sync_client=True) as client:
             runs = client.read_task_runs(flow_run_filter=this_run, limit=200)
-        return [r.name for r in runs if r.name.startswith(("corpus:", "lengths:", "histogram:")) and not r.name.endswith(":commit")]
+        return [
+            r.name for r in runs if r.name.startswith(("corpus:", "lengths:", "histogram:")) and not r.name.endswith(":commit")
+        ]
 
     # task runs reach the API asynchronously (events): wait until the last ones are recorded
     deadline = time.monotonic() + 60
@@ -518,7 +554,10 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     assert [v["name"] for v in summary["variants"]] == list(result)
     assert (folder / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert "unit-bytes_bucket-10" in (folder / "report.md").read_text(encoding="utf-8")
-    assert tomllib.loads((folder / "variants" / "unit-bytes_bucket-10.toml").read_text(encoding="utf-8"))["histogram"]["bucket"] == 10
+    assert (
+        tomllib.loads((folder / "variants" / "unit-bytes_bucket-10.toml").read_text(encoding="utf-8"))["histogram"]["bucket"]
+        == 10
+    )
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_artifacts()}
         links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["toy-grid-sweep-store-index"])))
@@ -527,12 +566,16 @@ def test_sweep_flow_builds_each_shared_artifact_once_and_writes_the_report(toy_p
     index = toy_pipeline["root"] / "index.html"
     page = index.read_text(encoding="utf-8")
     assert all(f'<h3 id="pipeline-toy--{name}">' in page for name in result) and 'href="sweeps/toy-grid/report.html"' in page
-    assert [(link.flow_run_id, link.data) for link in links] == [(state.state_details.flow_run_id, f"[{index.as_uri()}]({index.as_uri()})")]
+    assert [(link.flow_run_id, link.data) for link in links] == [
+        (state.state_details.flow_run_id, f"[{index.as_uri()}]({index.as_uri()})")
+    ]
 
     # a cut of the same grid reuses every artifact and writes its report beside the whole grid's
     cut = sweep_flow(config_path=str(toy_pipeline["config"]), grid_path=str(grid_path), only=["unit-bytes_bucket-10"])
     assert cut == {name: result[name] for name in ("unit-chars_bucket-5", "unit-bytes_bucket-10")}
-    cut_report = (toy_pipeline["root"] / "sweeps" / "toy-grid-only-unit-bytes-bucket-10" / "report.md").read_text(encoding="utf-8")
+    cut_report = (toy_pipeline["root"] / "sweeps" / "toy-grid-only-unit-bytes-bucket-10" / "report.md").read_text(
+        encoding="utf-8"
+    )
     assert "unit-bytes_bucket-10" in cut_report and "unit-chars_bucket-10" not in cut_report
     assert "unit-chars_bucket-10" in (folder / "report.md").read_text(encoding="utf-8")  # the whole grid's report is untouched
 
@@ -559,16 +602,35 @@ def test_cli_plan_and_dry_run_count_shared_stage_runs_once(toy_pipeline: dict) -
     assert dry.exit_code == 0, dry.output
     assert "7 to compute" in " ".join(dry.output.split())
     assert not (toy_pipeline["root"] / "corpus").exists()  # a dry run computes nothing
-    bad = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--baseline", "nope", "--dry-run"])
+    bad = CliRunner().invoke(
+        app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--baseline", "nope", "--dry-run"]
+    )
     assert bad.exit_code == 2 and "baseline 'nope'" in bad.output
     # --only: the named variants plus the baseline, repeated or comma-separated
     only = CliRunner().invoke(
-        app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--only", "unit-bytes_bucket-10,unit-chars_bucket-10", "--baseline", "unit-chars_bucket-5", "--dry-run"]
+        app(),
+        [
+            "sweep",
+            str(toy_pipeline["config"]),
+            "--grid",
+            str(grid_path),
+            "--only",
+            "unit-bytes_bucket-10,unit-chars_bucket-10",
+            "--baseline",
+            "unit-chars_bucket-5",
+            "--dry-run",
+        ],
     )
     assert only.exit_code == 0, only.output
     flat = " ".join(only.output.split())
-    assert "sweep g-only-unit-bytes-bucket-10-unit-chars-bucket-10" in flat and "3 variants" in flat and "unit-bytes_bucket-5" not in flat
-    unknown = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--only", "bucket-7", "--dry-run"])
+    assert (
+        "sweep g-only-unit-bytes-bucket-10-unit-chars-bucket-10" in flat
+        and "3 variants" in flat
+        and "unit-bytes_bucket-5" not in flat
+    )
+    unknown = CliRunner().invoke(
+        app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(grid_path), "--only", "bucket-7", "--dry-run"]
+    )
     assert unknown.exit_code == 2 and "--only 'bucket-7': no such variant" in unknown.output
 
 
@@ -588,16 +650,22 @@ def test_sweep_plan_notes_are_said_once_for_all_variants(toy_pipeline: dict, mon
 
     # as if every variant's refs pointed at artifacts of key scheme 1: the 7 distinct stage runs
     # (corpus shared by all four variants, lengths by two each) are counted once each
-    old = SweepPlan(grid, [
-        VariantPlan(v.variant, v.config, Plan([dataclasses.replace(s, rekeyed=True) for s in v.steps], v.steps.hashing)) for v in plan.variants
-    ])
+    old = SweepPlan(
+        grid,
+        [
+            VariantPlan(v.variant, v.config, Plan([dataclasses.replace(s, rekeyed=True) for s in v.steps], v.steps.hashing))
+            for v in plan.variants
+        ],
+    )
     assert old.notes()[0] == (
         "key scheme v2 (content keys): 7 artifacts built under the old scheme will be rebuilt (once; see docs/operations.md, 'Content keys')"
     )
 
     shown = CliRunner().invoke(app(), ["sweep", str(toy_pipeline["config"]), "--grid", str(tmp / "g.toml"), "--dry-run"])
     assert shown.exit_code == 0, shown.output
-    assert shown.output.count("hashed ") == 1 and "0 files (0.0 MB)" in shown.output and "8 unchanged from the index" in shown.output
+    assert (
+        shown.output.count("hashed ") == 1 and "0 files (0.0 MB)" in shown.output and "8 unchanged from the index" in shown.output
+    )
 
 
 def test_nested_tables_are_written_as_sections_a_person_can_edit() -> None:

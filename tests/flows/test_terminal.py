@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import cli, subprocess_env, write_config, write_corpus_text
 from typer.testing import CliRunner
 
-from conftest import cli, subprocess_env, write_config, write_corpus_text
 from flows import terminal
 from flows.progress import progress_bar
 
@@ -59,7 +59,9 @@ def test_a_log_line_during_the_live_bars_is_printed_on_a_line_of_its_own(tty_con
         logger.removeHandler(handler)
     lines = _screen_lines(tty_console.getvalue())
     logged = [line for line in lines if "40 rows in" in line]
-    assert logged and all(line.startswith("WARNING | xlembed.test.glue - corpus shard fire:fire: 40 rows in") for line in logged), lines
+    assert logged and all(
+        line.startswith("WARNING | xlembed.test.glue - corpus shard fire:fire: 40 rows in") for line in logged
+    ), lines
     reported = [line for line in lines if "a reported line" in line]
     assert reported and all(line.startswith("corpus:ok: a reported line") for line in reported), lines
     assert any(line.lstrip("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ").startswith("corpus:ok ") for line in lines), lines  # the bar's name, literal
@@ -138,7 +140,11 @@ def test_flags_are_taken_before_or_after_the_subcommand(toy_run: dict, toy_stage
         result = runner.invoke(app, args, prog_name="xlembed")
         assert result.exit_code == 0, (args, result.output)
         plan = json.loads(result.stdout)
-        assert [(s["stage"], s["action"]) for s in plan["stages"]] == [("corpus", "cached"), ("lengths", "cached"), ("histogram", "cached")]
+        assert [(s["stage"], s["action"]) for s in plan["stages"]] == [
+            ("corpus", "cached"),
+            ("lengths", "cached"),
+            ("histogram", "cached"),
+        ]
     keys = {(stage, entry["key"]) for stage, entry in json.loads(toy_run["result"].stdout)["artifacts"].items()}
     for args in (["artifacts", "ls", "--root", root, "-q"], ["-q", "artifacts", "ls", "--root", root]):
         result = runner.invoke(app, args, prog_name="xlembed")

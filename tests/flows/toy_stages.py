@@ -72,7 +72,14 @@ PIPELINE_STAGES = (CORPUS_STAGE, LENGTHS_STAGE, HISTOGRAM_STAGE)
 
 # `histogram` with `lengths` as an optional input, for the optional-input tests.
 OPTIONAL_HISTOGRAM_STAGE = Stage(
-    "histogram", "1", HistogramConfig, HISTOGRAM_SCHEMA, plan_histogram, build_histogram, inputs=("corpus",), optional_inputs=("lengths",)
+    "histogram",
+    "1",
+    HistogramConfig,
+    HISTOGRAM_SCHEMA,
+    plan_histogram,
+    build_histogram,
+    inputs=("corpus",),
+    optional_inputs=("lengths",),
 )
 OPTIONAL_INPUT_STAGES = (CORPUS_STAGE, LENGTHS_STAGE, OPTIONAL_HISTOGRAM_STAGE)
 

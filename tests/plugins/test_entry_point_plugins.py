@@ -48,7 +48,7 @@ class TsvPairs(Source):
         return io.fingerprint(self.path)
 '''
 
-WORKER = '''
+WORKER = """
 import json, sys
 import polars as pl
 from flows.config import load_config
@@ -63,7 +63,7 @@ store = ArtifactStore(config.settings.root)
 ref, manifest = run_stage(store, CORPUS_STAGE, corpus, {})
 rows = pl.from_arrow(store.read_table("corpus", ref.key))
 print(json.dumps({"kind": type(corpus.sources[0]).__module__, "texts": rows["text"].to_list(), "imported": "tsv_plugin" in sys.modules}))
-'''
+"""
 
 
 def install_plugin(site: Path, module: str, body: str, entry: str) -> None:
@@ -93,7 +93,14 @@ def run_worker(tmp_path: Path, site: Path) -> subprocess.CompletedProcess:
     )
     (tmp_path / "worker.py").write_text(WORKER, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
-    return subprocess.run([sys.executable, str(tmp_path / "worker.py"), str(tmp_path / "pipeline.toml")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(tmp_path / "worker.py"), str(tmp_path / "pipeline.toml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 def test_a_process_that_never_imported_the_plugin_finds_it_through_its_entry_point(tmp_path: Path) -> None:
@@ -119,4 +126,7 @@ def test_without_the_entry_point_the_kind_is_unknown_and_a_broken_plugin_is_name
     install_plugin(broken / "site", "bad_plugin", "raise RuntimeError('needs a GPU driver')\n", "bad = bad_plugin")
     done = run_worker(broken, broken / "site")
     assert done.returncode != 0
-    assert "xlembed plug-in 'bad' = 'bad_plugin' (distribution bad_plugin) failed to import: RuntimeError: needs a GPU driver" in done.stderr
+    assert (
+        "xlembed plug-in 'bad' = 'bad_plugin' (distribution bad_plugin) failed to import: RuntimeError: needs a GPU driver"
+        in done.stderr
+    )

@@ -53,7 +53,9 @@ class DiagonalAligner(AlignBackend):
     def fingerprint(cls, settings: DiagonalSettings) -> dict[str, Any]:
         return {"diagonal_rule": "i-i"}
 
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+    def align(
+        self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
+    ) -> list[Links | None]:
         out: list[Links | None] = []
         for a, b in np.asarray(pairs).reshape(-1, 2):
             i = np.arange(self.settings.skip, min(len(sentences[a]), len(sentences[b])), dtype=np.int32)
@@ -76,7 +78,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, dic
     for code, lines in TEXTS.items():
         (tmp / f"train.{code}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = CorpusConfig.model_validate(
-        {"sources": [{"name": "inline", "kind": "text", "files": {c: str(tmp / f"train.{c}") for c in TEXTS}}], "dev_fraction": 0.0}
+        {
+            "sources": [{"name": "inline", "kind": "text", "files": {c: str(tmp / f"train.{c}") for c in TEXTS}}],
+            "dev_fraction": 0.0,
+        }
     )
     store = ArtifactStore(tmp / "artifacts")
     ref, _ = run_stage(store, CORPUS_STAGE, config, {})
@@ -121,9 +126,15 @@ def test_the_new_backend_is_configured_in_toml_and_scores_a_gold_set(tmp_path: P
     expected = [{(i, i) for i in range(1, min(len(s), len(t)))} for s, t in zip(result.src, result.tgt)]
     assert result.predicted == expected and result.scores.predicted == sum(map(len, expected))
     with pytest.raises(GoldInputError, match="'diagonal' learns nothing from extra parallel text"):
-        score_gold_set(config, DATA / "eng-fra.gold", DATA / "eng-fra.eng", DATA / "eng-fra.fra", train=(DATA / "eng-fra.eng", DATA / "eng-fra.fra"))
+        score_gold_set(
+            config,
+            DATA / "eng-fra.gold",
+            DATA / "eng-fra.eng",
+            DATA / "eng-fra.fra",
+            train=(DATA / "eng-fra.eng", DATA / "eng-fra.fra"),
+        )
 
-    path.write_text(body + '\n[align.wspalign]\nthreshold = 0.5\n', encoding="utf-8")
+    path.write_text(body + "\n[align.wspalign]\nthreshold = 0.5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"\[align.wspalign\] is given but backend = 'diagonal'"):
         load_config(path)
     with pytest.raises(ValidationError, match=r"diagonal\.skip"):

@@ -57,13 +57,27 @@ class PairSimilarityBenchmark(Benchmark):
         matched = float(np.einsum("ij,ij->i", src, tgt).mean())
         shifted = float(np.einsum("ij,ij->i", src, np.roll(tgt, -1, axis=0)).mean())
         key = ("pair_similarity", "toy-pairs", self.src_lang, self.tgt_lang)
-        evaluation.add_rows([metric_row(*key, "cosine_matched", matched, len(src)), metric_row(*key, "cosine_gap", matched - shifted, len(src))])
+        evaluation.add_rows(
+            [metric_row(*key, "cosine_matched", matched, len(src)), metric_row(*key, "cosine_gap", matched - shifted, len(src))]
+        )
         evaluation.add_sentences("pair_similarity", "toy-pairs", self.src_lang, self.tgt_lang, src_texts, tgt_texts)
         evaluation.add_pair(self.src_lang, self.tgt_lang, src, tgt)
 
 
-KAZAKH = ["Мысық диванда ұйықтап жатыр.", "Мен күн сайын таңертең кофе ішемін.", "Пойыз сағат жетіде жүреді.", "Менің әпкем дәрігер.", "Бұл тау өте биік."]
-ENGLISH = ["The cat sleeps on the sofa.", "I drink coffee every morning.", "The train leaves at seven o'clock.", "My sister is a doctor.", "This mountain is very high."]
+KAZAKH = [
+    "Мысық диванда ұйықтап жатыр.",
+    "Мен күн сайын таңертең кофе ішемін.",
+    "Пойыз сағат жетіде жүреді.",
+    "Менің әпкем дәрігер.",
+    "Бұл тау өте биік.",
+]
+ENGLISH = [
+    "The cat sleeps on the sofa.",
+    "I drink coffee every morning.",
+    "The train leaves at seven o'clock.",
+    "My sister is a doctor.",
+    "This mountain is very high.",
+]
 PIPELINE = """
 [pipeline]
 name = "plugin-benchmark"
@@ -95,7 +109,12 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> dict:
     store = ArtifactStore(config.settings.root)
     corpus, _ = run_stage(store, CORPUS_STAGE, config.stage_configs["corpus"], {})
     model, _ = run_stage(store, BASE_MODEL_STAGE, config.stage_configs["base_model"], {})
-    return {"folder": folder, "config": config.stage_configs["evaluate"], "store": store, "inputs": {"corpus": corpus.key, "base_model": model.key}}
+    return {
+        "folder": folder,
+        "config": config.stage_configs["evaluate"],
+        "store": store,
+        "inputs": {"corpus": corpus.key, "base_model": model.key},
+    }
 
 
 def independent_cosines(model_dir: Path) -> tuple[float, float]:
@@ -126,7 +145,11 @@ def test_a_benchmark_registered_by_a_test_module_runs_through_the_evaluate_stage
     # the group average the config asks for (kk is in WACSE-4) covers its rows too
     assert set(metrics.filter(pl.col("src_lang") == "group:wacse-4")["metric"]) == {"cosine_gap", "cosine_matched"}
     # its headline is its own main metric, over its language pairs, in Prefect's metrics and the sweep's columns
-    assert manifest.metrics["headline"]["pair_similarity/toy-pairs"] == {"metric": "cosine_gap", "mean": pytest.approx(gap, abs=1e-4), "pairs": 1}
+    assert manifest.metrics["headline"]["pair_similarity/toy-pairs"] == {
+        "metric": "cosine_gap",
+        "mean": pytest.approx(gap, abs=1e-4),
+        "pairs": 1,
+    }
     table = store.read_table("evaluate", ref.key)
     assert [c.spec for c in headline_columns([table]) if c.benchmark == "pair_similarity"] == [
         "pair_similarity/toy-pairs/group:wacse-4/cosine_gap",
@@ -150,6 +173,8 @@ def test_its_files_are_checked_before_encoding_and_keyed_by_content(pipeline: di
     copy.parent.mkdir()
     copy.write_bytes((pipeline["folder"] / "pairs.tsv").read_bytes())
     moved = config.model_copy(update={"benchmarks": [config.benchmarks[0].model_copy(update={"path": str(copy)})]})
-    assert stage_key(EVALUATE_STAGE, moved, pipeline["inputs"], source_fingerprints(EVALUATE_STAGE, moved)) == key  # same bytes elsewhere
+    assert (
+        stage_key(EVALUATE_STAGE, moved, pipeline["inputs"], source_fingerprints(EVALUATE_STAGE, moved)) == key
+    )  # same bytes elsewhere
     copy.write_text(f"{KAZAKH[0]}\t{ENGLISH[1]}\n{KAZAKH[1]}\t{ENGLISH[0]}\n", encoding="utf-8")
     assert stage_key(EVALUATE_STAGE, moved, pipeline["inputs"], source_fingerprints(EVALUATE_STAGE, moved)) != key  # edited bytes

@@ -15,15 +15,15 @@ from pydantic import Field, ValidationError
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
+from tasks.encoders.tiny import build_tiny_model
 from tasks.stage import keyed_config, stage_key
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
 from tasks.train.data import TrainingData
 from tasks.train.objectives import OBJECTIVES, ObjectiveConfig, SentenceObjective, TrainContext, register_objective
+from tasks.train.tiny import multiway_rows
 from tasks.train.trainer import Trainer, TrainInputs
 from tasks.train.views import encode_views
-from tasks.encoders.tiny import build_tiny_model
-from tasks.train.tiny import multiway_rows
 
 
 class PullToPivotConfig(ObjectiveConfig):
@@ -80,7 +80,9 @@ def config(**objectives: dict) -> TrainConfig:
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> TrainInputs:
     corpus, align = multiway_rows(60)
     model_dir = build_tiny_model(tmp_path_factory.mktemp("plugin-objective-bert"))
-    return TrainInputs(pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), model_dir)
+    return TrainInputs(
+        pa.Table.from_pylist(corpus, schema=CORPUS_SCHEMA), pa.Table.from_pylist(align, schema=WORD_ALIGNMENT_SCHEMA), model_dir
+    )
 
 
 def test_the_section_validates_and_errors_name_it() -> None:
@@ -114,7 +116,9 @@ def test_its_settings_join_the_key_only_while_it_trains() -> None:
     other_scale = config(translation_ranking={"weight": 1.0}, pull_to_pivot={"weight": 0.5, "scale": 3.0})
     assert stage_key(TRAIN_STAGE, on, inputs, {}) != stage_key(TRAIN_STAGE, other_scale, inputs, {})
     off = config(translation_ranking={"weight": 1.0}, pull_to_pivot={"weight": 0.0, "scale": 3.0})
-    assert stage_key(TRAIN_STAGE, off, inputs, {}) == stage_key(TRAIN_STAGE, config(translation_ranking={"weight": 1.0}), inputs, {})
+    assert stage_key(TRAIN_STAGE, off, inputs, {}) == stage_key(
+        TRAIN_STAGE, config(translation_ranking={"weight": 1.0}), inputs, {}
+    )
 
 
 def test_it_trains_through_the_real_trainer(inputs: TrainInputs, tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 
 from storage import ArtifactStore, ShardRecord
 
-
 # (stage, path inside the artifact) -> keys that hold wall-clock timings (differ run to run)
 VOLATILE: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "files/metrics.json"): ("train_seconds", "examples_per_second"),
@@ -101,13 +100,17 @@ def check_store(root: Path, reference: dict[str, str] | None = None) -> dict[str
                 for entry in record.files:
                     listed = artifact / entry.path
                     assert listed.is_file(), f"shard record {rel} lists {entry.path}, which is not there"
-                    assert listed.stat().st_size == entry.bytes and sha256(listed) == entry.sha256, f"{rel}: {entry.path} differs from its record"
+                    assert listed.stat().st_size == entry.bytes and sha256(listed) == entry.sha256, (
+                        f"{rel}: {entry.path} differs from its record"
+                    )
                 markers[rel] = Marker(path.stat().st_mtime_ns, sha256(path))
                 continue
             if path.name == "manifest.json":
                 continue
             if reference is not None and rel in reference:
-                assert comparable_digest(rel, path.read_bytes()) == reference[rel], f"visible file {rel} is not the whole file an uninterrupted run writes"
+                assert comparable_digest(rel, path.read_bytes()) == reference[rel], (
+                    f"visible file {rel} is not the whole file an uninterrupted run writes"
+                )
             if path.suffix == ".parquet":
                 pq.read_table(path)  # a half-written Parquet file has no footer and fails here
     return markers

@@ -38,11 +38,17 @@ CATEGORIES = {
 
 
 def run_suite(long: bool, results: Path) -> tuple[str, float, int]:
-    command = [sys.executable, "-m", "pytest", "tests/reliability", "-q", "-p", "no:cacheprovider", "-rN"] + (["--long-faults"] if long else [])
+    command = [sys.executable, "-m", "pytest", "tests/reliability", "-q", "-p", "no:cacheprovider", "-rN"] + (
+        ["--long-faults"] if long else []
+    )
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, env={**os.environ, "XLEMBED_RELIABILITY_RESULTS": str(results)}, capture_output=True, text=True)
+    done = subprocess.run(
+        command, cwd=REPO, env={**os.environ, "XLEMBED_RELIABILITY_RESULTS": str(results)}, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - started
-    summary = next((line.strip("= ") for line in reversed(done.stdout.splitlines()) if re.search(r"\d+ (passed|failed)", line)), "no summary")
+    summary = next(
+        (line.strip("= ") for line in reversed(done.stdout.splitlines()) if re.search(r"\d+ (passed|failed)", line)), "no summary"
+    )
     if done.returncode != 0:
         sys.stderr.write(done.stdout[-5000:])
     return summary, seconds, done.returncode
@@ -56,8 +62,27 @@ def run_audit() -> str:
     for service in ("pypi", "osv"):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "audit.json"
-            done = subprocess.run([tool, "-r", "constraints.txt", "--no-deps", "--disable-pip", "--progress-spinner", "off", "-s", service, "-f", "json", "-o", str(out)],
-                                  cwd=REPO, capture_output=True, text=True, timeout=900)
+            done = subprocess.run(
+                [
+                    tool,
+                    "-r",
+                    "constraints.txt",
+                    "--no-deps",
+                    "--disable-pip",
+                    "--progress-spinner",
+                    "off",
+                    "-s",
+                    service,
+                    "-f",
+                    "json",
+                    "-o",
+                    str(out),
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             if not out.exists():
                 last = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 lines.append(f"- service `{service}`: could not run ({last[:200]})")
@@ -70,7 +95,9 @@ def run_audit() -> str:
         verdict = f"vulnerabilities: {found}" if audited else "INCONCLUSIVE: nothing could be audited"
         lines.append(f"- service `{service}`: {len(deps)} pinned packages, {audited} audited, {len(skipped)} skipped, {verdict}")
         if skipped:
-            lines.append(f"  (skipped: \"{skipped[0]['skip_reason']}\" and alike: the vulnerability data could not be fetched from this machine)")
+            lines.append(
+                f'  (skipped: "{skipped[0]["skip_reason"]}" and alike: the vulnerability data could not be fetched from this machine)'
+            )
     return "\n".join(lines)
 
 

@@ -69,7 +69,9 @@ def tatoeba_folder(data: Path) -> Path:
     for code, lang in (("kaz", "kk"), ("fra", "fr")):
         if (folder / f"tatoeba.{code}-eng.eng").exists():
             continue
-        (folder / f"tatoeba.{code}-eng.{code}").write_text("".join(_sentence(lang, i) + "\n" for i in range(120)), encoding="utf-8")
+        (folder / f"tatoeba.{code}-eng.{code}").write_text(
+            "".join(_sentence(lang, i) + "\n" for i in range(120)), encoding="utf-8"
+        )
         (folder / f"tatoeba.{code}-eng.eng").write_text("".join(_sentence("en", i) + "\n" for i in range(120)), encoding="utf-8")
     return folder
 
@@ -209,16 +211,40 @@ class StageScenario:
 SCENARIOS: tuple[StageScenario, ...] = (
     StageScenario("corpus", ("corpus",), _corpus, notes="4 text sources = 4 shards"),
     StageScenario("base_model", ("base_model",), _base_model, notes="local safetensors model: attached files only"),
-    StageScenario("translate", ("corpus", "translate_model", "translate"), _translate, long_kills=4, s3="long",
-                  notes="tiny random NLLB (CTranslate2 int8, 1 thread), 5 shards of 48 source rows"),  # fmt: skip
-    StageScenario("align", ("corpus", "align"), _align, long_kills=4, s3="long",
-                  notes="tiny random WSPAlign (seeded, CPU), 3 shards of 50 groups; eflomal left out: not bit-reproducible"),  # fmt: skip
-    StageScenario("train", ("corpus", "base_model", "align", "train"), _train, long_kills=5, s3="long",
-                  notes="tiny BERT, TR + AWP + WTR, 12 steps, durable checkpoint every 2 (kills also at checkpoint writes); "
-                        "weights bit-identical, metrics.json equal but for its two timings"),  # fmt: skip
-    StageScenario("evaluate", ("corpus", "base_model", "evaluate"), _evaluate, s3="long", notes="tatoeba + corpus-dev with a tiny BERT"),
-    StageScenario("lengths", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, s3="long", notes="toy stage, 6 shards"),
-    StageScenario("histogram", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, quick_kills=0, long_kills=3, s3="off"),
+    StageScenario(
+        "translate",
+        ("corpus", "translate_model", "translate"),
+        _translate,
+        long_kills=4,
+        s3="long",
+        notes="tiny random NLLB (CTranslate2 int8, 1 thread), 5 shards of 48 source rows",
+    ),  # fmt: skip
+    StageScenario(
+        "align",
+        ("corpus", "align"),
+        _align,
+        long_kills=4,
+        s3="long",
+        notes="tiny random WSPAlign (seeded, CPU), 3 shards of 50 groups; eflomal left out: not bit-reproducible",
+    ),  # fmt: skip
+    StageScenario(
+        "train",
+        ("corpus", "base_model", "align", "train"),
+        _train,
+        long_kills=5,
+        s3="long",
+        notes="tiny BERT, TR + AWP + WTR, 12 steps, durable checkpoint every 2 (kills also at checkpoint writes); "
+        "weights bit-identical, metrics.json equal but for its two timings",
+    ),  # fmt: skip
+    StageScenario(
+        "evaluate", ("corpus", "base_model", "evaluate"), _evaluate, s3="long", notes="tatoeba + corpus-dev with a tiny BERT"
+    ),
+    StageScenario(
+        "lengths", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, s3="long", notes="toy stage, 6 shards"
+    ),
+    StageScenario(
+        "histogram", ("corpus", "lengths", "histogram"), _toy, registry=TOY_REGISTRY, quick_kills=0, long_kills=3, s3="off"
+    ),
 )
 
 

@@ -33,10 +33,14 @@ PIPELINE = "faults"
 FORCED = ("corpus", "train", "evaluate")
 
 
-def run(spec: dict[str, Any], tmp: Path, name: str, *, kill: tuple[str, int] | None = None, signal_ok: bool = False) -> tuple[int, str]:
+def run(
+    spec: dict[str, Any], tmp: Path, name: str, *, kill: tuple[str, int] | None = None, signal_ok: bool = False
+) -> tuple[int, str]:
     if kill is not None:
         spec = {**spec, "kill": {"stage": kill[0], "event": kill[1]}}
-    result = subprocess.run(driver_command(dump_spec(spec, tmp / f"{name}.json")), env=driver_env(tmp), capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        driver_command(dump_spec(spec, tmp / f"{name}.json")), env=driver_env(tmp), capture_output=True, text=True, timeout=600
+    )
     if result.returncode != 0 and not (signal_ok and result.returncode == -signal.SIGKILL):
         raise AssertionError(f"driver {name} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
     return result.returncode, result.stdout
@@ -54,7 +58,9 @@ def comparable(files: dict[str, str], stage: str, key: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("stage", FORCED)
-def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(stage: str, tmp_path: Path, model_cache: Path, long_faults: bool, record) -> None:
+def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(
+    stage: str, tmp_path: Path, model_cache: Path, long_faults: bool, record
+) -> None:
     chosen: StageScenario = scenario(stage)
     data = tmp_path / "data"
     base = tmp_path / "base"
@@ -77,12 +83,16 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(sta
         root = tmp_path / f"kill{event}"
         shutil.copytree(base, root)
         before = committed_files(root, stage, old_key)
-        code, out = run({**spec, "root": str(root), "force": [stage]}, tmp_path, f"kill{event}", kill=(stage, event), signal_ok=True)
+        code, out = run(
+            {**spec, "root": str(root), "force": [stage]}, tmp_path, f"kill{event}", kill=(stage, event), signal_ok=True
+        )
         killed = code == -signal.SIGKILL
         killed_store = ArtifactStore(root)
         if killed:
             check_store(root)  # every committed artifact whole; every visible file whole
-            assert committed_files(root, stage, old_key) == before, f"the committed {stage} artifact was modified by a killed --force"
+            assert committed_files(root, stage, old_key) == before, (
+                f"the committed {stage} artifact was modified by a killed --force"
+            )
             assert killed_store.read_ref(PIPELINE, stage).key == old_key, "the ref moved before the rebuild was committed"
             assert killed_store.verify(stage, old_key) == []
         where = next((line.split(" ", 3)[-1] for line in out.splitlines() if line.startswith("KILL ")), "finished first")
@@ -91,9 +101,13 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(sta
         rebuilt = resumed.read_ref(PIPELINE, stage).key
         # the same rebuild an uninterrupted --force commits; a kill that landed after its commit but
         # before the ref moved leaves that one unreferenced (for gc), and the rerun builds the next
-        assert rebuilt == new_key or (killed and resumed.is_committed(stage, new_key)), "the rerun did not resume the killed rebuild"
+        assert rebuilt == new_key or (killed and resumed.is_committed(stage, new_key)), (
+            "the rerun did not resume the killed rebuild"
+        )
         assert resumed.manifest(stage, rebuilt).rebuild_of == old_key
-        assert comparable(artifact_files(root), stage, rebuilt) == comparable(reference, stage, new_key), "the rebuild differs from an uninterrupted one"
+        assert comparable(artifact_files(root), stage, rebuilt) == comparable(reference, stage, new_key), (
+            "the rebuild differs from an uninterrupted one"
+        )
         assert committed_files(root, stage, old_key) == before
         assert {h.key for h in resumed.read_ref(PIPELINE, stage).history} >= {old_key, rebuilt}
         check_store(root)
@@ -104,7 +118,10 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(sta
 
 def _concurrent(spec: dict[str, Any], tmp: Path, processes: int) -> list[subprocess.CompletedProcess]:
     paths = [dump_spec(spec, tmp / f"concurrent{processes}-{i}.json") for i in range(processes)]
-    children = [subprocess.Popen(driver_command(path), env=driver_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for path in paths]
+    children = [
+        subprocess.Popen(driver_command(path), env=driver_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for path in paths
+    ]
     results = []
     for child, path in zip(children, paths):
         stdout, stderr = child.communicate(timeout=900)
@@ -124,7 +141,12 @@ def train_reference(tmp_path_factory: pytest.TempPathFactory, model_cache: Path)
 @pytest.mark.parametrize("backend", ["local", "s3"])
 @pytest.mark.parametrize("processes", [2, pytest.param(4, marks=pytest.mark.long_faults)])
 def test_concurrent_runs_of_one_config_with_a_train_stage(
-    backend: str, processes: int, request: pytest.FixtureRequest, tmp_path: Path, train_reference: tuple[dict[str, Any], dict[str, str]], record
+    backend: str,
+    processes: int,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    train_reference: tuple[dict[str, Any], dict[str, str]],
+    record,
 ) -> None:
     chosen = scenario("train")
     spec, reference = train_reference
@@ -139,12 +161,19 @@ def test_concurrent_runs_of_one_config_with_a_train_stage(
     store = ArtifactStore(root)
     assert artifact_files(root) == reference, "concurrent runs left artifacts that differ from one uninterrupted run"
     for manifest in store.list_manifests():
-        assert store.verify(manifest.stage, manifest.key) == [], f"{manifest.stage}/{manifest.key[:12]} is corrupt after concurrent runs"
+        assert store.verify(manifest.stage, manifest.key) == [], (
+            f"{manifest.stage}/{manifest.key[:12]} is corrupt after concurrent runs"
+        )
         assert manifest.attempt == 0
     refs = store.list_refs()
     assert sorted(r.stage for r in refs) == sorted(chosen.stages)
     assert all(store.is_committed(r.stage, r.key) for r in refs)
-    keys = {line.split()[1]: line.split()[3] for result in results for line in result.stdout.splitlines() if line.startswith("STAGE ") and " DONE " in line}
+    keys = {
+        line.split()[1]: line.split()[3]
+        for result in results
+        for line in result.stdout.splitlines()
+        if line.startswith("STAGE ") and " DONE " in line
+    }
     assert keys == {r.stage: r.key for r in refs}
     if backend == "local":
         check_store(Path(root), reference)

@@ -33,7 +33,9 @@ pytestmark = pytest.mark.slow
 NOISE = ("EventsWorker", "ConnectError", "Traceback", "Crashed")
 
 
-def prepare(stage: str, tmp: Path, cache: Path, pipeline: dict[str, Any] | None = None, **overrides: Any) -> tuple[Path, Path, Path]:
+def prepare(
+    stage: str, tmp: Path, cache: Path, pipeline: dict[str, Any] | None = None, **overrides: Any
+) -> tuple[Path, Path, Path]:
     """Upstream stages built into `root`; a copy of it, `reference`, with `stage` and those after
     it built too (uninterrupted); and the CLI config of the pipeline over `root` (`pipeline`:
     more `[pipeline]` settings)."""
@@ -42,12 +44,29 @@ def prepare(stage: str, tmp: Path, cache: Path, pipeline: dict[str, Any] | None 
     spec = sc.spec(str(root), tmp / "data", cache)
     spec["configs"][stage].update(overrides)
     upstream = {**spec, "stages": spec["stages"][: spec["stages"].index(stage)]}
-    subprocess.run(driver_command(dump_spec(upstream, tmp / "upstream.json")), env=driver_env(tmp), check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        driver_command(dump_spec(upstream, tmp / "upstream.json")),
+        env=driver_env(tmp),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     shutil.copytree(root, reference)
-    subprocess.run(driver_command(dump_spec({**spec, "root": str(reference)}, tmp / "reference.json")), env=driver_env(tmp), check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        driver_command(dump_spec({**spec, "root": str(reference)}, tmp / "reference.json")),
+        env=driver_env(tmp),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     sections = {name: spec["configs"][name] for name in spec["stages"]}
     config = tmp / "pipeline.toml"
-    config.write_text(toml_document({"pipeline": {"name": f"interrupt-{stage}", "root": str(root), "max_workers": 1, **(pipeline or {})}, **sections}), encoding="utf-8")
+    config.write_text(
+        toml_document(
+            {"pipeline": {"name": f"interrupt-{stage}", "root": str(root), "max_workers": 1, **(pipeline or {})}, **sections}
+        ),
+        encoding="utf-8",
+    )
     return root, reference, config
 
 
@@ -63,7 +82,11 @@ def start_run(config: Path, tmp: Path, name: str, args: tuple[str, ...] = ("run"
     log = tmp / f"{name}.log"
     with open(log, "w", encoding="utf-8") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *args, str(config)], env=cli_env(tmp, **env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [sys.executable, "-m", "flows.cli", *args, str(config)],
+            env=cli_env(tmp, **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     return process, log
 
@@ -99,7 +122,10 @@ def assert_all_gone(pids: set[int], timeout: float = 15) -> None:
         if not alive:
             return
         if time.monotonic() > deadline:
-            raise AssertionError("processes of the interrupted run are still alive:\n" + "\n".join(f"{p.pid} {' '.join(p.cmdline())[:200]}" for p in alive))
+            raise AssertionError(
+                "processes of the interrupted run are still alive:\n"
+                + "\n".join(f"{p.pid} {' '.join(p.cmdline())[:200]}" for p in alive)
+            )
         time.sleep(0.2)
 
 
@@ -119,7 +145,13 @@ def descendants(pid: int) -> set[int]:
 
 
 def finish_and_compare(config: Path, tmp: Path, root: Path, reference: Path, args: tuple[str, ...] = ("run",), **env: str) -> str:
-    rerun = subprocess.run([sys.executable, "-m", "flows.cli", *args, str(config)], env=cli_env(tmp, **env), capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args, str(config)],
+        env=cli_env(tmp, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     check_store(root)
     assert artifact_files(root) == artifact_files(reference), "the resumed run's artifacts differ from the uninterrupted run's"
@@ -154,7 +186,12 @@ def test_ctrl_c_during_training_stops_at_a_step_keeps_a_checkpoint_and_resumes(t
     summary = next(line for line in output.splitlines() if line.startswith("interrupted:"))
     finish_and_compare(config, tmp_path, root, reference)
     assert not any(checkpoints.glob("*/latest.json")), "the finished run left its checkpoints"
-    record("interrupt", "Ctrl-C (SIGINT to the process group) during train", "stopped and resumed", f"exit 130, '{summary}'; rerun: same artifacts as an uninterrupted run")
+    record(
+        "interrupt",
+        "Ctrl-C (SIGINT to the process group) during train",
+        "stopped and resumed",
+        f"exit 130, '{summary}'; rerun: same artifacts as an uninterrupted run",
+    )
 
 
 def test_sigterm_during_align_stops_at_a_shard_and_resumes(tmp_path: Path, model_cache: Path, record) -> None:
@@ -177,7 +214,12 @@ def test_sigterm_during_align_stops_at_a_shard_and_resumes(tmp_path: Path, model
     assert len(list(root.glob("align/*/shards/*.json"))) == kept
     summary = next(line for line in output.splitlines() if line.startswith("interrupted:"))
     finish_and_compare(config, tmp_path, root, reference)
-    record("interrupt", "SIGTERM to the main process during align", "stopped and resumed", f"exit 130, '{summary}'; rerun: same artifacts as an uninterrupted run")
+    record(
+        "interrupt",
+        "SIGTERM to the main process during align",
+        "stopped and resumed",
+        f"exit 130, '{summary}'; rerun: same artifacts as an uninterrupted run",
+    )
 
 
 # ------------------------------------------------------------------ Dask and Ray task runners
@@ -191,7 +233,13 @@ def _ray_starts() -> str | None:
     probe = "import ray, time; t = time.monotonic(); ray.init(num_cpus=1, include_dashboard=False); ray.shutdown(); print(time.monotonic() - t)"
     try:
         with tempfile.TemporaryDirectory(prefix="xlembed-ray-", dir="/tmp") as ray_tmp:
-            started = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env={**os.environ, "RAY_TMPDIR": ray_tmp})
+            started = subprocess.run(
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "RAY_TMPDIR": ray_tmp},
+            )
     except subprocess.TimeoutExpired:
         return "a local Ray did not start within 60 s here"
     if started.returncode != 0:
@@ -200,7 +248,9 @@ def _ray_starts() -> str | None:
 
 
 @pytest.mark.parametrize("runner", ["dask", "ray"])
-def test_ctrl_c_with_a_cluster_task_runner_stops_its_workers_and_resumes(runner: str, request: pytest.FixtureRequest, tmp_path: Path, model_cache: Path, record) -> None:
+def test_ctrl_c_with_a_cluster_task_runner_stops_its_workers_and_resumes(
+    runner: str, request: pytest.FixtureRequest, tmp_path: Path, model_cache: Path, record
+) -> None:
     toy = {"XLEMBED_STAGES": scenario("lengths").registry, "TOY_SHARD_SECONDS": "2"}
     if runner == "ray":
         if why := _ray_starts():
@@ -235,7 +285,12 @@ def test_ctrl_c_with_a_cluster_task_runner_stops_its_workers_and_resumes(runner:
     assert 1 <= kept < 6
     summary = next(line for line in output.splitlines() if line.startswith("interrupted:"))
     finish_and_compare(config, tmp_path, root, reference, **toy)
-    record("interrupt", f"Ctrl-C during a stage with the {runner} task runner", "stopped and resumed", f"exit 130, '{summary}', no worker left; rerun: same artifacts as an uninterrupted run")
+    record(
+        "interrupt",
+        f"Ctrl-C during a stage with the {runner} task runner",
+        "stopped and resumed",
+        f"exit 130, '{summary}', no worker left; rerun: same artifacts as an uninterrupted run",
+    )
 
 
 def test_ctrl_c_during_a_sweep_stops_and_a_rerun_completes(tmp_path: Path, model_cache: Path, record) -> None:
@@ -259,8 +314,19 @@ def test_ctrl_c_during_a_sweep_stops_and_a_rerun_completes(tmp_path: Path, model
     assert "rerun resumes" in summary, output[-3000:]
     assert not [word for word in NOISE if word in output], output[-3000:]
     assert_group_gone(process.pid)
-    rerun = subprocess.run([sys.executable, "-m", "flows.cli", *args, str(config)], env=cli_env(tmp_path, **toy), capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args, str(config)],
+        env=cli_env(tmp_path, **toy),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     check_store(root)
     assert len(list(root.glob("histogram/*/manifest.json"))) == 2, "the rerun did not build both variants"
-    record("interrupt", "Ctrl-C (SIGINT to the process group) during xlembed sweep", "stopped and resumed", f"exit 130, '{summary}'; rerun completes both variants")
+    record(
+        "interrupt",
+        "Ctrl-C (SIGINT to the process group) during xlembed sweep",
+        "stopped and resumed",
+        f"exit 130, '{summary}'; rerun completes both variants",
+    )

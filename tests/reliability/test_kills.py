@@ -45,7 +45,9 @@ class Reference:
     seconds: dict[str, float]
 
 
-def run_driver(spec: dict[str, Any], tmp: Path, name: str, *, kill_at: int | None = None, stage: str | None = None, timeout: float = 300) -> tuple[int, str]:
+def run_driver(
+    spec: dict[str, Any], tmp: Path, name: str, *, kill_at: int | None = None, stage: str | None = None, timeout: float = 300
+) -> tuple[int, str]:
     if kill_at is not None:
         spec = {**spec, "kill": {"stage": stage, "event": kill_at}}
     path = dump_spec(spec, tmp / f"{name}.json")
@@ -75,7 +77,16 @@ class References:
             data = tmp / "data"
             spec = scenario.spec(str(tmp / "reference-root"), data, self.cache)
             started = time.perf_counter()
-            timed = follow(subprocess.Popen(driver_command(dump_spec(spec, tmp / "reference.json")), env=driver_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True))
+            timed = follow(
+                subprocess.Popen(
+                    driver_command(dump_spec(spec, tmp / "reference.json")),
+                    env=driver_env(tmp),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
             lines = timed.wait_done(300)
             seconds: dict[str, float] = {}
             for t, line in lines:
@@ -129,7 +140,9 @@ def references(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> R
     return References(tmp_path_factory.mktemp("references"), model_cache)
 
 
-def finish_and_compare(scenario: StageScenario, spec: dict[str, Any], tmp: Path, reference: Reference, markers: dict[str, Marker]) -> None:
+def finish_and_compare(
+    scenario: StageScenario, spec: dict[str, Any], tmp: Path, reference: Reference, markers: dict[str, Marker]
+) -> None:
     root = Path(spec["root"])
     code, _ = run_driver(spec, tmp, "resume")
     assert code == 0
@@ -138,12 +151,18 @@ def finish_and_compare(scenario: StageScenario, spec: dict[str, Any], tmp: Path,
     assert artifact_files(root) == reference.files, "resumed artifacts differ from the uninterrupted run"
     store_root_files = {p for p in root.rglob("*") if p.is_file() and p.parent.name in ("data", "files")}
     listed = {root / rel.split("/", 2)[0] / rel.split("/", 2)[1] / rel.split("/", 2)[2] for rel in reference.files}
-    stray = sorted(str(p.relative_to(root)) for p in store_root_files if p not in listed and not p.name.startswith(".") and ".tmp-" not in p.name)
+    stray = sorted(
+        str(p.relative_to(root))
+        for p in store_root_files
+        if p not in listed and not p.name.startswith(".") and ".tmp-" not in p.name
+    )
     assert not stray, f"visible files that no manifest lists: {stray}"
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS], ids=lambda s: s.stage)
-def test_sigkill_at_storage_events_then_resume(scenario: StageScenario, references: References, tmp_path: Path, long_faults: bool, record) -> None:
+def test_sigkill_at_storage_events_then_resume(
+    scenario: StageScenario, references: References, tmp_path: Path, long_faults: bool, record
+) -> None:
     wanted = scenario.long_kills if long_faults else scenario.quick_kills
     if not wanted:
         pytest.skip(f"no storage-event kills of {scenario.stage} in this variant")
@@ -166,7 +185,12 @@ def test_sigkill_at_storage_events_then_resume(scenario: StageScenario, referenc
             where = next((line for line in stdout.splitlines() if line.startswith("KILL ")), "KILL ?")
             markers.update(check_store(tmp / "root", reference.files))
             assert_markers_unchanged(markers, tmp / "root")
-            record("kill", f"{scenario.stage}: SIGKILL at storage event {event}/{total}", "survived", f"{where.split(' ', 3)[-1]}; {len(markers)} shard records in the store kept unchanged")
+            record(
+                "kill",
+                f"{scenario.stage}: SIGKILL at storage event {event}/{total}",
+                "survived",
+                f"{where.split(' ', 3)[-1]}; {len(markers)} shard records in the store kept unchanged",
+            )
             if kills >= wanted or rng.random() < 0.5:
                 break
         finish_and_compare(scenario, spec, tmp, reference, markers)
@@ -177,7 +201,9 @@ TIMER_STAGES = ("corpus", "translate", "align", "train", "evaluate", "lengths", 
 
 
 @pytest.mark.parametrize("stage", TIMER_STAGES)
-def test_sigkill_at_random_times_while_a_reader_polls(stage: str, references: References, tmp_path: Path, long_faults: bool, record) -> None:
+def test_sigkill_at_random_times_while_a_reader_polls(
+    stage: str, references: References, tmp_path: Path, long_faults: bool, record
+) -> None:
     wanted = 2 if long_faults else (1 if stage == "evaluate" else 0)
     if not wanted:
         pytest.skip(f"no wall-clock kills of {stage} in this variant")
@@ -194,7 +220,14 @@ def test_sigkill_at_random_times_while_a_reader_polls(stage: str, references: Re
         attempts += 1
         assert attempts <= wanted * 6, "could not land enough kills"
         delay = rng.uniform(0.0, duration)
-        process = subprocess.Popen(driver_command(dump_spec(spec, tmp / f"timer{attempts}.json")), env=driver_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        process = subprocess.Popen(
+            driver_command(dump_spec(spec, tmp / f"timer{attempts}.json")),
+            env=driver_env(tmp),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         child = follow(process)
         try:
             assert child.wait_for(lambda line: line == f"STAGE {stage} START", 300) or process.poll() is not None
@@ -213,5 +246,10 @@ def test_sigkill_at_random_times_while_a_reader_polls(stage: str, references: Re
         kills += 1
         markers.update(check_store(tmp / "root", reference.files))
         assert_markers_unchanged(markers, tmp / "root")
-        record("kill", f"{stage}: SIGKILL {delay:.2f} s into the stage (stage takes {duration:.2f} s)", "survived", f"{polls} concurrent reader checks; {len(markers)} shard records in the store kept unchanged")
+        record(
+            "kill",
+            f"{stage}: SIGKILL {delay:.2f} s into the stage (stage takes {duration:.2f} s)",
+            "survived",
+            f"{polls} concurrent reader checks; {len(markers)} shard records in the store kept unchanged",
+        )
     finish_and_compare(scenario, spec, tmp, reference, markers)

@@ -13,7 +13,12 @@ from flows.config import ConfigError, load_config
 from tasks.evaluate.benchmarks.bucc import read_bucc
 from tasks.evaluate.datasets import read_lines
 
-SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 line_text = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=30)
 endings = st.sampled_from(["\n", "\r\n"])
 
@@ -37,11 +42,17 @@ def test_read_lines_splits_on_newline_only(lines: list[tuple[str, str]], bom: bo
 
 
 ids = st.text(st.characters(whitelist_categories=("Ll", "Nd")), min_size=1, max_size=8)
-sentences = st.text(st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=20)
+sentences = st.text(
+    st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=20
+)
 
 
 @SETTINGS
-@given(src=st.dictionaries(ids, sentences, min_size=1, max_size=8), tgt=st.dictionaries(ids, sentences, min_size=1, max_size=8), data=st.data())
+@given(
+    src=st.dictionaries(ids, sentences, min_size=1, max_size=8),
+    tgt=st.dictionaries(ids, sentences, min_size=1, max_size=8),
+    data=st.data(),
+)
 def test_bucc_round_trip(src: dict[str, str], tgt: dict[str, str], data: st.DataObject) -> None:
     gold = data.draw(st.sets(st.tuples(st.sampled_from(sorted(src)), st.sampled_from(sorted(tgt))), max_size=6))
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,12 +65,36 @@ def test_bucc_round_trip(src: dict[str, str], tgt: dict[str, str], data: st.Data
     assert split.gold == frozenset(gold)
 
 
-toml_bits = st.sampled_from([
-    "[pipeline]\n", 'name = "p"\n', "name = 5\n", "[corpus]\n", "[[corpus.sources]]\n", 'kind = "cldr"\n', 'kind = "text"\n',
-    'langs = ["en", "kk"]\n', "langs = 3\n", 'name = "s"\n', "seed = -1\n", "seed = 1.5\n", "[corpus.filters]\n", "max_chars = 0\n",
-    "pipeline = 3\n", "corpus = []\n", "[evaluate]\n", "[base_model]\n", 'source = "local"\n', "= broken\n", '"\\xff"\n', "stages = [\"corpus\"]\n",
-    "max_workers = 0\n", "files = { en = 1 }\n", "[nope]\n", "\ufeff",
-])
+toml_bits = st.sampled_from(
+    [
+        "[pipeline]\n",
+        'name = "p"\n',
+        "name = 5\n",
+        "[corpus]\n",
+        "[[corpus.sources]]\n",
+        'kind = "cldr"\n',
+        'kind = "text"\n',
+        'langs = ["en", "kk"]\n',
+        "langs = 3\n",
+        'name = "s"\n',
+        "seed = -1\n",
+        "seed = 1.5\n",
+        "[corpus.filters]\n",
+        "max_chars = 0\n",
+        "pipeline = 3\n",
+        "corpus = []\n",
+        "[evaluate]\n",
+        "[base_model]\n",
+        'source = "local"\n',
+        "= broken\n",
+        '"\\xff"\n',
+        'stages = ["corpus"]\n',
+        "max_workers = 0\n",
+        "files = { en = 1 }\n",
+        "[nope]\n",
+        "\ufeff",
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None, database=None)

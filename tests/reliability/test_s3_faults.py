@@ -71,7 +71,9 @@ FLAKY = [s for s in SCENARIOS if s.s3 != "off"]
 
 
 @pytest.mark.parametrize("chosen", FLAKY, ids=lambda s: s.stage)
-def test_flaky_endpoint_is_ridden_out_by_retries(chosen: StageScenario, s3: dict, tmp_path: Path, model_cache: Path, long_faults: bool, record) -> None:
+def test_flaky_endpoint_is_ridden_out_by_retries(
+    chosen: StageScenario, s3: dict, tmp_path: Path, model_cache: Path, long_faults: bool, record
+) -> None:
     if chosen.s3 == "long" and not long_faults:
         pytest.skip(f"{chosen.stage} meets the flaky endpoint in the long variant only")
     expected = local_reference(chosen, tmp_path, model_cache)
@@ -87,11 +89,17 @@ def test_flaky_endpoint_is_ridden_out_by_retries(chosen: StageScenario, s3: dict
         verify_directly({**s3, "root": root})
         faults = {k: v for k, v in policy.counts.items() if k != "requests"}
         assert sum(faults.values()) > 0, "no fault was injected"
-        record("s3", f"{chosen.stage}: flaky endpoint (12% 500/503, 4% lost answers, 8% dropped connections), seed {seed}",
-               "retried, artifacts equal to a local run", f"{policy.counts['requests']} requests, injected {faults}")
+        record(
+            "s3",
+            f"{chosen.stage}: flaky endpoint (12% 500/503, 4% lost answers, 8% dropped connections), seed {seed}",
+            "retried, artifacts equal to a local run",
+            f"{policy.counts['requests']} requests, injected {faults}",
+        )
 
 
-def test_endpoint_that_stops_mid_write_fails_clearly_and_resumes(s3: dict, tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, record) -> None:
+def test_endpoint_that_stops_mid_write_fails_clearly_and_resumes(
+    s3: dict, tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, record
+) -> None:
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # the endpoint never comes back: fewer backoff sleeps, same outcome
     chosen = scenario("corpus")
     expected = local_reference(chosen, tmp_path, model_cache)
@@ -103,19 +111,33 @@ def test_endpoint_that_stops_mid_write_fails_clearly_and_resumes(s3: dict, tmp_p
             run_spec(spec)
     message = f"{type(caught.value).__name__}: {caught.value}"
     assert policy.counts.get("cut_writes", 0) > 0
-    assert s3["server"].bucket in message or "s3://" in message or "cannot write" in message, f"the error does not say what failed: {message}"
+    assert s3["server"].bucket in message or "s3://" in message or "cannot write" in message, (
+        f"the error does not say what failed: {message}"
+    )
     s3["use"](s3["server"].endpoint)
     store = ArtifactStore(s3["root"])
     assert store.list_manifests() == [], "an artifact was committed although its writes failed"
     client = s3["server"].client()
     prefix = s3["root"].split("/", 3)[3]
-    records = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=s3["server"].bucket, Prefix=prefix).get("Contents", []) if "/shards/" in o["Key"]}
+    records = {
+        o["Key"]: o["ETag"]
+        for o in client.list_objects_v2(Bucket=s3["server"].bucket, Prefix=prefix).get("Contents", [])
+        if "/shards/" in o["Key"]
+    }
     assert records, "no shard finished before the stop: raise STOP_AFTER"
-    record("s3", f"endpoint stops taking writes after {STOP_AFTER // 1000} kB (PUT bodies cut halfway, no answer)", "clear error, nothing committed",
-           f"`{message[:200]}`; {len(records)} finished shards kept; {policy.counts}")
+    record(
+        "s3",
+        f"endpoint stops taking writes after {STOP_AFTER // 1000} kB (PUT bodies cut halfway, no answer)",
+        "clear error, nothing committed",
+        f"`{message[:200]}`; {len(records)} finished shards kept; {policy.counts}",
+    )
     run_spec(spec)  # healthy endpoint: resume
     assert s3_files(s3["root"]) == expected
-    after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=s3["server"].bucket, Prefix=prefix).get("Contents", []) if "/shards/" in o["Key"]}
+    after = {
+        o["Key"]: o["ETag"]
+        for o in client.list_objects_v2(Bucket=s3["server"].bucket, Prefix=prefix).get("Contents", [])
+        if "/shards/" in o["Key"]
+    }
     assert all(after[k] == etag for k, etag in records.items()), "a shard finished before the stop was recomputed"
     verify_directly(s3)
 
@@ -138,10 +160,18 @@ def test_endpoint_lost_mid_run_through_the_cli_is_one_line_per_failing_shard(s3:
     home.mkdir()
     policy = FaultPolicy(seed=7, stop_after_bytes=STOP_AFTER)
     with FaultProxy(s3["server"].endpoint, policy) as proxy:
-        env = driver_env(tmp_path, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", AWS_ENDPOINT_URL=proxy.endpoint, AWS_MAX_ATTEMPTS="2")
+        env = driver_env(
+            tmp_path,
+            PREFECT_HOME=str(home),
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+            AWS_ENDPOINT_URL=proxy.endpoint,
+            AWS_MAX_ATTEMPTS="2",
+        )
         env.pop("PREFECT_API_URL", None)
         env.pop("XLEMBED_DEBUG", None)
-        result = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(config)], env=env, capture_output=True, text=True, timeout=400)
+        result = subprocess.run(
+            [sys.executable, "-m", "flows.cli", "run", str(config)], env=env, capture_output=True, text=True, timeout=400
+        )
     output = result.stdout + result.stderr
     assert policy.counts.get("cut_writes", 0) > 0
     assert result.returncode == 1, output[-3000:]
@@ -157,9 +187,15 @@ def test_endpoint_lost_mid_run_through_the_cli_is_one_line_per_failing_shard(s3:
         about = [line for line in lines if f"'corpus:{shard}'" in line]
         assert len(about) == 1 and "Finished in state Failed(" in about[0] and "ConnectionClosedError" in about[0], output[-3000:]
     assert lines[-1].startswith("error: run failed: ") and "cannot reach the S3 endpoint" in lines[-1], output[-3000:]
-    assert len(lines) <= 6 + 3 * len(finished) + 2 * len(failed), output[-3000:]  # per finished shard: its rows, its state, progress
-    record("s3", "endpoint stops taking writes during `xlembed run` (Prefect's logs included)", "one line per failed shard and the summary",
-           f"exit 1, {len(output.splitlines())} lines in all, {len(failed)} failed shards, no traceback; `{lines[-1][:160]}`")
+    assert len(lines) <= 6 + 3 * len(finished) + 2 * len(failed), output[
+        -3000:
+    ]  # per finished shard: its rows, its state, progress
+    record(
+        "s3",
+        "endpoint stops taking writes during `xlembed run` (Prefect's logs included)",
+        "one line per failed shard and the summary",
+        f"exit 1, {len(output.splitlines())} lines in all, {len(failed)} failed shards, no traceback; `{lines[-1][:160]}`",
+    )
 
 
 @pytest.mark.parametrize("mode", ["stops", "flaky"])
@@ -176,7 +212,11 @@ def test_multipart_upload_of_a_model_file(mode: str, s3: dict, tmp_path: Path, m
     (model / "config.json").write_text('{"hidden_size": 8}', encoding="utf-8")
     (model / "model.safetensors").write_bytes(os.urandom(12 * 2**20))
     spec = {"root": s3["root"], "stages": ["base_model"], "configs": {"base_model": {"source": "local", "model": str(model)}}}
-    policy = FaultPolicy(seed=3, stop_after_bytes=7 * 2**20) if mode == "stops" else FaultPolicy(seed=5, error_rate=0.15, drop_rate=0.1)
+    policy = (
+        FaultPolicy(seed=3, stop_after_bytes=7 * 2**20)
+        if mode == "stops"
+        else FaultPolicy(seed=5, error_rate=0.15, drop_rate=0.1)
+    )
     client = s3["server"].client()
     prefix = s3["root"].split("/", 3)[3]
     with FaultProxy(s3["server"].endpoint, policy) as proxy:
@@ -194,10 +234,20 @@ def test_multipart_upload_of_a_model_file(mode: str, s3: dict, tmp_path: Path, m
         assert not any(k.endswith("manifest.json") for k in keys)
         uploads = client.list_multipart_uploads(Bucket=s3["server"].bucket, Prefix=prefix).get("Uploads", [])
         assert uploads == [], "the failed multipart upload was left open"
-        record("s3", "multipart upload (3 x 5 MiB parts) cut after 7 MiB", "clear error, nothing committed, upload aborted", f"`{message[:200]}`; {policy.counts}")
+        record(
+            "s3",
+            "multipart upload (3 x 5 MiB parts) cut after 7 MiB",
+            "clear error, nothing committed, upload aborted",
+            f"`{message[:200]}`; {policy.counts}",
+        )
         run_spec(spec)
     else:
-        record("s3", "multipart upload (3 x 5 MiB parts) through a flaky endpoint (15% errors, 10% drops)", "retried, committed whole", f"{policy.counts}")
+        record(
+            "s3",
+            "multipart upload (3 x 5 MiB parts) through a flaky endpoint (15% errors, 10% drops)",
+            "retried, committed whole",
+            f"{policy.counts}",
+        )
     verify_directly(s3)
     store = ArtifactStore(s3["root"])
     (manifest,) = store.list_manifests("base_model")

@@ -73,7 +73,12 @@ def test_no_pickle_or_unsafe_loading_in_the_code(record) -> None:
     assert len(files) > 20
     problems = [p for f in files for p in unsafe_loading(f)]
     assert problems == [], "\n".join(problems)
-    record("security", f"code scan: pickle, torch.load without weights_only=True, np.load(allow_pickle), trust_remote_code=True ({len(files)} files)", "none found", f"folders {', '.join(PRODUCTION)}")
+    record(
+        "security",
+        f"code scan: pickle, torch.load without weights_only=True, np.load(allow_pickle), trust_remote_code=True ({len(files)} files)",
+        "none found",
+        f"folders {', '.join(PRODUCTION)}",
+    )
 
 
 def test_the_scanner_finds_what_it_looks_for(tmp_path: Path) -> None:
@@ -90,7 +95,13 @@ def test_the_scanner_finds_what_it_looks_for(tmp_path: Path) -> None:
     finally:
         sample.unlink()
     kinds = [line.split(": ", 1)[1] for line in found]
-    assert kinds == ["import pickle", "pickle.loads", "torch.load without weights_only=True", "trust_remote_code=True", "trust_remote_code from flag (not a config field)"]
+    assert kinds == [
+        "import pickle",
+        "pickle.loads",
+        "torch.load without weights_only=True",
+        "trust_remote_code=True",
+        "trust_remote_code from flag (not a config field)",
+    ]
 
 
 def test_trust_remote_code_is_off_unless_configured() -> None:
@@ -114,8 +125,12 @@ def test_artifacts_hold_no_pickles(tmp_path: Path, model_cache: Path, record) ->
         assert not head.startswith(PICKLE_MAGIC), f"{path} looks like a pickle"
         assert head != b"PK\x03\x04" or path.suffix not in ("", ".bin"), f"{path} looks like a torch zip checkpoint"
     assert any(p.suffix == ".safetensors" for p in files) and any(p.suffix == ".parquet" for p in files)
-    record("security", "artifacts of corpus, base_model and evaluate scanned for pickles", "none found",
-           f"{len(files)} files: {', '.join(sorted(s or '(none)' for s in suffixes))}")
+    record(
+        "security",
+        "artifacts of corpus, base_model and evaluate scanned for pickles",
+        "none found",
+        f"{len(files)} files: {', '.join(sorted(s or '(none)' for s in suffixes))}",
+    )
 
 
 # ------------------------------------------------------------------ key and path validation
@@ -154,8 +169,12 @@ def test_store_paths_refuse_traversal(tmp_path: Path, record) -> None:
             store.artifact_dir(stage, key)
     with pytest.raises(InvalidNameError):
         store.read_ref("../x", "corpus")
-    record("security", "artifact keys, stage, shard and pipeline names, manifest file paths (traversal, absolute, backslash, drive)", "refused",
-           "property tests: any accepted manifest path resolves inside its artifact; names and keys are single path components")
+    record(
+        "security",
+        "artifact keys, stage, shard and pipeline names, manifest file paths (traversal, absolute, backslash, drive)",
+        "refused",
+        "property tests: any accepted manifest path resolves inside its artifact; names and keys are single path components",
+    )
 
 
 # ------------------------------------------------------------------ credentials
@@ -181,9 +200,16 @@ def test_credentials_never_reach_manifests_prefect_or_logs(s3_server, tmp_path: 
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(
-        PYTHONPATH=str(REPO), XLEMBED_STAGES=TOY_STAGES, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        XLEMBED_PROGRESS="0", TMPDIR=str(scratch), AWS_ACCESS_KEY_ID=key_id, AWS_SECRET_ACCESS_KEY=secret,
-        PREFECT_LOGGING_LEVEL="DEBUG", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
+        PYTHONPATH=str(REPO),
+        XLEMBED_STAGES=TOY_STAGES,
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        XLEMBED_PROGRESS="0",
+        TMPDIR=str(scratch),
+        AWS_ACCESS_KEY_ID=key_id,
+        AWS_SECRET_ACCESS_KEY=secret,
+        PREFECT_LOGGING_LEVEL="DEBUG",
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
     )
     command = [sys.executable, "-m", "flows.cli", "run", str(config)]
     ok = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
@@ -191,23 +217,41 @@ def test_credentials_never_reach_manifests_prefect_or_logs(s3_server, tmp_path: 
     bad_config = tmp_path / "creds-bad.toml"
     short = tmp_path / "short.kk"  # a run that fails inside the stage, on S3, with the credentials in its environment
     short.write_text("one line\n", encoding="utf-8")
-    bad_config.write_text(config.read_text().replace(text["kk"].as_posix(), short.as_posix()).replace("seed = 3", "seed = 4"), encoding="utf-8")
+    bad_config.write_text(
+        config.read_text().replace(text["kk"].as_posix(), short.as_posix()).replace("seed = 3", "seed = 4"), encoding="utf-8"
+    )
     if long_faults:  # a second Prefect start (~30 s): the failing run is in the long variant
-        failed = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(bad_config)], env=env, capture_output=True, text=True, timeout=400)
+        failed = subprocess.run(
+            [sys.executable, "-m", "flows.cli", "run", str(bad_config)], env=env, capture_output=True, text=True, timeout=400
+        )
         assert failed.returncode != 0 and "line counts" in failed.stderr + failed.stdout, failed.stderr[-2000:]
     else:
         failed = subprocess.CompletedProcess([], 0, "", "")
     client = s3_server.client()
     objects = client.list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix).get("Contents", [])
     assert any(o["Key"].endswith("manifest.json") for o in objects)
-    blobs = {f"s3://{s3_server.bucket}/{o['Key']}": client.get_object(Bucket=s3_server.bucket, Key=o["Key"])["Body"].read() for o in objects}
+    blobs = {
+        f"s3://{s3_server.bucket}/{o['Key']}": client.get_object(Bucket=s3_server.bucket, Key=o["Key"])["Body"].read()
+        for o in objects
+    }
     for folder in (home, scratch, tmp_path / "data"):
         blobs.update({str(p): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
-    blobs.update({"stdout": ok.stdout.encode(), "stderr": ok.stderr.encode(), "failed stdout": failed.stdout.encode(), "failed stderr": failed.stderr.encode()})
+    blobs.update(
+        {
+            "stdout": ok.stdout.encode(),
+            "stderr": ok.stderr.encode(),
+            "failed stdout": failed.stdout.encode(),
+            "failed stderr": failed.stderr.encode(),
+        }
+    )
     assert any(name.endswith(".db") for name in blobs), "the Prefect database (logs, artifacts) was not found"
     for needle in (secret, key_id):
         leaks = [name for name, data in blobs.items() if needle.encode() in data]
         assert leaks == [], f"credential found in {leaks}"
     runs = "one run ok and one failing in the stage" if long_faults else "one run"
-    record("security", f"AWS key id and secret in the environment of `xlembed run` on S3 (moto), {runs}", "never written",
-           f"searched {len(blobs)} files: {len(objects)} bucket objects, the Prefect home (database of logs and artifacts), temp files, stdout/stderr")
+    record(
+        "security",
+        f"AWS key id and secret in the environment of `xlembed run` on S3 (moto), {runs}",
+        "never written",
+        f"searched {len(blobs)} files: {len(objects)} bucket objects, the Prefect home (database of logs and artifacts), temp files, stdout/stderr",
+    )

@@ -50,7 +50,9 @@ def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
     where.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'}); the RLIMIT_FSIZE test covers disk full")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'}); the RLIMIT_FSIZE test covers disk full"
+        )
     try:
         yield where
     finally:
@@ -74,8 +76,12 @@ def test_disk_full_on_a_small_tmpfs_fails_clearly_commits_nothing_and_resumes(tm
         assert store.list_manifests() == [], "an artifact was committed on a full disk"
         done = check_store(root)
         assert temporaries(root) == [], "temporary files were left on the full disk"
-        record("disk", "disk full (160 KiB tmpfs) while writing corpus part files", "clear error, nothing committed",
-               f"`{type(caught.value).__name__}: {message[:160]}`; {len(done)} finished shards kept")
+        record(
+            "disk",
+            "disk full (160 KiB tmpfs) while writing corpus part files",
+            "clear error, nothing committed",
+            f"`{type(caught.value).__name__}: {message[:160]}`; {len(done)} finished shards kept",
+        )
         subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
         run_stage(store, CORPUS_STAGE, config, {})
         assert artifact_files(root) == artifact_files(tmp_path / "reference")
@@ -91,25 +97,48 @@ def _limit_file_size(limit: int):
 
 
 @pytest.mark.parametrize("stage,limit", [("corpus", 20_000), ("base_model", 60_000)])
-def test_file_size_limit_in_a_subprocess_fails_clearly_and_resumes(stage: str, limit: int, tmp_path: Path, model_cache: Path, record) -> None:
+def test_file_size_limit_in_a_subprocess_fails_clearly_and_resumes(
+    stage: str, limit: int, tmp_path: Path, model_cache: Path, record
+) -> None:
     """RLIMIT_FSIZE: every write past `limit` bytes fails (EFBIG) as on a full quota."""
     chosen = scenario(stage)
     data = tmp_path / "data"
     spec = chosen.spec(str(tmp_path / "root"), data, model_cache)
     path = dump_spec(spec, tmp_path / "spec.json")
-    limited = subprocess.run(driver_command(path), env=driver_env(tmp_path), capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size(limit))
+    limited = subprocess.run(
+        driver_command(path),
+        env=driver_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limit_file_size(limit),
+    )
     assert limited.returncode == 1, limited.stderr[-2000:]
     last = limited.stderr.strip().splitlines()[-1]
     # the file is named: a store write (StoreWriteError) or the stage's own scratch copy (OSError with both paths)
-    assert "File too large" in last and str(tmp_path) in last and last.split(":")[0].rsplit(".", 1)[-1] in ("StoreWriteError", "OSError"), last
+    assert (
+        "File too large" in last
+        and str(tmp_path) in last
+        and last.split(":")[0].rsplit(".", 1)[-1] in ("StoreWriteError", "OSError")
+    ), last
     assert ArtifactStore(tmp_path / "root").list_manifests() == []
     done = check_store(tmp_path / "root")
-    record("disk", f"file size limit {limit:,} B (RLIMIT_FSIZE) while writing {stage}", "clear error, nothing committed",
-           f"`{last.split(': ', 1)[-1][:170]}`; {len(done)} finished shards kept")
+    record(
+        "disk",
+        f"file size limit {limit:,} B (RLIMIT_FSIZE) while writing {stage}",
+        "clear error, nothing committed",
+        f"`{last.split(': ', 1)[-1][:170]}`; {len(done)} finished shards kept",
+    )
     resumed = subprocess.run(driver_command(path), env=driver_env(tmp_path), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     reference_spec = chosen.spec(str(tmp_path / "reference"), data, model_cache)
-    subprocess.run(driver_command(dump_spec(reference_spec, tmp_path / "ref.json")), env=driver_env(tmp_path), check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        driver_command(dump_spec(reference_spec, tmp_path / "ref.json")),
+        env=driver_env(tmp_path),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert artifact_files(tmp_path / "root") == artifact_files(tmp_path / "reference")
     assert temporaries(tmp_path / "root") == []
 
@@ -132,7 +161,9 @@ def test_write_errors_remove_their_temporary_files(tmp_path: Path, monkeypatch: 
     monkeypatch.undo()
     source = tmp_path / "weights.bin"
     source.write_bytes(b"x" * 1000)
-    monkeypatch.setattr(shutil, "copyfile", lambda a, b: (Path(b).write_bytes(b"half"), (_ for _ in ()).throw(OSError(27, "File too large")))[1])
+    monkeypatch.setattr(
+        shutil, "copyfile", lambda a, b: (Path(b).write_bytes(b"half"), (_ for _ in ()).throw(OSError(27, "File too large")))[1]
+    )
     with pytest.raises(StoreWriteError, match="File too large"):
         store.put_local_file(str(source), f"{store.artifact_dir('embed', key)}/files/weights.bin")
     assert temporaries(tmp_path / "root") == []
@@ -167,12 +198,16 @@ def toy_store(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> di
     """corpus + lengths committed once; each test copies it and corrupts the copy."""
     tmp = tmp_path_factory.mktemp("toy-store")
     spec = scenario("lengths").spec(str(tmp / "root"), tmp / "data", model_cache, upto="lengths")
-    subprocess.run(driver_command(dump_spec(spec, tmp / "spec.json")), env=driver_env(tmp), check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        driver_command(dump_spec(spec, tmp / "spec.json")), env=driver_env(tmp), check=True, capture_output=True, timeout=300
+    )
     return {"root": tmp / "root", "spec": spec}
 
 
 @pytest.mark.parametrize("how", list(CORRUPTIONS))
-def test_corrupt_parquet_is_found_by_verify_and_refused_by_readers(how: str, toy_store: dict, tmp_path: Path, model_cache: Path, record) -> None:
+def test_corrupt_parquet_is_found_by_verify_and_refused_by_readers(
+    how: str, toy_store: dict, tmp_path: Path, model_cache: Path, record
+) -> None:
     root = tmp_path / "root"
     shutil.copytree(toy_store["root"], root)
     store = ArtifactStore(root)
@@ -187,21 +222,30 @@ def test_corrupt_parquet_is_found_by_verify_and_refused_by_readers(how: str, toy
     with pytest.raises(CorruptArtifact):
         list(store.iter_batches("corpus", corpus.key))
     # a downstream stage reading it fails before writing anything of its own
-    from tests.flows.toy_stages import HISTOGRAM_STAGE, OPTIONAL_HISTOGRAM_STAGE  # noqa: F401
-    from tests.flows.toy_stages import LENGTHS_STAGE
+    from tests.flows.toy_stages import HISTOGRAM_STAGE, LENGTHS_STAGE, OPTIONAL_HISTOGRAM_STAGE  # noqa: F401
 
     config = LENGTHS_STAGE.config_model.model_validate({"shards": 3})
     with pytest.raises(CorruptArtifact):
         run_stage(store, LENGTHS_STAGE, config, {"corpus": corpus.key})
     fresh = [p for p in (root / "lengths").glob("*") if p.name != store.list_manifests("lengths")[0].key]
     assert all(not list(p.rglob("*.parquet")) for p in fresh), "a downstream shard was written from corrupt input"
-    record("corrupt", f"corpus data file {how} behind its manifest", "detected",
-           "`artifacts verify` exit 1 naming the file; read_table, iter_batches and the downstream stage refuse it before parsing")
+    record(
+        "corrupt",
+        f"corpus data file {how} behind its manifest",
+        "detected",
+        "`artifacts verify` exit 1 naming the file; read_table, iter_batches and the downstream stage refuse it before parsing",
+    )
 
 
 def test_corrupt_model_weights_are_refused_before_loading(tmp_path: Path, model_cache: Path, record) -> None:
     spec = scenario("base_model").spec(str(tmp_path / "root"), tmp_path / "data", model_cache)
-    subprocess.run(driver_command(dump_spec(spec, tmp_path / "spec.json")), env=driver_env(tmp_path), check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        driver_command(dump_spec(spec, tmp_path / "spec.json")),
+        env=driver_env(tmp_path),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     store = ArtifactStore(tmp_path / "root")
     manifest = store.list_manifests("base_model")[0]
     weights = next(f for f in manifest.attached_files if f.path.endswith(".safetensors"))
@@ -212,10 +256,17 @@ def test_corrupt_model_weights_are_refused_before_loading(tmp_path: Path, model_
     flip_byte(tmp_path / "root" / "base_model" / manifest.key / weights.path)
     with pytest.raises(CorruptArtifact, match="model.safetensors"):
         artifact.local_dir()
-    record("corrupt", "base model weights (safetensors) with a flipped byte", "detected", "`local_dir()` refuses the artifact before transformers loads it")
+    record(
+        "corrupt",
+        "base model weights (safetensors) with a flipped byte",
+        "detected",
+        "`local_dir()` refuses the artifact before transformers loads it",
+    )
 
 
-def test_corrupt_parquet_on_s3_is_refused(s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_s3fs: None, record) -> None:
+def test_corrupt_parquet_on_s3_is_refused(
+    s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_s3fs: None, record
+) -> None:
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     root = f"s3://{s3_server.bucket}/{uuid.uuid4().hex}"
     store = ArtifactStore(root)
@@ -234,7 +285,12 @@ def test_corrupt_parquet_on_s3_is_refused(s3_server, tmp_path: Path, monkeypatch
     result = CliRunner().invoke(app, ["artifacts", "verify", "--root", root])
     assert result.exit_code == 1 and "CORRUPT" in result.output
     assert not [p for p in tmp_path.glob(".read-*")], "the downloaded copy of a corrupt file was left behind"
-    record("corrupt", "corpus data object on S3 with a flipped byte", "detected", "`artifacts verify` exit 1; read_table refuses it after download, before parsing")
+    record(
+        "corrupt",
+        "corpus data object on S3 with a flipped byte",
+        "detected",
+        "`artifacts verify` exit 1; read_table refuses it after download, before parsing",
+    )
 
 
 def test_readers_of_sound_artifacts_still_stream(toy_store: dict) -> None:

@@ -79,7 +79,9 @@ def test_ls(cli: Cli, populated: dict[str, Manifest]) -> None:
     assert corpus.key[:12] not in only and current.key[:12] in only
 
 
-def test_ls_empty_root_and_root_from_environment(cli: Cli, populated: dict[str, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ls_empty_root_and_root_from_environment(
+    cli: Cli, populated: dict[str, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "empty").mkdir()
     empty = cli("ls", root=str(tmp_path / "empty"))
     assert "no artifacts" in empty.output
@@ -178,7 +180,10 @@ def test_gc(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> N
 
     cli("gc", "--yes")
     assert not store.is_committed(STAGE, old.key)
-    assert {(m.stage, m.key) for m in store.list_manifests()} == {(STAGE, populated["current"].key), ("corpus", populated["corpus"].key)}
+    assert {(m.stage, m.key) for m in store.list_manifests()} == {
+        (STAGE, populated["current"].key),
+        ("corpus", populated["corpus"].key),
+    }
     assert "nothing to collect" in cli("gc").stdout
     cli("verify")
 
@@ -225,9 +230,7 @@ def test_root_with_credentials_is_refused(bad: str) -> None:
     assert "not allowed" in result.output
 
 
-def test_secret_never_appears(
-    s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path
-) -> None:
+def test_secret_never_appears(s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path) -> None:
     store = ArtifactStore(s3_root)
     cli = Cli(s3_root)
     a = kit.build(store, STAGE, {"model": "a"}, rows=4)
@@ -261,8 +264,11 @@ def test_secret_never_appears(
 
 def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[str, Manifest]) -> None:
     """DuckDB reads the Parquet files through the store's filesystem: from the folder, or from moto."""
+
     def counts(output: str) -> dict[str, str]:
-        cells = [[c.strip() for c in line.strip("|").split("|")] for line in output.splitlines() if line.startswith("|")]  # a pipe: Markdown rows
+        cells = [
+            [c.strip() for c in line.strip("|").split("|")] for line in output.splitlines() if line.startswith("|")
+        ]  # a pipe: Markdown rows
         return {row[0]: row[1] for row in cells if row[0] in ("true", "false")}
 
     sql = "SELECT n >= 30 AS big, count(*) AS c FROM {table} GROUP BY big ORDER BY big"
@@ -281,14 +287,22 @@ def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[
     assert "| 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
 
 
-def test_query_refuses_what_lies_outside_the_store(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, tmp_path: Path) -> None:
+def test_query_refuses_what_lies_outside_the_store(
+    cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, tmp_path: Path
+) -> None:
     """On a local and an S3 root alike: the registered artifacts are read, any other file or object is not."""
     outside = tmp_path / "outside.csv"
     outside.write_text("a\n1\n", encoding="utf-8")
     object_uri = f"{store.uri(STAGE, populated['current'].key)}/{populated['current'].table_files[0].path}"
-    for sql, tried in ((f"SELECT * FROM read_csv('{outside}')", str(outside)), (f"SELECT count(*) FROM read_parquet('{object_uri}')", object_uri)):
+    for sql, tried in (
+        (f"SELECT * FROM read_csv('{outside}')", str(outside)),
+        (f"SELECT count(*) FROM read_parquet('{object_uri}')", object_uri),
+    ):
         out = cli("query", sql, code=2).output
-        assert out.strip() == f"error: query refused: it tries to read '{tried}', outside the store; artifacts query reads only the store's artifacts (STAGE or STAGE@KEY)", out
+        assert (
+            out.strip()
+            == f"error: query refused: it tries to read '{tried}', outside the store; artifacts query reads only the store's artifacts (STAGE or STAGE@KEY)"
+        ), out
 
 
 def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, kit: Any, tmp_path: Path) -> None:
@@ -367,7 +381,9 @@ def test_verify_checks_refs_and_stage_names(cli: Cli, populated: dict[str, Manif
     assert "no stage 'nosuch'" in cli("ls", "nosuch", code=2).output
 
 
-def test_a_truncated_manifest_is_reported_and_the_rest_listed(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
+def test_a_truncated_manifest_is_reported_and_the_rest_listed(
+    cli: Cli, populated: dict[str, Manifest], store: ArtifactStore
+) -> None:
     stray = populated["stray"]
     path = f"{store.artifact_dir(STAGE, stray.key)}/manifest.json"
     blob = store.fs.cat_file(path)
@@ -452,7 +468,13 @@ def test_wrong_credentials_and_unknown_protocols_are_one_line() -> None:
 
 
 def test_argument_values_are_validated(cli: Cli, populated: dict[str, Manifest]) -> None:
-    for args in (["show", STAGE, "-n", "-1"], ["head", STAGE, "-n", "-5"], ["show", "nosuch"], ["head", "nosuch"], ["push", "", "nosuch"]):
+    for args in (
+        ["show", STAGE, "-n", "-1"],
+        ["head", STAGE, "-n", "-5"],
+        ["show", "nosuch"],
+        ["head", "nosuch"],
+        ["push", "", "nosuch"],
+    ):
         result = cli(*args, code=2)
         assert "Traceback" not in result.output
 
@@ -476,5 +498,7 @@ def test_odd_arguments_are_one_line_each(cli: Cli, populated: dict[str, Manifest
         assert result.exception is None or isinstance(result.exception, SystemExit), (argv, repr(result.exception))
         text = result.output.strip()
         assert "Traceback" not in text and needle in text, (argv, text)
-        said = [line for line in text.splitlines() if line.strip() and not line.startswith(("Usage: ", "Try '"))]  # click's usage hint
+        said = [
+            line for line in text.splitlines() if line.strip() and not line.startswith(("Usage: ", "Try '"))
+        ]  # click's usage hint
         assert len(said) == 1, (argv, text)

@@ -64,7 +64,9 @@ def test_a_missing_file_raises(tmp_path: Path) -> None:
         file_sha256(tmp_path / "nope")
 
 
-def test_an_unusable_index_falls_back_to_hashing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unusable_index_falls_back_to_hashing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     blocker = write(tmp_path / "not-a-folder", b"")
     monkeypatch.setenv("XLEMBED_HASH_INDEX", str(blocker / "hash-index.sqlite"))
     path = write(tmp_path / "a.txt", b"x")
@@ -86,10 +88,7 @@ def test_default_location_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch
 def test_threads_and_processes_share_the_index(tmp_path: Path, own_index: Path) -> None:
     files = [write(tmp_path / f"f{i}", str(i).encode() * 1000) for i in range(40)]
     expected = [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
-    code = (
-        "import sys; from storage import content_hash as c; c.RACY_NS = 0; "
-        "[c.file_sha256(p) for p in sys.argv[1:]]"
-    )
+    code = "import sys; from storage import content_hash as c; c.RACY_NS = 0; [c.file_sha256(p) for p in sys.argv[1:]]"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     children = [subprocess.Popen([sys.executable, "-c", code, *map(str, files)], env=env) for _ in range(3)]
     with ThreadPoolExecutor(8) as pool:

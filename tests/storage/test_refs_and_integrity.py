@@ -73,7 +73,9 @@ def test_rebuild_keys_and_the_version_a_ref_chose(store: ArtifactStore, kit: Any
     store.set_ref("demo", "embed", first.key)
     key, attempt = next_attempt(store, "embed", first.key)
     assert (key, attempt) == (attempt_key(first.key, 1), 1) and key != first.key
-    rebuild = kit.manifest("embed", key, {"v": 1}, kit.write(store, "embed", key, 4)).model_copy(update={"rebuild_of": first.key, "attempt": 1})
+    rebuild = kit.manifest("embed", key, {"v": 1}, kit.write(store, "embed", key, 4)).model_copy(
+        update={"rebuild_of": first.key, "attempt": 1}
+    )
     store.commit(rebuild)
     assert next_attempt(store, "embed", first.key)[1] == 2
     assert current_version(store, "demo", "embed", first.key) == first.key  # the ref has not moved
@@ -131,7 +133,9 @@ def test_copy_refs_fast_forwards_keeps_what_is_ahead_and_refuses_divergence(loca
     assert any(h.key == keys[0] for h in merged.history), "the remote's own head was dropped"
 
 
-def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_refused(local_root: str, s3_root: str, kit: Any) -> None:
+def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_refused(
+    local_root: str, s3_root: str, kit: Any
+) -> None:
     local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
     old, new = kit.build(remote, config={"v": 0}), kit.build(local, config={"v": 1})
     kit.build(local, config={"v": 0})
@@ -150,7 +154,12 @@ def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_ref
     local.set_ref("demo", "embed", old.key)  # and local too: diverged
     refused = runner.invoke(app, ["artifacts", "pull", s3_root, "--root", local_root])
     assert refused.exit_code == 1
-    assert "diverged" in refused.output and other.key[:12] in refused.output and old.key[:12] in refused.output and "--theirs" in refused.output
+    assert (
+        "diverged" in refused.output
+        and other.key[:12] in refused.output
+        and old.key[:12] in refused.output
+        and "--theirs" in refused.output
+    )
     assert local.read_ref("demo", "embed").key == old.key
     taken = runner.invoke(app, ["artifacts", "pull", s3_root, "--theirs", "--root", local_root])
     assert taken.exit_code == 0, taken.output

@@ -209,7 +209,9 @@ def test_completed_shard(store: ArtifactStore, kit: Any, outside: Any) -> None:
     assert store.completed_shard(STAGE, key, "s0") is None
     files = store.write_shard_files(STAGE, key, "s0", [kit.table(0, 9)], kit.schema, max_rows_per_file=4)
     assert store.completed_shard(STAGE, key, "s0") is None  # files alone do not make a shard done
-    record = ShardRecord(shard_id="s0", files=files, rows_in=12, rows_out=9, dropped={"dup": 3}, metrics={"m": 1.5}, wall_time_s=0.5)
+    record = ShardRecord(
+        shard_id="s0", files=files, rows_in=12, rows_out=9, dropped={"dup": 3}, metrics={"m": 1.5}, wall_time_s=0.5
+    )
     assert store.commit_shard(STAGE, key, record) == record
     assert store.completed_shard(STAGE, key, "s0") == record
     assert store.completed_shard(STAGE, key, "s1") is None
@@ -373,7 +375,9 @@ def test_conform_accepts_castable_and_reordered_tables(kit: Any) -> None:
     ],
     ids=["missing", "extra", "uncastable", "lossy", "list", "null-id", "null-text"],
 )
-def test_schema_mismatch_names_the_column(store: ArtifactStore, kit: Any, table: pa.Table, column: str, scratch_tmp: Path) -> None:
+def test_schema_mismatch_names_the_column(
+    store: ArtifactStore, kit: Any, table: pa.Table, column: str, scratch_tmp: Path
+) -> None:
     with pytest.raises(SchemaMismatch, match=column):
         conform(table, kit.schema)
     key = kit.key(STAGE, {"bad": column})

@@ -249,9 +249,7 @@ _pieces = st.sampled_from(
 _short_strings = st.one_of(
     st.text(max_size=12),
     st.text(alphabet=_TAG_CHARS, max_size=12),
-    st.lists(_pieces, min_size=1, max_size=3).flatmap(
-        lambda parts: st.sampled_from(["-", "_"]).map(lambda sep: sep.join(parts))
-    ),
+    st.lists(_pieces, min_size=1, max_size=3).flatmap(lambda parts: st.sampled_from(["-", "_"]).map(lambda sep: sep.join(parts))),
 )
 
 

@@ -39,7 +39,9 @@ class WordAligner(Protocol):
 
     label: str  # the output's `backend` column: "wspalign", "simalign:itermax", "eflomal"
 
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]: ...
+    def align(
+        self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
+    ) -> list[Links | None]: ...
 
     def fit(self, extra: ParallelText) -> None: ...
 
@@ -69,7 +71,9 @@ class AlignBackend:
         package versions that change the output. Default: none."""
         return {}
 
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+    def align(
+        self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
+    ) -> list[Links | None]:
         raise NotImplementedError(f"{type(self).__name__}.align")
 
     def fit(self, extra: ParallelText) -> None:
@@ -87,7 +91,9 @@ def register_backend(cls: B) -> B:
     """Class decorator: make `cls` the backend named `cls.name` (`[align] backend = "<name>"`)."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name != name.lower():
-        raise ValueError(f"{cls.__qualname__}.name must be a lower-case identifier (it names a TOML table [align.<name>]), got {name!r}")
+        raise ValueError(
+            f"{cls.__qualname__}.name must be a lower-case identifier (it names a TOML table [align.<name>]), got {name!r}"
+        )
     if not (isinstance(cls, type) and issubclass(cls, AlignBackend)):
         raise TypeError(f"{cls!r} is not a subclass of tasks.align.backends.AlignBackend")
     settings = getattr(cls, "Settings", None)

@@ -67,7 +67,9 @@ class EflomalAligner(AlignBackend):
         the pairs to align. Replaces the text of an earlier call."""
         self.extra = [(list(src), list(tgt)) for src, tgt in extra]
 
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+    def align(
+        self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
+    ) -> list[Links | None]:
         """Align `pairs`, each language pair on its own (with the text given to `fit`)."""
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         out: list[Links | None] = [None] * len(pairs)
@@ -109,7 +111,9 @@ class EflomalAligner(AlignBackend):
             rev = _read_pharaoh(rev_file, len(src))
         return self.symmetrize(src, tgt, fwd, rev)
 
-    def symmetrize(self, src: Sequence[list[str]], tgt: Sequence[list[str]], fwd: DirectionalLinks, rev: DirectionalLinks) -> list[Links]:
+    def symmetrize(
+        self, src: Sequence[list[str]], tgt: Sequence[list[str]], fwd: DirectionalLinks, rev: DirectionalLinks
+    ) -> list[Links]:
         # directional scores are 1.0, so the average is 1.0 for links of both directions, 0.5 for one
         method = self.settings.symmetrize
         if method == "intersection":

@@ -41,12 +41,16 @@ class SimalignSettings(StageConfig):
     )
     method: Literal["argmax", "itermax", "match"] = "itermax"
     max_count: int = Field(default=2, ge=1, le=10, description="itermax: rounds (SimAlign: 2)")
-    alpha: float = Field(default=0.9, ge=0.0, le=1.0, description="itermax: weight of already aligned rows/columns (SimAlign: 0.9)")
+    alpha: float = Field(
+        default=0.9, ge=0.0, le=1.0, description="itermax: weight of already aligned rows/columns (SimAlign: 0.9)"
+    )
     prefix: str = Field(default="", description='prepended to every sentence, e.g. "query: "')
     max_length: int = Field(default=256, ge=8, le=8192, description="tokens; longer sentences are dropped")
     batch_size: int = Field(default=64, ge=1, json_schema_extra=NOT_KEYED)
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED)
-    precision: Precision = Field(default="fp32", json_schema_extra=KEYED_UNLESS_DEFAULT, description="fp32 (TF32 off) or bf16 autocast")
+    precision: Precision = Field(
+        default="fp32", json_schema_extra=KEYED_UNLESS_DEFAULT, description="fp32 (TF32 off) or bf16 autocast"
+    )
 
     def located_fields(self) -> set[str]:
         # a local encoder folder is keyed by its files' contents (the backend's fingerprint), not its path
@@ -82,7 +86,11 @@ class SimAligner(AlignBackend):
         if not model:
             raise ValueError("simalign needs an encoder: the pipeline's base_model stage, or [align.simalign] model = DIR")
         spec = EncoderSpec(
-            model=str(model), prefix=settings.prefix, max_length=settings.max_length, batch_size=settings.batch_size, device=settings.device,
+            model=str(model),
+            prefix=settings.prefix,
+            max_length=settings.max_length,
+            batch_size=settings.batch_size,
+            device=settings.device,
             precision=settings.precision,
         )
         return cls(Encoder.load(spec), settings)
@@ -105,7 +113,9 @@ class SimAligner(AlignBackend):
             out.append((sums / np.where(norms > 0, norms, 1.0)).astype(np.float32))
         return out, self.encoder.hidden_size
 
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+    def align(
+        self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
+    ) -> list[Links | None]:
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         vectors, hidden = self.word_vectors(sentences)
         ok = np.array([vectors[a] is not None and vectors[b] is not None for a, b in pairs], dtype=bool)
@@ -138,11 +148,17 @@ class SimAligner(AlignBackend):
             a[k, : m_len[k]] = src[k]
             b[k, : n_len[k]] = tgt[k]
         sim = torch.bmm(torch.from_numpy(a), torch.from_numpy(b).transpose(1, 2)).numpy()
-        valid = (np.arange(a.shape[1])[None, :, None] < m_len[:, None, None]) & (np.arange(b.shape[1])[None, None, :] < n_len[:, None, None])
+        valid = (np.arange(a.shape[1])[None, :, None] < m_len[:, None, None]) & (
+            np.arange(b.shape[1])[None, None, :] < n_len[:, None, None]
+        )
         sim = np.where(valid, (sim + 1.0) / 2.0, 0.0)
         if self.settings.method == "match":
             return [_match(sim[k, : m_len[k], : n_len[k]]) for k in range(n)]
-        links = argmax_links(sim, valid) if self.settings.method == "argmax" else itermax_links(sim, valid, m_len, n_len, self.settings.max_count, self.settings.alpha)
+        links = (
+            argmax_links(sim, valid)
+            if self.settings.method == "argmax"
+            else itermax_links(sim, valid, m_len, n_len, self.settings.max_count, self.settings.alpha)
+        )
         pair, i, j = np.nonzero(links)
         return split_by_pair(n, pair, i, j, sim[pair, i, j])
 
@@ -161,7 +177,9 @@ def argmax_links(sim: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return _one_hot_argmax(sim, 2) & _one_hot_argmax(sim, 1) & valid
 
 
-def itermax_links(sim: np.ndarray, valid: np.ndarray, m_len: np.ndarray, n_len: np.ndarray, max_count: int, alpha: float) -> np.ndarray:
+def itermax_links(
+    sim: np.ndarray, valid: np.ndarray, m_len: np.ndarray, n_len: np.ndarray, max_count: int, alpha: float
+) -> np.ndarray:
     """SimAlign's iter_max for a batch of padded [pairs, m, n] similarity matrices."""
     inter = argmax_links(sim, valid).astype(np.float64)
     active = np.minimum(m_len, n_len) > 2  # SimAlign stops here for pairs with <= 2 words on a side

@@ -51,6 +51,7 @@ from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfi
 
 log = logging.getLogger(__name__)
 
+
 class WspalignSettings(StageConfig):
     """Span-prediction alignment with a WSPAlign question-answering checkpoint (`[align.wspalign]`).
 
@@ -70,12 +71,15 @@ class WspalignSettings(StageConfig):
     source: Literal["hub", "local", "tiny_random"] = Field(
         default="hub", description="hub id, local directory, or a seeded tiny random model built on the spot (mechanics tests)"
     )
-    model: HubIdOrPath = Field(default="qiyuw/WSPAlign-xlm-base", description="hub id or local directory (safetensors weights only)")
+    model: HubIdOrPath = Field(
+        default="qiyuw/WSPAlign-xlm-base", description="hub id or local directory (safetensors weights only)"
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _local_model_path(cls, data: Any, info: ValidationInfo) -> Any:
         return local_source_paths(data, info, ("model",))
+
     revision: str | None = Field(default=None, description="hub revision (commit) to pin")
     seed: int = Field(default=0, description="seed of the tiny_random model")
     combine: Literal["sum", "average", "intersection", "union"] = "sum"
@@ -85,7 +89,9 @@ class WspalignSettings(StageConfig):
     batch_tokens: int = Field(default=16_384, ge=256, json_schema_extra=NOT_KEYED, description="padded tokens per forward batch")
     device: str | None = Field(default=None, json_schema_extra=NOT_KEYED, description="default: cuda if available")
     precision: Precision = Field(
-        default="fp32", json_schema_extra=KEYED_UNLESS_DEFAULT, description="fp32 (TF32 off: the CPU's links on a GPU) or bf16 autocast"
+        default="fp32",
+        json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description="fp32 (TF32 off: the CPU's links on a GPU) or bf16 autocast",
     )
 
     def located_fields(self) -> set[str]:
@@ -206,7 +212,9 @@ class WspAligner(AlignBackend):
             from tasks.encoders.loading import quiet_transformers
 
             with quiet_transformers():  # no "Loading weights" bar in the run's output
-                model = transformers.AutoModelForQuestionAnswering.from_pretrained(name, use_safetensors=True, dtype=torch.float32, **kwargs)
+                model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+                    name, use_safetensors=True, dtype=torch.float32, **kwargs
+                )
         except (OSError, ValueError, KeyError) as err:
             raise WspalignLoadError(f"cannot load WSPAlign model {name!r}: {err}") from err
         if not getattr(tokenizer, "is_fast", False):
@@ -236,7 +244,11 @@ class WspAligner(AlignBackend):
             encodings = backend.encode_batch(texts, add_special_tokens=False)
             ids_of, offsets_of = [e.ids for e in encodings], [e.offsets for e in encodings]
         else:
-            enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False) if texts else {}
+            enc = (
+                self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False)
+                if texts
+                else {}
+            )
             ids_of, offsets_of = enc.get("input_ids", []), enc.get("offset_mapping", [])
         length = np.fromiter(map(len, ids_of), dtype=np.int64, count=len(texts))
         n_tokens = int(length.sum())
@@ -259,7 +271,9 @@ class WspAligner(AlignBackend):
         """Tokens of each pair's question+context sequence (the same in both directions)."""
         return tok.length[pairs[:, 0]] + tok.length[pairs[:, 1]] + 2 * len(self.marker) + self.template.n_special
 
-    def align(self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None) -> list[Links | None]:
+    def align(
+        self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
+    ) -> list[Links | None]:
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         tok = self.tokenize(sentences)
         fits = self.sequence_lengths(tok, pairs) <= self.settings.max_seq_length
@@ -273,7 +287,9 @@ class WspAligner(AlignBackend):
             out[index] = links
         return out
 
-    def directional_links(self, tok: TokenizedSentences, pairs: np.ndarray, progress: Progress = None) -> tuple[DirectionalLinks, DirectionalLinks]:
+    def directional_links(
+        self, tok: TokenizedSentences, pairs: np.ndarray, progress: Progress = None
+    ) -> tuple[DirectionalLinks, DirectionalLinks]:
         """A→B and B→A links of every pair, both oriented (src word, tgt word)."""
         n_pairs = len(pairs)
         rows = []
@@ -286,13 +302,19 @@ class WspAligner(AlignBackend):
         direction, row_pair, row_word, q_sent, c_sent = (np.concatenate(parts) for parts in zip(*rows))
         length = tok.length[q_sent] + tok.length[c_sent] + 2 * len(self.marker) + self.template.n_special
         order = np.argsort(length, kind="stable")
-        starts, ends, scores = (np.empty(len(order), dtype=np.int64), np.empty(len(order), dtype=np.int64), np.empty(len(order), dtype=np.float32))
+        starts, ends, scores = (
+            np.empty(len(order), dtype=np.int64),
+            np.empty(len(order), dtype=np.int64),
+            np.empty(len(order), dtype=np.float32),
+        )
         found = np.zeros(len(order), dtype=bool)
         asked, reported = 0, 0  # progress counts pairs: each question is 1/(its pair's questions)
 
         def prepare(batch: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
             at = tok.word_offset[q_sent[batch]] + row_word[batch]
-            return batch, self.assemble_questions(tok, q_sent[batch], c_sent[batch], tok.first[at], tok.end[at], pin=self.device.type == "cuda")
+            return batch, self.assemble_questions(
+                tok, q_sent[batch], c_sent[batch], tok.first[at], tok.end[at], pin=self.device.type == "cuda"
+            )
 
         def read(batch: np.ndarray, span: tuple[Any, ...], c_start: np.ndarray) -> None:
             nonlocal asked, reported
@@ -351,7 +373,13 @@ class WspAligner(AlignBackend):
         return batches
 
     def assemble_questions(
-        self, tok: TokenizedSentences, q_sent: np.ndarray, c_sent: np.ndarray, first: np.ndarray, end: np.ndarray, pin: bool = False
+        self,
+        tok: TokenizedSentences,
+        q_sent: np.ndarray,
+        c_sent: np.ndarray,
+        first: np.ndarray,
+        end: np.ndarray,
+        pin: bool = False,
     ) -> dict[str, Any]:
         """Padded input ids (and token types) of questions at token level, plus the context region;
         `pin`: the model's inputs also as torch tensors in pinned memory (`tensors`), for a GPU."""
@@ -369,8 +397,15 @@ class WspAligner(AlignBackend):
         # pool: sentence tokens, then prefix, middle, suffix, marker, pad
         base = len(tok.ids)
         pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, [self.pad_id]]).astype(np.int64)
-        pool_types = np.concatenate([np.zeros(base, dtype=np.int64), t.prefix_types, t.middle_types, t.suffix_types, np.zeros(m + 1, dtype=np.int64)])
-        p_middle, p_suffix, p_marker, p_pad = base + n_prefix, base + n_prefix + n_middle, base + t.n_special, base + t.n_special + m
+        pool_types = np.concatenate(
+            [np.zeros(base, dtype=np.int64), t.prefix_types, t.middle_types, t.suffix_types, np.zeros(m + 1, dtype=np.int64)]
+        )
+        p_middle, p_suffix, p_marker, p_pad = (
+            base + n_prefix,
+            base + n_prefix + n_middle,
+            base + t.n_special,
+            base + t.n_special + m,
+        )
         q = pos - n_prefix
         question = np.where(
             q < s, a_off + q,
@@ -385,7 +420,12 @@ class WspAligner(AlignBackend):
             np.where(pos < total, p_suffix + pos - c_end, p_pad)))))  # fmt: skip
         in_question = (pos >= n_prefix) & (pos < q_end)
         in_context = (pos >= c_start) & (pos < c_end)
-        batch = {"input_ids": pool[index], "attention_mask": (pos < total).astype(np.int64), "context": in_context, "context_start": c_start[:, 0]}
+        batch = {
+            "input_ids": pool[index],
+            "attention_mask": (pos < total).astype(np.int64),
+            "context": in_context,
+            "context_start": c_start[:, 0],
+        }
         if self.token_types:
             types = pool_types[index]
             types[in_question] = t.question_type
@@ -431,7 +471,12 @@ class WspAligner(AlignBackend):
     def _read_batch(span: tuple[Any, ...], c_start: np.ndarray) -> tuple[np.ndarray, ...]:
         """(span found, start token, end token within the context, score) per row, on the host."""
         found, start, stop, best = span
-        return found.cpu().numpy(), start.cpu().numpy() - c_start, stop.cpu().numpy() - c_start, best.cpu().numpy().astype(np.float32)
+        return (
+            found.cpu().numpy(),
+            start.cpu().numpy() - c_start,
+            stop.cpu().numpy() - c_start,
+            best.cpu().numpy().astype(np.float32),
+        )
 
     # ------------------------------------------------------------------ reference
 
@@ -504,7 +549,9 @@ def _starts(counts: np.ndarray) -> np.ndarray:
     return (np.cumsum(counts) - counts).astype(np.int64)
 
 
-def words_of_tokens(word_len: np.ndarray, n_words: np.ndarray, token_start: np.ndarray, n_tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+def words_of_tokens(
+    word_len: np.ndarray, n_words: np.ndarray, token_start: np.ndarray, n_tokens: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """For every sentence's `" ".join(words)` at once (flat arrays, sentence after sentence): each
     token's word within its sentence, and each word's first and one-past-last token within its
     sentence. A token belongs to the first word that ends after the token starts (a word's own

@@ -17,7 +17,9 @@ from tasks.stage import ShardSpec
 class CldrSource(Source):
     """Human-translated CLDR phrases shipped in the Babel package: multi-way parallel, offline."""
 
-    data_set: ClassVar[DataSet | None] = DataSet("cldr", "Unicode CLDR (via Babel)", Licence("Unicode License v3", "other", "https://www.unicode.org/license.txt"))
+    data_set: ClassVar[DataSet | None] = DataSet(
+        "cldr", "Unicode CLDR (via Babel)", Licence("Unicode License v3", "other", "https://www.unicode.org/license.txt")
+    )
 
     kind: Literal["cldr"]
     langs: LangCodes = Field(min_length=2)

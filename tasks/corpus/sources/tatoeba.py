@@ -21,7 +21,9 @@ class TatoebaSource(Source):
     Each language pair is its own shard; `sample` applies per pair.
     """
 
-    data_set: ClassVar[DataSet | None] = DataSet("tatoeba", "Tatoeba", Licence("CC-BY 2.0 FR", "cc-by-2.0", "https://creativecommons.org/licenses/by/2.0/fr/"))
+    data_set: ClassVar[DataSet | None] = DataSet(
+        "tatoeba", "Tatoeba", Licence("CC-BY 2.0 FR", "cc-by-2.0", "https://creativecommons.org/licenses/by/2.0/fr/")
+    )
 
     kind: Literal["tatoeba"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)

@@ -23,7 +23,9 @@ class TextSource(Source):
 
     kind: Literal["text"]
     files: Annotated[dict[str, ConfigPath], LangKeyed] = Field(min_length=1, json_schema_extra=CONTENT_KEYED)
-    sha256: dict[str, str] = Field(default_factory=dict, json_schema_extra=CONTENT_KEYED, description="expected sha256 per language, for URLs")
+    sha256: dict[str, str] = Field(
+        default_factory=dict, json_schema_extra=CONTENT_KEYED, description="expected sha256 per language, for URLs"
+    )
 
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
         # the files are keyed by content, per language; their order stays in the key (the first

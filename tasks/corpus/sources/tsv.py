@@ -40,7 +40,9 @@ class TsvSource(Source):
         for lang, column in self.columns.items():
             if isinstance(column, int):
                 if column >= len(fields):
-                    raise SourceError(f"{self.path}: column {column} for {lang} does not exist; the first line has {len(fields)} columns")
+                    raise SourceError(
+                        f"{self.path}: column {column} for {lang} does not exist; the first line has {len(fields)} columns"
+                    )
             elif not self.header:
                 raise SourceError(f"{self.path}: column {column!r} for {lang} is a name, but header = false")
             elif column not in fields:

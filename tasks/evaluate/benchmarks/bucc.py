@@ -124,7 +124,9 @@ def read_bucc(folder: str | Path, lang: str, split: str, *, with_gold: bool = Tr
         if len(bad):
             i = int(bad[0])
             if missing_xx[i]:
-                raise BenchmarkDataError(gold_path, i + 1, f"id {id_xx[i].as_py()!r} is not in {folder / f'{stem}.{lang}'}", "id_xx")
+                raise BenchmarkDataError(
+                    gold_path, i + 1, f"id {id_xx[i].as_py()!r} is not in {folder / f'{stem}.{lang}'}", "id_xx"
+                )
             raise BenchmarkDataError(gold_path, i + 1, f"id {id_en[i].as_py()!r} is not in {folder / f'{stem}.en'}", "id_en")
         if good < len(lines):
             raise BenchmarkDataError(gold_path, good + 1, "no tab: expected id_xx<TAB>id_en")
@@ -161,7 +163,9 @@ class BuccBenchmark(Benchmark):
             test = read_bucc(self.path, lang, self.test_split)
             evaluation.context.drop("bucc_duplicate_gold_line", tune.duplicate_gold_lines + test.duplicate_gold_lines)
             for split in (test, tune):  # the rows' dataset names (mining.bucc_rows)
-                evaluation.add_sentences("bucc", f"bucc2018.{split.split}", split.src_lang, split.tgt_lang, split.src, split.tgt, aligned=False)
+                evaluation.add_sentences(
+                    "bucc", f"bucc2018.{split.split}", split.src_lang, split.tgt_lang, split.src, split.tgt, aligned=False
+                )
             evaluation.add_rows(
                 bucc_rows(
                     tune, encode(tune.src, tune.src_lang), encode(tune.tgt, tune.tgt_lang),

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from tasks.languages import to_flores
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
+from tasks.languages import to_flores
 
 if TYPE_CHECKING:
     import polars as pl
@@ -53,9 +53,14 @@ class CorpusDevBenchmark(Benchmark):
             if pairs.height < 2:
                 evaluation.context.drop("corpus_dev_pair_too_small", pairs.height)
                 continue
-            src, tgt = evaluation.encode(pairs[src_lang].to_list(), src_lang), evaluation.encode(pairs[tgt_lang].to_list(), tgt_lang)
+            src, tgt = (
+                evaluation.encode(pairs[src_lang].to_list(), src_lang),
+                evaluation.encode(pairs[tgt_lang].to_list(), tgt_lang),
+            )
             scores.append(score_pair(src, tgt, src_lang=src_lang, tgt_lang=tgt_lang, dataset="corpus-dev"))
-            evaluation.add_sentences("retrieval", "corpus-dev", src_lang, tgt_lang, pairs[src_lang].to_list(), pairs[tgt_lang].to_list())
+            evaluation.add_sentences(
+                "retrieval", "corpus-dev", src_lang, tgt_lang, pairs[src_lang].to_list(), pairs[tgt_lang].to_list()
+            )
             if tgt_lang == pivot:
                 evaluation.add_pair(src_lang, tgt_lang, src, tgt)
         evaluation.add_scores(scores)

@@ -27,21 +27,25 @@ class MtebBenchmark(Benchmark):
     kind: Literal["mteb"]
     tasks: list[str] = Field(min_length=1)
     cache_dir: ConfigPath = Field(
-        default_factory=default_hugging_face_cache, json_schema_extra=NOT_KEYED, description="the Hugging Face cache that holds the MTEB datasets"
+        default_factory=default_hugging_face_cache,
+        json_schema_extra=NOT_KEYED,
+        description="the Hugging Face cache that holds the MTEB datasets",
     )
 
     def required_extras(self) -> list[tuple[str, str]]:
         return [("mteb", 'benchmark kind = "mteb"')]
 
     def score(self, evaluation: Evaluation) -> None:
-        from tasks.evaluate.mteb_bridge import run_mteb
-
         import shutil
+
+        from tasks.evaluate.mteb_bridge import run_mteb
 
         # MTEB's own result files, kept in the evaluate artifact (`mteb/bridge/`); the base, scored
         # first beside a trained model, leaves its files here too, so each run starts from an empty folder
         results = evaluation.context.workdir / "mteb" / "bridge"
         shutil.rmtree(results, ignore_errors=True)
         results.mkdir(parents=True)
-        evaluation.add_rows(run_mteb(evaluation.model_dir, list(self.tasks), Path(self.cache_dir).expanduser(), results_dir=results))
+        evaluation.add_rows(
+            run_mteb(evaluation.model_dir, list(self.tasks), Path(self.cache_dir).expanduser(), results_dir=results)
+        )
         evaluation.context.attach_dir(results, prefix="mteb/bridge/")

@@ -80,7 +80,14 @@ class Evaluation(Protocol):
         ...
 
     def add_sentences(
-        self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, src: Sequence[str], tgt: Sequence[str], aligned: bool = True
+        self,
+        benchmark: str,
+        dataset: str,
+        src_lang: str,
+        tgt_lang: str,
+        src: Sequence[str],
+        tgt: Sequence[str],
+        aligned: bool = True,
     ) -> None:
         """The sentences of a scored set, for the overlap check against the training rows."""
         ...
@@ -175,7 +182,12 @@ def register_benchmark(cls: BenchmarkT) -> BenchmarkT:
 
 
 def _row_facts(cls: type[Benchmark]) -> dict[str, Any]:
-    return {"main_metric": cls.main_metric, "item_metric": cls.item_metric, "in_domain": cls.in_domain, "hub_task_type": cls.hub_task_type}
+    return {
+        "main_metric": cls.main_metric,
+        "item_metric": cls.item_metric,
+        "in_domain": cls.in_domain,
+        "hub_task_type": cls.hub_task_type,
+    }
 
 
 def _by_rows_name(benchmark: str) -> type[Benchmark] | None:

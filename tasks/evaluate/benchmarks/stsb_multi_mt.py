@@ -61,7 +61,9 @@ def read_stsb_multi_mt(folder: str | Path, code: str, split: str = "dev") -> Sts
         for row in reader:
             number = reader.line_num
             if len(row) != 3:
-                raise BenchmarkDataError(path, number, f"expected 3 comma-separated fields (sentence1,sentence2,score), found {len(row)}")
+                raise BenchmarkDataError(
+                    path, number, f"expected 3 comma-separated fields (sentence1,sentence2,score), found {len(row)}"
+                )
             for name, value in zip(("sentence1", "sentence2"), row):
                 if not value.strip():
                     raise BenchmarkDataError(path, number, "empty", name)
@@ -74,7 +76,6 @@ def read_stsb_multi_mt(folder: str | Path, code: str, split: str = "dev") -> Sts
         raise BenchmarkDataError(path, None, "no scored pairs")
     lang = to_flores(code)
     return StsPairs(path.name, lang, lang, tuple(sentence1), tuple(sentence2), np.array(scores, dtype=np.float64))
-
 
 
 @register_benchmark
@@ -118,7 +119,9 @@ class StsbMultiMtBenchmark(Benchmark):
         pivot = sets.get(self.pivot) or read_stsb_multi_mt(self.path, self.pivot, self.split)
         for code, pairs in sets.items():
             if len(pairs) != len(pivot) or (pairs.scores != pivot.scores).any():
-                line = next((i + 1 for i, (a, b) in enumerate(zip(pairs.scores, pivot.scores)) if a != b), min(len(pairs), len(pivot)) + 1)
+                line = next(
+                    (i + 1 for i, (a, b) in enumerate(zip(pairs.scores, pivot.scores)) if a != b), min(len(pairs), len(pivot)) + 1
+                )
                 raise BenchmarkDataError(
                     Path(self.path) / STSB_MULTI_MT_PATTERN.format(code=code, split=self.split), line,
                     f"not line-aligned with the pivot's {pivot.dataset} ({len(pairs)} and {len(pivot)} rows; scores differ from line {line})",

@@ -90,7 +90,7 @@ class DistractorFolder:
         if lang in self.ambiguous:
             names = ", ".join(p.name for p in self.ambiguous[lang])
             raise BenchmarkDataError(
-                self.path, None, f"several files map to {lang}: {names}; name one in files = {{code = \"file\"}}", "pattern"
+                self.path, None, f'several files map to {lang}: {names}; name one in files = {{code = "file"}}', "pattern"
             )
         return self.by_lang.get(lang)
 
@@ -266,8 +266,12 @@ class TatoebaBenchmark(Benchmark):
                 evaluation.add_scores(
                     [
                         score_pair(
-                            src, tgt, dataset="tatoeba-distractors", src_distractors=evaluation.encode(src_pool, pairs.src_lang),
-                            tgt_distractors=evaluation.encode(tgt_pool, pairs.tgt_lang), **names,
+                            src,
+                            tgt,
+                            dataset="tatoeba-distractors",
+                            src_distractors=evaluation.encode(src_pool, pairs.src_lang),
+                            tgt_distractors=evaluation.encode(tgt_pool, pairs.tgt_lang),
+                            **names,
                         )
                     ]
                 )

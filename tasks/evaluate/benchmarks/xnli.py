@@ -58,7 +58,16 @@ if TYPE_CHECKING:
 
     from tasks.evaluate.config import EncoderSettings
 
-__all__ = ["LABELS", "XNLI_LANGUAGES", "NliPairs", "XnliBenchmark", "load_xnli_data", "read_nli_file", "read_xnli_split", "xnli_rows"]
+__all__ = [
+    "LABELS",
+    "XNLI_LANGUAGES",
+    "NliPairs",
+    "XnliBenchmark",
+    "load_xnli_data",
+    "read_nli_file",
+    "read_xnli_split",
+    "xnli_rows",
+]
 
 LABELS = ("entailment", "neutral", "contradiction")
 _LABEL_IDS = {"entailment": 0, "neutral": 1, "contradiction": 2, "contradictory": 2, "0": 0, "1": 1, "2": 2}
@@ -88,7 +97,11 @@ class NliPairs:
     def take(self, index: Sequence[int] | np.ndarray) -> NliPairs:
         index = np.asarray(index, dtype=np.int64)
         return NliPairs(
-            tuple(self.premises[i] for i in index), tuple(self.hypotheses[i] for i in index), self.labels[index], self.source, self.no_gold
+            tuple(self.premises[i] for i in index),
+            tuple(self.hypotheses[i] for i in index),
+            self.labels[index],
+            self.source,
+            self.no_gold,
         )
 
 
@@ -116,7 +129,9 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(lines[1:], 2):
         fields = line.split("\t")  # no quoting: XNLI/MultiNLI text contains bare quotes
         if len(fields) != len(header):
-            raise BenchmarkDataError(path, number, f"expected {len(header)} tab-separated fields as in the header, got {len(fields)}")
+            raise BenchmarkDataError(
+                path, number, f"expected {len(header)} tab-separated fields as in the header, got {len(fields)}"
+            )
         yield number, dict(zip(header, fields))
 
 
@@ -154,7 +169,9 @@ def read_nli_file(path: str | Path, langs: Sequence[str] | None = None) -> dict[
             column = columns[name]
             value = record.get(column)
             if not isinstance(value, str) or not value.strip():
-                raise BenchmarkDataError(path, number, f"missing or empty {name}" + (f" (got {value!r})" if not isinstance(value, str) else ""), column)
+                raise BenchmarkDataError(
+                    path, number, f"missing or empty {name}" + (f" (got {value!r})" if not isinstance(value, str) else ""), column
+                )
             texts.append(value.strip())
         raw_label = record.get(columns["label"])
         label = str(raw_label).strip().lower() if raw_label is not None else ""
@@ -162,7 +179,12 @@ def read_nli_file(path: str | Path, langs: Sequence[str] | None = None) -> dict[
             no_gold[0] += 1
             continue
         if label not in _LABEL_IDS:
-            raise BenchmarkDataError(path, number, f"unknown label {raw_label!r}; expected one of {list(LABELS)} (or 0/1/2, or '-' for no gold label)", columns["label"])
+            raise BenchmarkDataError(
+                path,
+                number,
+                f"unknown label {raw_label!r}; expected one of {list(LABELS)} (or 0/1/2, or '-' for no gold label)",
+                columns["label"],
+            )
         premises.append(texts[0])
         hypotheses.append(texts[1])
         labels.append(_LABEL_IDS[label])
@@ -199,7 +221,9 @@ def read_nli_train(path: str | Path) -> NliPairs:
     if None in pairs:
         return pairs[None]
     if "en" not in pairs:
-        raise BenchmarkDataError(path, None, f"no English (en) rows to train on; languages: {sorted(k for k in pairs if k)}", "language")
+        raise BenchmarkDataError(
+            path, None, f"no English (en) rows to train on; languages: {sorted(k for k in pairs if k)}", "language"
+        )
     return pairs["en"]
 
 
@@ -284,10 +308,11 @@ def _autocast(device: Any, precision: str) -> Any:
     return compute_precision(device.type, precision)
 
 
-def fine_tune(spec: Any, bench: XnliBenchmark, prefix: str, train: NliPairs, lr: float, progress: Callable[[int], None] | None = None) -> tuple[Any, _Batches]:
+def fine_tune(
+    spec: Any, bench: XnliBenchmark, prefix: str, train: NliPairs, lr: float, progress: Callable[[int], None] | None = None
+) -> tuple[Any, _Batches]:
     """A fresh copy of the encoder fine-tuned with a new head at learning rate `lr` (seeded)."""
     import torch
-
     from transformers import get_scheduler
 
     from tasks.encoders import Encoder
@@ -298,7 +323,9 @@ def fine_tune(spec: Any, bench: XnliBenchmark, prefix: str, train: NliPairs, lr:
     batches = _Batches(encoder, bench, prefix)
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n)]
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": bench.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": bench.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
     steps_per_epoch = math.ceil(len(train) / bench.batch_size)
     total = steps_per_epoch * bench.epochs
     # transformers' linear schedule, as the train stage uses (warmup from 0, as HF's Trainer)
@@ -316,7 +343,9 @@ def fine_tune(spec: Any, bench: XnliBenchmark, prefix: str, train: NliPairs, lr:
                 part = batch[part_start : part_start + micro]
                 with _autocast(encoder.device, spec.precision):
                     logits = model(*batches.inputs(train, part))
-                loss = torch.nn.functional.cross_entropy(logits, labels[torch.from_numpy(part).to(encoder.device)], reduction="sum") / len(batch)
+                loss = torch.nn.functional.cross_entropy(
+                    logits, labels[torch.from_numpy(part).to(encoder.device)], reduction="sum"
+                ) / len(batch)
                 loss.backward()
             optimizer.step()
             scheduler.step()
@@ -389,7 +418,10 @@ def xnli_rows(
     for lr in bench.learning_rates:
         model, batches = fine_tune(spec, bench, encoder.prefix, train, lr, progress)
         accuracy[lr] = {
-            split: {lang: float(np.mean(predict(model, batches, pairs, bench.eval_batch_size) == pairs.labels)) for lang, pairs in data.items()}
+            split: {
+                lang: float(np.mean(predict(model, batches, pairs, bench.eval_batch_size) == pairs.labels))
+                for lang, pairs in data.items()
+            }
             for split, data in (("dev", dev), ("test", test))
         }
         del model, batches
@@ -424,13 +456,22 @@ class XnliBenchmark(Benchmark):
     main_metric: ClassVar[str] = "accuracy"  # at the learning rate picked on dev (not the accuracy@lr=... rows)
 
     kind: Literal["xnli"]
-    path: ConfigPath | None = Field(default=None, json_schema_extra=CONTENT_KEYED, description="folder with xnli.dev.tsv and xnli.test.tsv (or .jsonl); unset: the datasets library")
-    train_file: ConfigPath | None = Field(
-        default=None, json_schema_extra=CONTENT_KEYED, description="English NLI training pairs: MultiNLI .jsonl/.txt or XNLI-MT .tsv; unset: XNLI's English train split (datasets)"
+    path: ConfigPath | None = Field(
+        default=None,
+        json_schema_extra=CONTENT_KEYED,
+        description="folder with xnli.dev.tsv and xnli.test.tsv (or .jsonl); unset: the datasets library",
     )
-    langs: list[str] = Field(default_factory=lambda: list(XNLI_LANGUAGES), min_length=1, description="XNLI language codes, as in the files")
+    train_file: ConfigPath | None = Field(
+        default=None,
+        json_schema_extra=CONTENT_KEYED,
+        description="English NLI training pairs: MultiNLI .jsonl/.txt or XNLI-MT .tsv; unset: XNLI's English train split (datasets)",
+    )
+    langs: list[str] = Field(
+        default_factory=lambda: list(XNLI_LANGUAGES), min_length=1, description="XNLI language codes, as in the files"
+    )
     mode: Literal["cross_encoder", "bi_encoder"] = Field(
-        default="cross_encoder", description="cross_encoder: the pair concatenated, as the papers; bi_encoder: head on [u, v, |u-v|, u*v]"
+        default="cross_encoder",
+        description="cross_encoder: the pair concatenated, as the papers; bi_encoder: head on [u, v, |u-v|, u*v]",
     )
     learning_rates: list[float] = Field(default_factory=lambda: [1e-5, 3e-5, 5e-5, 7e-5], min_length=1)
     batch_size: int = Field(default=256, ge=1)
@@ -439,11 +480,15 @@ class XnliBenchmark(Benchmark):
     weight_decay: float = Field(default=0.0, ge=0.0)
     warmup_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
     dropout: float = Field(default=0.1, ge=0.0, lt=1.0)
-    select_on: Literal["all_dev", "english_dev"] = Field(default="all_dev", description="dev accuracy that picks the learning rate: mean over langs, or English only")
+    select_on: Literal["all_dev", "english_dev"] = Field(
+        default="all_dev", description="dev accuracy that picks the learning rate: mean over langs, or English only"
+    )
     max_train_pairs: int | None = Field(default=None, ge=1, description="a seeded sample of the training pairs (cpu-small runs)")
     max_eval_pairs: int | None = Field(default=None, ge=1, description="first N pairs per language of dev and of test")
     seed: int = 0
-    micro_batch_size: int | None = Field(default=None, ge=1, json_schema_extra=NOT_KEYED, description="split each batch for memory (gradients accumulate)")
+    micro_batch_size: int | None = Field(
+        default=None, ge=1, json_schema_extra=NOT_KEYED, description="split each batch for memory (gradients accumulate)"
+    )
     eval_batch_size: int = Field(default=256, ge=1, json_schema_extra=NOT_KEYED)
 
     def check_files(self) -> None:
@@ -460,4 +505,6 @@ class XnliBenchmark(Benchmark):
 
     def score(self, evaluation: Evaluation) -> None:
         context = evaluation.context
-        evaluation.add_rows(xnli_rows(evaluation.model_dir, self, evaluation.config.encoder, progress=context.progress, drop=context.drop))
+        evaluation.add_rows(
+            xnli_rows(evaluation.model_dir, self, evaluation.config.encoder, progress=context.progress, drop=context.drop)
+        )

@@ -46,7 +46,9 @@ but for translation ranking, unless given); a plug-in's section only where a con
 def objective_class(name: str) -> type[Objective]:
     cls = lookup(OBJECTIVES, name)
     if cls is None:
-        raise ValueError(f"[train.objectives.{name}]: no objective is registered under this name (known: {', '.join(sorted(OBJECTIVES))})")
+        raise ValueError(
+            f"[train.objectives.{name}]: no objective is registered under this name (known: {', '.join(sorted(OBJECTIVES))})"
+        )
     return cls
 
 
@@ -57,7 +59,10 @@ def needs_frozen_model(config: ObjectivesConfig) -> bool:
 
 def build_objectives(config: TrainConfig, model: Any, data: TrainingData, base_dir: Path) -> dict[str, Objective]:
     """The objectives with weight > 0, in config order, each built by its class from its section."""
-    return {name: objective_class(name).from_config(section, model, data, base_dir) for name, section in config.objectives.active().items()}
+    return {
+        name: objective_class(name).from_config(section, model, data, base_dir)
+        for name, section in config.objectives.active().items()
+    }
 
 
 __all__ = [

@@ -73,7 +73,9 @@ def sampled_vocabulary(labels: torch.Tensor, vocab_size: int, negatives: int) ->
     drawn = torch.randperm(vocab_size, device=labels.device)[: min(negatives, vocab_size)]
     drawn = drawn[~torch.isin(drawn, targets)]
     weight = math.log((vocab_size - len(targets)) / len(drawn)) if len(drawn) else 0.0
-    log_weight = torch.cat([torch.zeros(len(targets), device=labels.device), torch.full((len(drawn),), weight, device=labels.device)])
+    log_weight = torch.cat(
+        [torch.zeros(len(targets), device=labels.device), torch.full((len(drawn),), weight, device=labels.device)]
+    )
     return torch.cat([targets, drawn]), log_weight, torch.searchsorted(targets, labels)
 
 
@@ -127,7 +129,9 @@ class AlignedWordPredictionLoss(TokenObjective):
     papers = (WACSE,)
 
     @classmethod
-    def build(cls, config: AlignedWordPredictionConfig, model: Any, data: TrainingData, base_dir: Path) -> AlignedWordPredictionLoss:
+    def build(
+        cls, config: AlignedWordPredictionConfig, model: Any, data: TrainingData, base_dir: Path
+    ) -> AlignedWordPredictionLoss:
         if data.mask_id is None:
             raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
         head = VocabularyHead(model, eps=getattr(model.transformer.config, "layer_norm_eps", 1e-12))
@@ -135,7 +139,9 @@ class AlignedWordPredictionLoss(TokenObjective):
             log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
         return cls(head, config.reduction, config.negatives if config.vocabulary == "sampled" else None, config.mask_fraction)
 
-    def __init__(self, head: nn.Module, reduction: str = "per_row", negatives: int | None = None, mask_fraction: float = 1.0) -> None:
+    def __init__(
+        self, head: nn.Module, reduction: str = "per_row", negatives: int | None = None, mask_fraction: float = 1.0
+    ) -> None:
         super().__init__()
         if reduction not in ("per_row", "per_word"):
             raise ValueError(f"reduction must be 'per_row' or 'per_word', got {reduction!r}")
@@ -209,7 +215,9 @@ def choose_masked_pairs(pairs: np.ndarray, mask_fraction: float, rng: np.random.
     return masks[0], masks[1]
 
 
-def masked_word_prediction(data: TrainingData, src: np.ndarray, tgt: np.ndarray, pairs: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def masked_word_prediction(
+    data: TrainingData, src: np.ndarray, tgt: np.ndarray, pairs: np.ndarray, chosen: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """AWP inputs for one direction: (masked src input ids, attention mask, labels), all [n, T].
 
     For each chosen pair (src word w, tgt word u) every token of w is masked; the j-th masked

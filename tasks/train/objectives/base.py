@@ -119,25 +119,31 @@ class Objective(nn.Module):
         return {}
 
 
-O = TypeVar("O", bound=type[Objective])
+ObjectiveClass = TypeVar("ObjectiveClass", bound=type[Objective])
 
 OBJECTIVES: dict[str, type[Objective]] = {}
 """Section name under `[train.objectives]` -> the objective class (filled by `register_objective`)."""
 
 
-def register_objective(cls: O) -> O:
+def register_objective(cls: ObjectiveClass) -> ObjectiveClass:
     """Class decorator: the objective trains from `[train.objectives.<cls.name>]`, validated by
     `cls.Settings`. Register before a config naming it is validated (import its module)."""
     if not (isinstance(cls, type) and issubclass(cls, Objective)) or cls.level not in ("sentence", "token"):
         raise TypeError(f"{getattr(cls, '__name__', cls)}: an objective is a SentenceObjective or a TokenObjective")
     name = cls.__dict__.get("name")
     if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
-        raise ValueError(f"{cls.__qualname__}.name must be a lower-case identifier (it names [train.objectives.<name>]), got {name!r}")
+        raise ValueError(
+            f"{cls.__qualname__}.name must be a lower-case identifier (it names [train.objectives.<name>]), got {name!r}"
+        )
     settings = cls.__dict__.get("Settings")
     if not (isinstance(settings, type) and issubclass(settings, ObjectiveConfig)):
         raise TypeError(f"{cls.__qualname__}.Settings must be a tasks.train.config.ObjectiveConfig subclass, got {settings!r}")
     register_unique(OBJECTIVES, name, cls, "objective")
-    cls.needs_alignments, cls.needs_pivot, cls.needs_frozen_model = settings.needs_alignments, settings.needs_pivot, settings.needs_frozen_model
+    cls.needs_alignments, cls.needs_pivot, cls.needs_frozen_model = (
+        settings.needs_alignments,
+        settings.needs_pivot,
+        settings.needs_frozen_model,
+    )
     return cls
 
 

@@ -38,7 +38,9 @@ from tasks.train.papers import DUEAM
 from tasks.train.views import anchor_tokens
 
 
-def sinkhorn_distance(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor, *, epsilon: float, iterations: int) -> torch.Tensor:
+def sinkhorn_distance(
+    x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor, *, epsilon: float, iterations: int
+) -> torch.Tensor:
     """Word Mover's Distance between point clouds, batched: x [n, a, h], y [n, b, h], masks bool; uniform weights.
 
     Log-domain Sinkhorn (stable at any epsilon) for `iterations` rounds, the first half of them
@@ -114,7 +116,9 @@ class DuEAMConfig(ObjectiveConfig):
             "default); smaller needs more iterations"
         ),
     )
-    sinkhorn_iterations: int = Field(default=100, ge=1, description="Sinkhorn rounds (each a pass over the [a, b] cost of every pair)")
+    sinkhorn_iterations: int = Field(
+        default=100, ge=1, description="Sinkhorn rounds (each a pass over the [a, b] cost of every pair)"
+    )
 
 
 @register_objective
@@ -128,7 +132,9 @@ class DuEAMLoss(SentenceObjective):
     def build(cls, config: DuEAMConfig, model: Any, data: TrainingData, base_dir: Path) -> DuEAMLoss:
         return cls(config.cosine_weight, config.pairs, config.sinkhorn_epsilon, config.sinkhorn_iterations)
 
-    def __init__(self, cosine_weight: float = 0.003, pairs: str = "parallel_and_random", epsilon: float = 0.01, iterations: int = 100) -> None:
+    def __init__(
+        self, cosine_weight: float = 0.003, pairs: str = "parallel_and_random", epsilon: float = 0.01, iterations: int = 100
+    ) -> None:
         super().__init__()
         if pairs not in ("parallel", "parallel_and_random", "random"):
             raise ValueError(f"pairs must be parallel, parallel_and_random or random, not {pairs!r}")
@@ -149,7 +155,14 @@ class DuEAMLoss(SentenceObjective):
             wmd = torch.full((batch.size,), float("nan"), device=src.device)
             other = torch.full_like(wmd, float("nan"))
             if len(src_rows):
-                both = sinkhorn_distance(src[src_rows], src_mask[src_rows], tgt[tgt_rows], tgt_mask[tgt_rows], epsilon=self.epsilon, iterations=self.iterations)
+                both = sinkhorn_distance(
+                    src[src_rows],
+                    src_mask[src_rows],
+                    tgt[tgt_rows],
+                    tgt_mask[tgt_rows],
+                    epsilon=self.epsilon,
+                    iterations=self.iterations,
+                )
                 if self.use_parallel:
                     wmd, both = both[: batch.size], both[batch.size :]
                 if self.use_random:

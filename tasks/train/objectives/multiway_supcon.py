@@ -52,7 +52,9 @@ class MultiwaySupConConfig(ObjectiveConfig):
     temperature: float = Field(default=0.05, gt=0.0)
     positive_boost: bool = Field(default=False, description="scale positive logits by exp(-z_i . z_p) (appendix)")
     regularization: float = Field(
-        default=0.0, ge=0.0, description="lambda of L_sup + lambda * mean ||z - z_orig||^2 (the paper's lambda with reduction = 'sum')"
+        default=0.0,
+        ge=0.0,
+        description="lambda of L_sup + lambda * mean ||z - z_orig||^2 (the paper's lambda with reduction = 'sum')",
     )
     denominator: Literal["khosla", "paper"] = Field(
         default="khosla",
@@ -87,7 +89,9 @@ class MultiwaySupConLoss(SentenceObjective):
 
     @classmethod
     def build(cls, config: MultiwaySupConConfig, model: Any, data: TrainingData, base_dir: Path) -> MultiwaySupConLoss:
-        return cls(config.temperature, config.positive_boost, config.regularization, config.anchors, config.denominator, config.reduction)
+        return cls(
+            config.temperature, config.positive_boost, config.regularization, config.anchors, config.denominator, config.reduction
+        )
 
     def __init__(
         self,

@@ -77,7 +77,9 @@ class RepresentationTranslationConfig(ObjectiveConfig):
             "learned language embedding to the head's input, as the paper does to name the language to rebuild"
         ),
     )
-    target_vocab_only: bool = Field(default=False, description="softmax over the token ids seen in the texts the head rebuilds only")
+    target_vocab_only: bool = Field(
+        default=False, description="softmax over the token ids seen in the texts the head rebuilds only"
+    )
 
 
 @register_objective
@@ -88,7 +90,9 @@ class RepresentationTranslationLoss(TokenObjective):
     papers = (DAP,)
 
     @classmethod
-    def build(cls, config: RepresentationTranslationConfig, model: Any, data: TrainingData, base_dir: Path) -> RepresentationTranslationLoss:
+    def build(
+        cls, config: RepresentationTranslationConfig, model: Any, data: TrainingData, base_dir: Path
+    ) -> RepresentationTranslationLoss:
         if data.mask_id is None:
             raise ValueError("representation_translation needs a tokenizer with a mask token")
         n_langs = len(data.langs) if config.direction != "to_pivot" else 0
@@ -101,7 +105,9 @@ class RepresentationTranslationLoss(TokenObjective):
             vocab = np.unique(data.token_ids[texts][np.arange(data.token_ids.shape[1])[None, :] < data.lengths[texts][:, None]])
         return cls(head, vocab, model.word_embeddings().weight.shape[0], config.direction)
 
-    def __init__(self, head: nn.Module, vocab: np.ndarray | None = None, vocab_size: int | None = None, direction: str = "to_pivot") -> None:
+    def __init__(
+        self, head: nn.Module, vocab: np.ndarray | None = None, vocab_size: int | None = None, direction: str = "to_pivot"
+    ) -> None:
         super().__init__()
         self.head = head
         self.direction = direction
@@ -132,7 +138,9 @@ class RepresentationTranslationLoss(TokenObjective):
         if self.lookup is not None:
             labels = torch.where(labels >= 0, self.lookup[labels.clamp(min=0)], labels)
         with ctx.autocast():
-            logits = self.head(source.hidden, source.attention_mask, target.attention_mask, self.vocab, source.lang_ids, target.lang_ids)
+            logits = self.head(
+                source.hidden, source.attention_mask, target.attention_mask, self.vocab, source.lang_ids, target.lang_ids
+            )
         return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
 
 

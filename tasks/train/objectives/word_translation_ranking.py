@@ -43,7 +43,9 @@ def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
     wid = side.word_ids.long()
     ok = wid >= 0
     index = torch.where(ok, wid, torch.full_like(wid, n_words))  # a spill slot for tokens of no word
-    sums = side.hidden.float().new_zeros(b, n_words + 1, h).scatter_add(1, index[..., None].expand(-1, -1, h), side.hidden.float())
+    sums = (
+        side.hidden.float().new_zeros(b, n_words + 1, h).scatter_add(1, index[..., None].expand(-1, -1, h), side.hidden.float())
+    )
     counts = side.hidden.new_zeros(b, n_words + 1, dtype=torch.float32).scatter_add(1, index, ok.float())
     vectors = sums[:, :n_words] / counts[:, :n_words, None].clamp(min=1.0)
     return nn.functional.normalize(vectors, dim=-1), counts[:, :n_words] > 0
@@ -75,7 +77,9 @@ class WordTranslationRankingLoss(TokenObjective):
     papers = (WACSE,)
 
     @classmethod
-    def build(cls, config: WordTranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path) -> WordTranslationRankingLoss:
+    def build(
+        cls, config: WordTranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path
+    ) -> WordTranslationRankingLoss:
         return cls(config.temperature, config.reduction)
 
     def __init__(self, temperature: float = 1.0, reduction: str = "per_row") -> None:

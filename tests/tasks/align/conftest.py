@@ -27,7 +27,9 @@ def tiny_wspalign_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wsp_aligner(tiny_wspalign_dir: Path):
     from tasks.align.backends.wspalign import WspAligner, WspalignSettings
 
-    settings = WspalignSettings(source="local", model=str(tiny_wspalign_dir), combine="union", threshold=0.0, batch_tokens=4096, device="cpu")
+    settings = WspalignSettings(
+        source="local", model=str(tiny_wspalign_dir), combine="union", threshold=0.0, batch_tokens=4096, device="cpu"
+    )
     return WspAligner.load(settings)
 
 

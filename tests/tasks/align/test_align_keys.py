@@ -19,13 +19,28 @@ INPUTS = {"corpus": "a" * 64, "translate": "b" * 64}
 
 # name: (key without source fingerprints, key with them) — None where the fingerprint holds package versions
 RECORDED = {
-    "wacse": ("8f38b6736c2997b499362d520cc71355421bb8f58b2abb186d68566182be8631", "8f38b6736c2997b499362d520cc71355421bb8f58b2abb186d68566182be8631"),
-    "cpu-wacse": ("aabe6f617bb631ae2cfbf76fe757322c5a4a3379a88adba723b480096e6442ed", "aabe6f617bb631ae2cfbf76fe757322c5a4a3379a88adba723b480096e6442ed"),
+    "wacse": (
+        "8f38b6736c2997b499362d520cc71355421bb8f58b2abb186d68566182be8631",
+        "8f38b6736c2997b499362d520cc71355421bb8f58b2abb186d68566182be8631",
+    ),
+    "cpu-wacse": (
+        "aabe6f617bb631ae2cfbf76fe757322c5a4a3379a88adba723b480096e6442ed",
+        "aabe6f617bb631ae2cfbf76fe757322c5a4a3379a88adba723b480096e6442ed",
+    ),
     "smoke": ("b8de2e435320f7dea8c209c582f875fc83249fb53b91bd134f611979b1dcb1a8", None),
     "eflomal": ("43970da715f4940c3f8732ed951104e1bbdbfcd0b32bb86aafd205961f87d375", None),
-    "wsp-local": ("f8230ec1262e3b26e7afdfcef3580fb1bf425bfda24c025b2d603db4e739db77", "af3c2bcd1fb2862abc3e6c37fc031dfc28312840e44ba0ec99509347092b4005"),
-    "sim-local": ("ed7c7d918b688cdfe7fe9ec636e1f1ded8135e6e8b5b0b33e1c5ff35cf7c742d", "a81d5828ec4b0d775990f70b9347d455b4e853a4168d661e969c1bdb89a67fc4"),
-    "sim-hub": ("b7776ad23670775ddcf616f9ee21bafaa770ba299404abab65a520c51191ed8e", "b7776ad23670775ddcf616f9ee21bafaa770ba299404abab65a520c51191ed8e"),
+    "wsp-local": (
+        "f8230ec1262e3b26e7afdfcef3580fb1bf425bfda24c025b2d603db4e739db77",
+        "af3c2bcd1fb2862abc3e6c37fc031dfc28312840e44ba0ec99509347092b4005",
+    ),
+    "sim-local": (
+        "ed7c7d918b688cdfe7fe9ec636e1f1ded8135e6e8b5b0b33e1c5ff35cf7c742d",
+        "a81d5828ec4b0d775990f70b9347d455b4e853a4168d661e969c1bdb89a67fc4",
+    ),
+    "sim-hub": (
+        "b7776ad23670775ddcf616f9ee21bafaa770ba299404abab65a520c51191ed8e",
+        "b7776ad23670775ddcf616f9ee21bafaa770ba299404abab65a520c51191ed8e",
+    ),
 }
 
 
@@ -44,9 +59,22 @@ def sections(tmp_path: Path) -> dict[str, tuple[dict, Path]]:
         path = REPO / "configs" / f"{name}.toml"
         out[name] = (tomllib.loads(path.read_text(encoding="utf-8"))["align"], path.parent)
     out["eflomal"] = ({"backend": "eflomal", "eflomal": {"model": 2, "symmetrize": "union"}}, tmp_path)
-    out["wsp-local"] = ({"backend": "wspalign", "wspalign": {"source": "local", "model": "model", "batch_tokens": 1024}}, tmp_path)
-    out["sim-local"] = ({"backend": "simalign", "pairs": "all_pairs", "simalign": {"model": str(folder), "method": "match"}}, tmp_path)
-    out["sim-hub"] = ({"backend": "simalign", "langs": ["en", "kk"], "simalign": {"model": "intfloat/multilingual-e5-small", "prefix": "query: "}}, tmp_path)
+    out["wsp-local"] = (
+        {"backend": "wspalign", "wspalign": {"source": "local", "model": "model", "batch_tokens": 1024}},
+        tmp_path,
+    )
+    out["sim-local"] = (
+        {"backend": "simalign", "pairs": "all_pairs", "simalign": {"model": str(folder), "method": "match"}},
+        tmp_path,
+    )
+    out["sim-hub"] = (
+        {
+            "backend": "simalign",
+            "langs": ["en", "kk"],
+            "simalign": {"model": "intfloat/multilingual-e5-small", "prefix": "query: "},
+        },
+        tmp_path,
+    )
     return out
 
 

@@ -19,9 +19,27 @@ from tasks.corpus.config import CorpusConfig
 from tasks.stage import InputArtifact, ShardContext, keyed_config, run_shard, run_stage, source_fingerprints, stage_key
 
 TEXTS = {
-    "eng": ["The cat sleeps on the sofa.", "I drink coffee every morning.", "The train leaves at seven.", "My sister is a doctor.", "It rains today."],
-    "fra": ["Le chat dort sur le canapé.", "Je bois du café chaque matin.", "Le train part à sept heures.", "Ma sœur est médecin.", "Il pleut aujourd'hui."],
-    "kaz": ["Мысық диванда ұйықтап жатыр.", "Мен күн сайын кофе ішемін.", "Пойыз жетіде жүреді.", "Менің әпкем дәрігер.", "Бүгін жаңбыр жауады."],
+    "eng": [
+        "The cat sleeps on the sofa.",
+        "I drink coffee every morning.",
+        "The train leaves at seven.",
+        "My sister is a doctor.",
+        "It rains today.",
+    ],
+    "fra": [
+        "Le chat dort sur le canapé.",
+        "Je bois du café chaque matin.",
+        "Le train part à sept heures.",
+        "Ma sœur est médecin.",
+        "Il pleut aujourd'hui.",
+    ],
+    "kaz": [
+        "Мысық диванда ұйықтап жатыр.",
+        "Мен күн сайын кофе ішемін.",
+        "Пойыз жетіде жүреді.",
+        "Менің әпкем дәрігер.",
+        "Бүгін жаңбыр жауады.",
+    ],
 }
 
 
@@ -31,7 +49,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, dic
     for code, lines in TEXTS.items():
         (tmp / f"train.{code}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = CorpusConfig.model_validate(
-        {"sources": [{"name": "inline", "kind": "text", "files": {c: str(tmp / f"train.{c}") for c in TEXTS}}], "dev_fraction": 0.0}
+        {
+            "sources": [{"name": "inline", "kind": "text", "files": {c: str(tmp / f"train.{c}") for c in TEXTS}}],
+            "dev_fraction": 0.0,
+        }
     )
     store = ArtifactStore(tmp / "artifacts")
     ref, _ = run_stage(store, CORPUS_STAGE, config, {})
@@ -40,7 +61,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, dic
 
 def wsp_config(model_dir: Path, **extra) -> AlignConfig:
     return AlignConfig.model_validate(
-        {"backend": "wspalign", "groups_per_shard": 2, **extra, "wspalign": {"source": "local", "model": str(model_dir), "threshold": 0.0, "combine": "union"}}
+        {
+            "backend": "wspalign",
+            "groups_per_shard": 2,
+            **extra,
+            "wspalign": {"source": "local", "model": str(model_dir), "threshold": 0.0, "combine": "union"},
+        }
     )
 
 
@@ -56,8 +82,13 @@ def test_wspalign_stage_writes_english_pivot_pairs_and_resumes(corpus, tiny_wspa
     assert all(i == f"{g}:{s}-{t}" for i, g, s, t in frame.select("id", "group_id", "src_lang", "tgt_lang").iter_rows())
     assert set(frame["backend"]) == {"wspalign"}
     for row in frame.iter_rows(named=True):
-        assert row["src_words"][-1] == "." and all(0 <= a["src"] < len(row["src_words"]) and 0 <= a["tgt"] < len(row["tgt_words"]) for a in row["alignments"])
-    assert manifest.metrics["pairs"] == 10 and manifest.metrics["pairs_by_language"] == {"eng_Latn-fra_Latn": 5, "eng_Latn-kaz_Cyrl": 5}
+        assert row["src_words"][-1] == "." and all(
+            0 <= a["src"] < len(row["src_words"]) and 0 <= a["tgt"] < len(row["tgt_words"]) for a in row["alignments"]
+        )
+    assert manifest.metrics["pairs"] == 10 and manifest.metrics["pairs_by_language"] == {
+        "eng_Latn-fra_Latn": 5,
+        "eng_Latn-kaz_Cyrl": 5,
+    }
 
     # interrupted after the first shard, then run again: the rest is built, the output is the same
     other = wsp_config(tiny_wspalign_dir, max_words=100)  # another key, same output
@@ -75,14 +106,20 @@ def test_all_pairs_and_language_selection(corpus, tiny_wspalign_dir: Path) -> No
     _, manifest = run_stage(store, ALIGN_STAGE, wsp_config(tiny_wspalign_dir, pairs="all_pairs", max_groups=2), keys)
     frame = pl.from_arrow(store.read_table("align", manifest.key))
     assert frame.height == 6
-    assert set(zip(frame["src_lang"], frame["tgt_lang"])) == {("eng_Latn", "fra_Latn"), ("eng_Latn", "kaz_Cyrl"), ("fra_Latn", "kaz_Cyrl")}
+    assert set(zip(frame["src_lang"], frame["tgt_lang"])) == {
+        ("eng_Latn", "fra_Latn"),
+        ("eng_Latn", "kaz_Cyrl"),
+        ("fra_Latn", "kaz_Cyrl"),
+    }
     _, manifest = run_stage(store, ALIGN_STAGE, wsp_config(tiny_wspalign_dir, langs=["en", "kk"]), keys)
     assert set(pl.from_arrow(store.read_table("align", manifest.key))["tgt_lang"]) == {"kaz_Cyrl"}
 
 
 def test_simalign_and_eflomal_stages(corpus, tiny_encoder_dir: Path) -> None:
     store, keys = corpus
-    config = AlignConfig.model_validate({"backend": "simalign", "simalign": {"model": str(tiny_encoder_dir), "method": "itermax"}})
+    config = AlignConfig.model_validate(
+        {"backend": "simalign", "simalign": {"model": str(tiny_encoder_dir), "method": "itermax"}}
+    )
     _, manifest = run_stage(store, ALIGN_STAGE, config, keys)
     frame = pl.from_arrow(store.read_table("align", manifest.key))
     assert frame.height == 10 and set(frame["backend"]) == {"simalign:itermax"} and manifest.metrics["links"] > 0
@@ -100,7 +137,14 @@ class FakeCorpus:
     stage = "corpus"
 
     def __init__(self, rows: list[tuple[str, str, str]]) -> None:
-        self.table = pa.table({"group_id": [r[0] for r in rows], "lang": [r[1] for r in rows], "text": [r[2] for r in rows], "split": ["train"] * len(rows)})
+        self.table = pa.table(
+            {
+                "group_id": [r[0] for r in rows],
+                "lang": [r[1] for r in rows],
+                "text": [r[2] for r in rows],
+                "split": ["train"] * len(rows),
+            }
+        )
 
     def manifest(self):
         return SimpleNamespace(columns=[SimpleNamespace(name=n) for n in self.table.column_names])
@@ -128,7 +172,13 @@ def test_bad_rows_are_counted_as_drops(tiny_wspalign_dir: Path) -> None:
     tables = [t for s in shards for t in ALIGN_STAGE.build_shard(config, inputs, s, ShardContext(s.shard_id))]
     for shard in shards:
         ALIGN_STAGE.build_shard(config, inputs, shard, context)
-    assert dict(context.dropped) == {"empty_sentence": 1, "no_words": 1, "too_many_words": 1, "duplicate_language": 1, "no_partner": 3}
+    assert dict(context.dropped) == {
+        "empty_sentence": 1,
+        "no_words": 1,
+        "too_many_words": 1,
+        "duplicate_language": 1,
+        "no_partner": 3,
+    }
     assert context.rows_in == 9
     assert sum(t.num_rows for t in tables) == 1
 
@@ -162,7 +212,16 @@ def test_xlembed_align_scores_the_gold_set(tmp_path: Path, tiny_encoder_dir: Pat
         f'[align]\nbackend = "simalign"\n\n[align.simalign]\nmodel = "{tiny_encoder_dir}"\n',
         encoding="utf-8",
     )
-    args = ["align", str(config), "--gold", str(DATA / "eng-fra.gold"), "--src", str(DATA / "eng-fra.eng"), "--tgt", str(DATA / "eng-fra.fra")]
+    args = [
+        "align",
+        str(config),
+        "--gold",
+        str(DATA / "eng-fra.gold"),
+        "--src",
+        str(DATA / "eng-fra.eng"),
+        "--tgt",
+        str(DATA / "eng-fra.fra"),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "AER" in result.output and "simalign:itermax" in result.output
@@ -178,7 +237,9 @@ def test_xlembed_align_scores_the_gold_set(tmp_path: Path, tiny_encoder_dir: Pat
     # no model and no [base_model] section to take one from
     config.write_text(config.read_text(encoding="utf-8").split("[align.simalign]")[0], encoding="utf-8")
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 2 and "'simalign' reads the pipeline's base model: add a [base_model] section" in " ".join(result.output.split())
+    assert result.exit_code == 2 and "'simalign' reads the pipeline's base model: add a [base_model] section" in " ".join(
+        result.output.split()
+    )
 
 
 def test_align_progress_counts_word_pairs_toward_the_shards_total(corpus, tiny_wspalign_dir: Path) -> None:

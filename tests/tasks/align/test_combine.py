@@ -8,7 +8,9 @@ from tasks.align.combine import DirectionalLinks, combine_directions, grow_diag_
 
 def links(pair, src, tgt, score, width=None) -> DirectionalLinks:
     n = len(pair)
-    return DirectionalLinks(np.array(pair), np.array(src), np.array(tgt), np.array(score, dtype=np.float32), np.array(width or [1] * n))
+    return DirectionalLinks(
+        np.array(pair), np.array(src), np.array(tgt), np.array(score, dtype=np.float32), np.array(width or [1] * n)
+    )
 
 
 FWD = links([0, 0, 0, 1], [0, 1, 1, 0], [0, 1, 2, 0], [0.9, 0.6, 0.6, 0.3], [1, 2, 2, 1])
@@ -26,7 +28,10 @@ def test_sum_keeps_forward_links_only_and_divides_by_span_width() -> None:
 
 
 def test_average_intersection_union() -> None:
-    assert as_sets(combine_directions(2, FWD, BWD, method="average", threshold=0.4)) == [{(0, 0): 0.85, (2, 2): 0.45}, {(1, 0): 0.475}]
+    assert as_sets(combine_directions(2, FWD, BWD, method="average", threshold=0.4)) == [
+        {(0, 0): 0.85, (2, 2): 0.45},
+        {(1, 0): 0.475},
+    ]
     assert as_sets(combine_directions(2, FWD, BWD, method="intersection", threshold=0.5)) == [{(0, 0): 0.85}, {}]
     assert as_sets(combine_directions(2, FWD, BWD, method="union", threshold=0.5)) == [
         {(0, 0): 0.9, (1, 1): 0.6, (1, 2): 0.6, (2, 2): 0.9},

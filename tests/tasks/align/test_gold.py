@@ -16,7 +16,6 @@ from tasks.align.gold import (
     score_alignments,
     score_gold_set,
 )
-
 from tests.tasks.align.conftest import DATA
 
 
@@ -78,7 +77,9 @@ def test_score_gold_set_asks_for_the_base_model_only_when_the_backend_reads_it(t
     reads = AlignConfig.model_validate({"backend": "simalign", "simalign": {"method": "argmax", "device": "cpu"}})
     result = score_gold_set(reads, *files, base_model=base_model)
     assert asked == ["base_model"] and result.label == "simalign:argmax" and result.scores.pairs == 12
-    own = AlignConfig.model_validate({"backend": "simalign", "simalign": {"model": str(tiny_encoder_dir), "method": "argmax", "device": "cpu"}})
+    own = AlignConfig.model_validate(
+        {"backend": "simalign", "simalign": {"model": str(tiny_encoder_dir), "method": "argmax", "device": "cpu"}}
+    )
     same = score_gold_set(own, *files, base_model=base_model)
     assert asked == ["base_model"] and same.predicted == result.predicted  # the same encoder, not asked again
     with pytest.raises(GoldInputError, match="reads the pipeline's base model"):

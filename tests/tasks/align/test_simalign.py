@@ -46,7 +46,9 @@ def padded(matrices: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     sim = np.zeros((len(matrices), m_len.max(), n_len.max()))
     for k, x in enumerate(matrices):
         sim[k, : x.shape[0], : x.shape[1]] = x
-    valid = (np.arange(sim.shape[1])[None, :, None] < m_len[:, None, None]) & (np.arange(sim.shape[2])[None, None, :] < n_len[:, None, None])
+    valid = (np.arange(sim.shape[1])[None, :, None] < m_len[:, None, None]) & (
+        np.arange(sim.shape[2])[None, None, :] < n_len[:, None, None]
+    )
     return sim, valid, m_len, n_len
 
 

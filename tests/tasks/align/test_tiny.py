@@ -20,5 +20,7 @@ def test_tiny_wspalign_is_identical_across_processes(tmp_path: Path) -> None:
         target = tmp_path / f"tiny{i}"
         env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
         subprocess.run([sys.executable, "-c", BUILD, str(target)], env=env, check=True, capture_output=True)
-        digests.append({name: hashlib.sha256((target / name).read_bytes()).hexdigest() for name in ("tokenizer.json", "model.safetensors")})
+        digests.append(
+            {name: hashlib.sha256((target / name).read_bytes()).hexdigest() for name in ("tokenizer.json", "model.safetensors")}
+        )
     assert digests[0] == digests[1] == digests[2]

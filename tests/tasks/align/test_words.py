@@ -7,7 +7,17 @@ from tasks.align.words import is_unspaced, split_words
 
 
 def test_spaced_scripts_split_punctuation_and_keep_inner_apostrophes_and_numbers() -> None:
-    assert split_words("Le chat dort, aujourd'hui à 3.5 km!", "fra_Latn") == ["Le", "chat", "dort", ",", "aujourd'hui", "à", "3.5", "km", "!"]
+    assert split_words("Le chat dort, aujourd'hui à 3.5 km!", "fra_Latn") == [
+        "Le",
+        "chat",
+        "dort",
+        ",",
+        "aujourd'hui",
+        "à",
+        "3.5",
+        "km",
+        "!",
+    ]
     assert split_words("well-known 1,000 people.", "eng_Latn") == ["well-known", "1,000", "people", "."]
 
 
@@ -23,7 +33,18 @@ def test_newlines_and_invisible_characters_never_become_words() -> None:
 
 def test_unspaced_scripts_split_into_characters_but_keep_latin_words_and_numbers() -> None:
     assert is_unspaced("zho_Hans") and is_unspaced("jpn_Jpan") and is_unspaced("tha_Thai") and not is_unspaced("eng_Latn")
-    assert split_words("我喜欢New York的3.5公里。", "zho_Hans") == ["我", "喜", "欢", "New", "York", "的", "3.5", "公", "里", "。"]
+    assert split_words("我喜欢New York的3.5公里。", "zho_Hans") == [
+        "我",
+        "喜",
+        "欢",
+        "New",
+        "York",
+        "的",
+        "3.5",
+        "公",
+        "里",
+        "。",
+    ]
     assert split_words("これはテスト", "jpn_Jpan") == ["こ", "れ", "は", "テ", "ス", "ト"]
     assert "ง่" in split_words("ง่าย", "tha_Thai")  # a consonant keeps its tone mark
 

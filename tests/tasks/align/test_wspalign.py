@@ -38,7 +38,9 @@ def test_questions_are_assembled_at_token_level_exactly_as_the_tokenizer_encodes
     b = split_words("La rivière sous la lumière.", "fra_Latn")
     tok = wsp_aligner.tokenize([a, b])
     rows = np.arange(len(a))
-    batch = wsp_aligner.assemble_questions(tok, np.zeros(len(a), dtype=np.int64), np.ones(len(a), dtype=np.int64), tok.first[rows], tok.end[rows])
+    batch = wsp_aligner.assemble_questions(
+        tok, np.zeros(len(a), dtype=np.int64), np.ones(len(a), dtype=np.int64), tok.first[rows], tok.end[rows]
+    )
     for i, word in enumerate(a):
         question = " ".join([*a[:i], MARKER, word, MARKER, *a[i + 1 :]])
         expected = wsp_aligner.tokenizer(question, " ".join(b))["input_ids"]
@@ -66,7 +68,9 @@ def test_batched_equals_one_question_at_a_time_on_flores_rows(wsp_aligner: WspAl
 
 
 def test_small_batches_and_the_sum_combination_do_not_change_batched_vs_reference(tiny_wspalign_dir) -> None:
-    settings = WspalignSettings(source="local", model=str(tiny_wspalign_dir), combine="sum", threshold=0.01, batch_tokens=256, device="cpu")
+    settings = WspalignSettings(
+        source="local", model=str(tiny_wspalign_dir), combine="sum", threshold=0.01, batch_tokens=256, device="cpu"
+    )
     aligner = WspAligner.load(settings)
     sentences, pairs = build({lang: rows[:2] for lang, rows in SENTENCES.items()})
     for (a, b), links in zip(pairs, aligner.align(sentences, [], pairs)):
@@ -122,12 +126,20 @@ def test_default_precision_is_fp32_with_tf32_off_and_bf16_autocasts_when_asked(t
 def test_tokenising_every_sentence_at_once_maps_tokens_to_words_as_sentence_by_sentence(wsp_aligner: WspAligner) -> None:
     from tasks.align.backends.base import word_of_tokens
 
-    sentences = [split_words(text, code) for code in ("eng_Latn", "zho_Hans", "kaz_Cyrl", "tha_Thai", "jpn_Jpan") for text in flores_rows(code, 40)]
+    sentences = [
+        split_words(text, code)
+        for code in ("eng_Latn", "zho_Hans", "kaz_Cyrl", "tha_Thai", "jpn_Jpan")
+        for text in flores_rows(code, 40)
+    ]
     sentences += [[], ["a"], ["¶", "x"]]
     tok = wsp_aligner.tokenize(sentences)
-    offsets = wsp_aligner.tokenizer([" ".join(w) for w in sentences], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    offsets = wsp_aligner.tokenizer([" ".join(w) for w in sentences], add_special_tokens=False, return_offsets_mapping=True)[
+        "offset_mapping"
+    ]
     for k, (words, row) in enumerate(zip(sentences, offsets)):
-        token_word = word_of_tokens(np.array([len(w) for w in words], dtype=np.int64), np.array([o[0] for o in row], dtype=np.int64))
+        token_word = word_of_tokens(
+            np.array([len(w) for w in words], dtype=np.int64), np.array([o[0] for o in row], dtype=np.int64)
+        )
         span = slice(tok.offset[k], tok.offset[k] + tok.length[k])
         words_span = slice(tok.word_offset[k], tok.word_offset[k] + tok.n_words[k])
         assert tok.word[span].tolist() == token_word.tolist()
@@ -140,7 +152,11 @@ def test_prefetching_batches_gives_the_links_of_assembling_them_in_turn_and_the_
     batch changes nothing, and both equal the one-question reference."""
     rows = {code: flores_rows(code, 4, start=20) for code in ("eng_Latn", "fra_Latn", "hin_Deva")}
     sentences, pairs = build(rows)
-    aligner = WspAligner.load(WspalignSettings(source="local", model=str(tiny_wspalign_dir), combine="union", threshold=0.0, batch_tokens=1024, device="cpu"))
+    aligner = WspAligner.load(
+        WspalignSettings(
+            source="local", model=str(tiny_wspalign_dir), combine="union", threshold=0.0, batch_tokens=1024, device="cpu"
+        )
+    )
     tok = aligner.tokenize(sentences)
     assert len(aligner._batches(np.arange(2 * int(tok.n_words.sum())), np.full(2 * int(tok.n_words.sum()), 100))) > 3
     assert not aligner.prefetch  # on a CPU the model's threads keep the cores

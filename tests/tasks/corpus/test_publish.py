@@ -20,9 +20,17 @@ import yaml
 
 from storage import ArtifactStore, Manifest
 from tasks.corpus.config import CorpusConfig
-from tasks.publish import ExportError
-from tasks.publish.dataset import LICENCES, export_dataset, hub_language, known_datasets, push_dataset, size_category, source_dataset
 from tasks.corpus.stage import CORPUS_STAGE
+from tasks.publish import ExportError
+from tasks.publish.dataset import (
+    LICENCES,
+    export_dataset,
+    hub_language,
+    known_datasets,
+    push_dataset,
+    size_category,
+    source_dataset,
+)
 from tasks.stage import run_stage
 
 REPO = Path(__file__).resolve().parents[3]
@@ -81,7 +89,9 @@ def front_matter(card: str) -> dict[str, Any]:
     return yaml.safe_load(card.split("---\n", 2)[1])
 
 
-def test_export_loads_with_datasets_offline_and_holds_every_row(corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_loads_with_datasets_offline_and_holds_every_row(
+    corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import datasets
     import huggingface_hub
 
@@ -103,7 +113,11 @@ def test_export_loads_with_datasets_offline_and_holds_every_row(corpus: tuple[Ar
         assert multiway[split].column_names == ["eng_Latn", "fra_Latn", "kaz_Cyrl", "group_id", "source"]
         for row in multiway[split]:
             corpus_split = {"validation": "dev"}.get(split, split)
-            seen[row["group_id"]] = {"split": corpus_split, "source": row["source"], **{lang: row[lang] for lang in LANGS if row[lang] is not None}}
+            seen[row["group_id"]] = {
+                "split": corpus_split,
+                "source": row["source"],
+                **{lang: row[lang] for lang in LANGS if row[lang] is not None},
+            }
     assert seen == expected  # every group, its split, its source and each language's text
 
     pairs = load(tmp_path / "dataset", "eng_Latn-fra_Latn")
@@ -112,13 +126,17 @@ def test_export_loads_with_datasets_offline_and_holds_every_row(corpus: tuple[Ar
     assert {row["group_id"] for split in pairs for row in pairs[split]} == with_french
     assert pairs["train"].column_names == ["anchor", "positive", "group_id", "source"]
     by_group = {row["group_id"]: row for split in pairs for row in pairs[split]}
-    assert all(expected[g]["eng_Latn"] == row["anchor"] and expected[g]["fra_Latn"] == row["positive"] for g, row in by_group.items())
+    assert all(
+        expected[g]["eng_Latn"] == row["anchor"] and expected[g]["fra_Latn"] == row["positive"] for g, row in by_group.items()
+    )
     # the card's dataset_info says the features and split sizes that `datasets` finds
     meta = front_matter(result.card)
     info = {c["config_name"]: c for c in meta["dataset_info"]}
     for name, loaded in (("multiway", multiway), ("eng_Latn-fra_Latn", pairs)):
         assert [f["name"] for f in info[name]["features"]] == loaded["train"].column_names
-        assert all(f["dtype"] == "string" and loaded["train"].features[f["name"]].dtype == "string" for f in info[name]["features"])
+        assert all(
+            f["dtype"] == "string" and loaded["train"].features[f["name"]].dtype == "string" for f in info[name]["features"]
+        )
         assert {s["name"]: s["num_examples"] for s in info[name]["splits"]} == {split: loaded[split].num_rows for split in loaded}
     assert sum(c.rows["train"] for c in result.configs if c.name == "eng_Latn-kaz_Cyrl") == sum(
         1 for row in expected.values() if row["split"] == "train" and "kaz_Cyrl" in row
@@ -225,21 +243,36 @@ class FakeHub:
                 if self.path == "/api/validate-yaml":
                     content = json.loads(body)["content"]
                     meta = yaml.safe_load(content.split("---\n", 2)[1]) if content.startswith("---\n") else None
-                    missing = [k for k in ("configs", "language", "license", "task_categories", "size_categories") if not isinstance(meta, dict) or k not in meta]
-                    self.reply(400 if missing else 200, {"errors": [{"message": f"missing {k}"} for k in missing], "warnings": []})
+                    missing = [
+                        k
+                        for k in ("configs", "language", "license", "task_categories", "size_categories")
+                        if not isinstance(meta, dict) or k not in meta
+                    ]
+                    self.reply(
+                        400 if missing else 200, {"errors": [{"message": f"missing {k}"} for k in missing], "warnings": []}
+                    )
                 elif self.path == "/api/repos/create":
                     payload = json.loads(body)
                     self.reply(200, {"url": f"{hub.url}/datasets/{payload['organization']}/{payload['name']}"})
                 elif "/preupload/" in self.path:
                     files = json.loads(body)["files"]
-                    self.reply(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]})
+                    self.reply(
+                        200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+                    )
                 elif "/commit/" in self.path:
                     for line in body.splitlines():
                         item = json.loads(line)
                         if item["key"] == "file":
                             hub.files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
                     repo = self.path.split("/api/datasets/", 1)[1].split("/commit/", 1)[0]
-                    self.reply(200, {"commitUrl": f"{hub.url}/datasets/{repo}/commit/{'a' * 40}", "commitOid": "a" * 40, "pullRequestUrl": None})
+                    self.reply(
+                        200,
+                        {
+                            "commitUrl": f"{hub.url}/datasets/{repo}/commit/{'a' * 40}",
+                            "commitOid": "a" * 40,
+                            "pullRequestUrl": None,
+                        },
+                    )
                 else:
                     self.reply(404, {"error": f"no {self.path} here"})
 
@@ -258,7 +291,9 @@ def hub() -> Iterator[FakeHub]:
     server.server.shutdown()
 
 
-def test_push_creates_the_dataset_repo_and_commits_every_file(corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, hub: FakeHub) -> None:
+def test_push_creates_the_dataset_repo_and_commits_every_file(
+    corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, hub: FakeHub
+) -> None:
     store, manifest = corpus
     result = export_dataset(store, "corpus", manifest.key, tmp_path / "dataset")
     url = push_dataset(result.folder, "someone/kk-corpus", token="hf_test_token", endpoint=hub.url, private=True)
@@ -282,19 +317,46 @@ def test_push_of_a_folder_without_a_card_is_refused(tmp_path: Path, hub: FakeHub
     assert hub.requests == []
 
 
-def test_cli_export_by_stage_name_and_push_through_hf_endpoint(corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, hub: FakeHub) -> None:
+def test_cli_export_by_stage_name_and_push_through_hf_endpoint(
+    corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, hub: FakeHub
+) -> None:
     store, manifest = corpus
     root = Path(store.root_uri.removeprefix("file://"))
     store.set_ref("demo", "corpus", manifest.key)
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_ENDPOINT=hub.url, HF_TOKEN="hf_cli_token", HF_HUB_DISABLE_TELEMETRY="1")
-    args = [sys.executable, "-m", "flows.cli", "export", "corpus", str(tmp_path / "out"), "--root", str(root), "--layout", "multiway", "--push", "someone/from-cli"]
+    args = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "export",
+        "corpus",
+        str(tmp_path / "out"),
+        "--root",
+        str(root),
+        "--layout",
+        "multiway",
+        "--push",
+        "someone/from-cli",
+    ]
     run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     assert f"corpus {manifest.key[:12]}: {manifest.metrics['groups']:,} groups" in run.stdout and "pushed: " in run.stdout
-    assert sorted(hub.files) == ["README.md", "data/multiway/train-00000-of-00001.parquet", "data/multiway/validation-00000-of-00001.parquet"]
+    assert sorted(hub.files) == [
+        "README.md",
+        "data/multiway/train-00000-of-00001.parquet",
+        "data/multiway/validation-00000-of-00001.parquet",
+    ]
     assert hub.requests[0][2]["authorization"] == "Bearer hf_cli_token"
     # a key prefix works too; a name that is neither a stage nor a key is a usage error naming the stages
-    again = subprocess.run([*args[:4], manifest.key[:8], str(tmp_path / "out2"), "--root", str(root)], env=env, capture_output=True, text=True, timeout=180)
+    again = subprocess.run(
+        [*args[:4], manifest.key[:8], str(tmp_path / "out2"), "--root", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert again.returncode == 0, again.stderr
-    bad = subprocess.run([*args[:4], "nothing", str(tmp_path / "out3"), "--root", str(root)], env=env, capture_output=True, text=True, timeout=180)
+    bad = subprocess.run(
+        [*args[:4], "nothing", str(tmp_path / "out3"), "--root", str(root)], env=env, capture_output=True, text=True, timeout=180
+    )
     assert bad.returncode == 2 and "'nothing' names no stage and no artifact key" in bad.stderr and "stages: corpus" in bad.stderr

@@ -229,7 +229,9 @@ def test_read_multiway_dir_names_missing_files(tmp_path: Path) -> None:
 
 def test_read_tsv_counts_malformed_rows_and_nulls_invalid_cells(tmp_path: Path) -> None:
     path = tmp_path / "pairs.tsv"
-    path.write_bytes(UTF8_BOM + b"id\ten\tkk\n1\thello\t\xd1\x81\xd3\x99\xd0\xbb\xd0\xb5\xd0\xbc\n2\tonly two\n3\tbad\t\xff\n4\tNA\t\n")
+    path.write_bytes(
+        UTF8_BOM + b"id\ten\tkk\n1\thello\t\xd1\x81\xd3\x99\xd0\xbb\xd0\xb5\xd0\xbc\n2\tonly two\n3\tbad\t\xff\n4\tNA\t\n"
+    )
     malformed = [0]
     batches = list(read_tsv(str(path), {"en": "en", "kk": 2}, True, 100, malformed))
     rows = [r for b in batches for r in b.frame.to_dicts()]
@@ -247,7 +249,9 @@ def test_read_tsv_counts_malformed_rows_and_nulls_invalid_cells(tmp_path: Path) 
 def test_read_parquet_file_and_directory(tmp_path: Path) -> None:
     table = pa.table({"english": ["a", None, "c"], "kazakh": [b"\xd0\xb0", b"\xff", None]})
     pq.write_table(table, tmp_path / "one.parquet")
-    rows = [r for b in read_parquet(str(tmp_path / "one.parquet"), {"en": "english", "kk": "kazakh"}, 2) for r in b.frame.to_dicts()]
+    rows = [
+        r for b in read_parquet(str(tmp_path / "one.parquet"), {"en": "english", "kk": "kazakh"}, 2) for r in b.frame.to_dicts()
+    ]
     assert rows == [
         {"locator": "0", "eng_Latn": "a", "kaz_Cyrl": "а"},
         {"locator": "1", "eng_Latn": None, "kaz_Cyrl": None},
@@ -267,6 +271,8 @@ def test_read_multiway_dir_takes_named_files_for_codes_off_the_pattern(tmp_path:
     # NTREX-128: every language is newstest2019-ref.{code}.txt except English, the source side
     (tmp_path / "newstest2019-src.eng.txt").write_text("one\ntwo\n")
     (tmp_path / "newstest2019-ref.kaz.txt").write_text("бір\nекі\n")
-    batches = list(read_multiway_dir(str(tmp_path), ["eng", "kaz"], "newstest2019-ref.{code}.txt", 10, {"eng": "newstest2019-src.eng.txt"}))
+    batches = list(
+        read_multiway_dir(str(tmp_path), ["eng", "kaz"], "newstest2019-ref.{code}.txt", 10, {"eng": "newstest2019-src.eng.txt"})
+    )
     rows = [r for b in batches for r in b.frame.to_dicts()]
     assert [(r["eng_Latn"], r["kaz_Cyrl"]) for r in rows] == [("one", "бір"), ("two", "екі")]

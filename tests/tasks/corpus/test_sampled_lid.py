@@ -113,12 +113,19 @@ def test_kept_output_is_the_same_as_checking_every_row(
         assert manifest.dropped["not_sampled"] > every.dropped["not_sampled"]
 
 
-def test_rows_never_checked_are_counted_as_not_sampled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None) -> None:
+def test_rows_never_checked_are_counted_as_not_sampled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None
+) -> None:
     """Two Russian rows in groups whose hash is far above the sample's: only checking every row sees them."""
     n, sample = 200, 10
-    columns = {"en": [f"{ENGLISH[i % 4]} {latin(i)}" for i in range(n)], "kk": [f"{KAZAKH[i % 4]} {cyrillic(i)}" for i in range(n)]}
+    columns = {
+        "en": [f"{ENGLISH[i % 4]} {latin(i)}" for i in range(n)],
+        "kk": [f"{KAZAKH[i % 4]} {cyrillic(i)}" for i in range(n)],
+    }
     seed = CorpusConfig.model_fields["seed"].default
-    hashes = add_hashes(pl.DataFrame({"eng_Latn": columns["en"], "kaz_Cyrl": columns["kk"]}), ["eng_Latn", "kaz_Cyrl"], seed, 0.0)["h"]
+    hashes = add_hashes(
+        pl.DataFrame({"eng_Latn": columns["en"], "kaz_Cyrl": columns["kk"]}), ["eng_Latn", "kaz_Cyrl"], seed, 0.0
+    )["h"]
     rank = hashes.rank("ordinal").to_list()
     # the Russian variant of a group hashes differently: pick two whose variant ranks high too
     russian = [f"{RUSSIAN[i % 2]} {cyrillic(i)}" for i in range(n)]
@@ -163,6 +170,8 @@ def test_too_many_variants_fall_back_to_every_row(tmp_path: Path, monkeypatch: p
     columns = {lang: [f"{ENGLISH[i % 4]} {latin(i)}" for i in range(30)] for lang in langs}
     files = write_source(tmp_path / "src", columns)
     # every language's row copies the English one: LID, not drop_copies, is what this checks
-    manifest, _ = run(monkeypatch, tmp_path / "s", files, True, 5, filters={"lid": {}, "min_langs_per_group": 1, "drop_copies": False})
+    manifest, _ = run(
+        monkeypatch, tmp_path / "s", files, True, 5, filters={"lid": {}, "min_langs_per_group": 1, "drop_copies": False}
+    )
     assert manifest.metrics["lid"]["checked"] == "every_row"
     assert manifest.dropped["lid_mismatch"] == 5 * 30  # the English rows of the five other languages

@@ -171,7 +171,11 @@ def test_any_integer_seed(tmp_path: Path, corpus: dict[str, str]) -> None:
 
 def selector_frame(h: list[int], seq: list[int], n_rows: int = 1) -> pl.DataFrame:
     return pl.DataFrame(
-        {"h": pl.Series(h, dtype=pl.UInt64), "seq": pl.Series(seq, dtype=pl.UInt64), "n_rows": pl.Series([n_rows] * len(h), dtype=pl.UInt32)}
+        {
+            "h": pl.Series(h, dtype=pl.UInt64),
+            "seq": pl.Series(seq, dtype=pl.UInt64),
+            "n_rows": pl.Series([n_rows] * len(h), dtype=pl.UInt32),
+        }
     )
 
 
@@ -204,9 +208,7 @@ uint64s = st.integers(0, 2**64 - 1)
 
 @settings(max_examples=200, deadline=None)
 @given(
-    batches=st.lists(
-        st.one_of(st.lists(uint64s, max_size=40), st.lists(st.integers(0, 30), max_size=40)), max_size=25
-    ),
+    batches=st.lists(st.one_of(st.lists(uint64s, max_size=40), st.lists(st.integers(0, 30), max_size=40)), max_size=25),
     probes=st.lists(st.one_of(uint64s, st.integers(0, 30)), max_size=40),
 )
 def test_seen_hashes_behaves_like_a_set(batches: list[list[int]], probes: list[int]) -> None:
@@ -271,7 +273,12 @@ def peak_growth_mb(tmp_path: Path, lines: int) -> tuple[float, int]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), str(tmp_path / f"store-{lines}")],
-        capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

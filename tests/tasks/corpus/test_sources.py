@@ -67,7 +67,12 @@ def test_a_source_without_a_known_kind_is_a_clear_error(source: object, message:
 
 def test_a_config_round_trips_through_its_dump() -> None:
     config = CorpusConfig.model_validate(
-        {"sources": [{"name": "c", "kind": "cldr", "langs": ["en", "kk"]}, {"name": "t", "kind": "tatoeba", "path": "/x", "langs": ["kaz"]}]}
+        {
+            "sources": [
+                {"name": "c", "kind": "cldr", "langs": ["en", "kk"]},
+                {"name": "t", "kind": "tatoeba", "path": "/x", "langs": ["kaz"]},
+            ]
+        }
     )
     dumped = config.model_dump(mode="json")
     assert dumped["sources"][1] == {"name": "t", "sample": None, "kind": "tatoeba", "path": "/x", "langs": ["kaz"]}

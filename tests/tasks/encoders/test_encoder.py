@@ -68,7 +68,9 @@ def test_spec_rejects_bad_values(kwargs):
 
 
 def test_spec_refuses_the_old_name_with_the_new_one():
-    with pytest.raises(ValueError, match="EncoderSpec.pooling = 'cls_before_pooler' was renamed: write EncoderSpec.pooling = 'cls'"):
+    with pytest.raises(
+        ValueError, match="EncoderSpec.pooling = 'cls_before_pooler' was renamed: write EncoderSpec.pooling = 'cls'"
+    ):
         EncoderSpec("m", pooling="cls_before_pooler")
 
 
@@ -174,7 +176,10 @@ def test_token_embeddings_drop_special_and_prefix_tokens(tiny_model_dir, referen
         with torch.no_grad():
             hidden = model(**inputs).last_hidden_state[0].numpy()
         expected = hidden[1 + n_prefix : -1]  # [CLS] prefix... text... [SEP]
-        assert vecs.dtype == np.float32 and vecs.shape == expected.shape == (len(tokenizer(text, add_special_tokens=False)["input_ids"]), 32)
+        assert vecs.dtype == np.float32 and vecs.shape == expected.shape == (
+            len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+            32,
+        )
         np.testing.assert_allclose(vecs, expected, atol=1e-5)
         assert spans.shape == (len(vecs), 2) and (spans[:, 0] >= 0).all() and (spans[:, 1] <= len(text)).all()
         assert all(text[s:e].strip() for s, e in spans)
@@ -285,15 +290,20 @@ def test_missing_pooler_weights_are_not_used_for_pooler_pooling(tmp_path) -> Non
     first token, "pooler" is refused naming the folder."""
     import numpy as np
     import torch
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5, "b": 6, "c": 7}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+    )
     torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32), add_pooling_layer=False)
+    model = BertModel(
+        BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32),
+        add_pooling_layer=False,
+    )
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     from tasks.encoders import Encoder, EncoderSpec

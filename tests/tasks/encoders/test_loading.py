@@ -49,7 +49,11 @@ def test_other_missing_weights_are_one_warning_line(tmp_path, caplog):
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     BertModel(config, add_pooling_layer=False).save_pretrained(str(tmp_path))
     weights = load_file(str(tmp_path / "model.safetensors"))
-    save_file({k: v for k, v in weights.items() if "encoder.layer.0.output.dense" not in k}, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in weights.items() if "encoder.layer.0.output.dense" not in k},
+        str(tmp_path / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     from tasks.encoders.loading import load_auto_model
 
     with caplog.at_level(logging.WARNING, logger="tasks.encoders.loading"):

@@ -116,7 +116,9 @@ def test_sentence_transformers_names():
         sentence_transformers_mode("pooler")
 
 
-def test_cls_asked_for_on_a_model_with_a_trained_pooler_warns_once_what_it_used_to_mean(tiny_model_dir, tmp_path, st_cls_dir, caplog):
+def test_cls_asked_for_on_a_model_with_a_trained_pooler_warns_once_what_it_used_to_mean(
+    tiny_model_dir, tmp_path, st_cls_dir, caplog
+):
     copy = shutil.copytree(tiny_model_dir, tmp_path / "with-pooler")  # a `where` not warned about yet in this process
     with caplog.at_level(logging.WARNING, logger="tasks.encoders.pooling"):
         Encoder.load(EncoderSpec(str(copy), pooling="cls", device="cpu"))

@@ -67,7 +67,9 @@ def test_shipped_configs_keep_their_evaluate_keys(name: str) -> None:
 
 def write_benchmark_files(root: Path) -> dict[str, Path]:
     """One small folder or file per benchmark kind that reads files, with fixed contents."""
-    tatoeba, distractors, bucc, sts, multiway, xnli = (root / n for n in ("tatoeba", "distractors", "bucc", "sts", "multiway", "xnli"))
+    tatoeba, distractors, bucc, sts, multiway, xnli = (
+        root / n for n in ("tatoeba", "distractors", "bucc", "sts", "multiway", "xnli")
+    )
     for folder in (tatoeba, distractors, bucc, sts, multiway, xnli):
         folder.mkdir()
     (tatoeba / "tatoeba.kaz-eng.kaz").write_text("бір\nекі\n", encoding="utf-8")
@@ -84,7 +86,16 @@ def write_benchmark_files(root: Path) -> dict[str, Path]:
         (multiway / f"{code}.dev").write_text(line + "\n", encoding="utf-8")
     (xnli / "xnli.dev.tsv").write_text("language\tgold_label\tsentence1\tsentence2\nen\tneutral\ta\tb\n", encoding="utf-8")
     (root / "mnli.jsonl").write_text('{"gold_label": "neutral", "sentence1": "a", "sentence2": "b"}\n', encoding="utf-8")
-    return {"tatoeba": tatoeba, "distractors": distractors, "bucc": bucc, "sts": sts, "sts_tsv": root / "sts.tsv", "multiway": multiway, "xnli": xnli, "train_file": root / "mnli.jsonl"}
+    return {
+        "tatoeba": tatoeba,
+        "distractors": distractors,
+        "bucc": bucc,
+        "sts": sts,
+        "sts_tsv": root / "sts.tsv",
+        "multiway": multiway,
+        "xnli": xnli,
+        "train_file": root / "mnli.jsonl",
+    }
 
 
 # every benchmark kind with its files: (keyed config, fingerprints) -> key
@@ -96,14 +107,26 @@ def test_every_benchmark_kind_keeps_its_key_and_fingerprints(tmp_path: Path) -> 
     config = EvaluateConfig.model_validate(
         {
             "benchmarks": [
-                {"kind": "tatoeba", "path": str(files["tatoeba"]), "langs": ["kaz"], "max_pairs": 2, "distractors": [{"name": "flores", "path": str(files["distractors"])}]},
+                {
+                    "kind": "tatoeba",
+                    "path": str(files["tatoeba"]),
+                    "langs": ["kaz"],
+                    "max_pairs": 2,
+                    "distractors": [{"name": "flores", "path": str(files["distractors"])}],
+                },
                 {"kind": "bucc", "path": str(files["bucc"]), "langs": ["de"], "k": 3},
                 {"kind": "sts", "path": str(files["sts"])},
                 {"kind": "sts", "path": str(files["sts_tsv"]), "layout": "tsv", "langs": ["en", "en"]},
                 {"kind": "multiway", "path": str(files["multiway"]), "langs": ["eng_Latn", "kaz_Cyrl"], "pairs": "all"},
                 {"kind": "corpus_dev", "max_groups": 10},
                 {"kind": "mteb", "tasks": ["STS22"], "cache_dir": str(tmp_path)},
-                {"kind": "xnli", "path": str(files["xnli"]), "train_file": str(files["train_file"]), "langs": ["en"], "learning_rates": [1e-5]},
+                {
+                    "kind": "xnli",
+                    "path": str(files["xnli"]),
+                    "train_file": str(files["train_file"]),
+                    "langs": ["en"],
+                    "learning_rates": [1e-5],
+                },
             ],
             "groups": ["wacse-4"],
         }
@@ -121,7 +144,11 @@ def test_pooling_cls_keeps_the_key_of_cls_before_pooler_and_the_old_name_is_refu
     from tasks.stage import keyed_config
 
     assert keyed_config(EncoderSettings(pooling="cls"))["pooling"] == "cls_before_pooler"
-    assert {p: keyed_config(EncoderSettings(pooling=p))["pooling"] for p in ("mean", "pooler", None)} == {"mean": "mean", "pooler": "pooler", None: None}
+    assert {p: keyed_config(EncoderSettings(pooling=p))["pooling"] for p in ("mean", "pooler", None)} == {
+        "mean": "mean",
+        "pooler": "pooler",
+        None: None,
+    }
     with pytest.raises(ValidationError, match="pooling\n.*'cls_before_pooler' was renamed: write pooling = 'cls'"):
         EncoderSettings.model_validate({"pooling": "cls_before_pooler"})
     with pytest.raises(ValidationError, match="pooling\n.*got 'max'"):

@@ -8,7 +8,15 @@ from typing import ClassVar, Literal
 import pytest
 from pydantic import ValidationError
 
-from tasks.evaluate.benchmarks import BENCHMARKS, Benchmark, headline_metric, in_domain, item_metric, main_metric, register_benchmark
+from tasks.evaluate.benchmarks import (
+    BENCHMARKS,
+    Benchmark,
+    headline_metric,
+    in_domain,
+    item_metric,
+    main_metric,
+    register_benchmark,
+)
 from tasks.evaluate.compare import Column, headline_columns
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.groups import metric_row, rows_table
@@ -32,7 +40,11 @@ def test_xnli_headline_is_its_main_metric_only() -> None:
     """Before the registry, the stage knew no XNLI main metric and averaged every
     `accuracy@lr` row into the headline (0.59 over 9 rows here instead of 0.76 over 3 languages)."""
     headline = headline_metrics(rows_table(xnli_rows()))
-    assert headline["xnli/xnli-test"] == {"metric": "accuracy", "mean": pytest.approx(sum(XNLI_TEST.values()) / 3, abs=1e-4), "pairs": 3}
+    assert headline["xnli/xnli-test"] == {
+        "metric": "accuracy",
+        "mean": pytest.approx(sum(XNLI_TEST.values()) / 3, abs=1e-4),
+        "pairs": 3,
+    }
 
 
 def every_row_benchmark_table() -> object:
@@ -75,7 +87,9 @@ def test_headline_of_rows_without_a_registered_benchmark_is_their_first_metric()
     assert main_metric("retired-benchmark") is None
     assert headline_metric("retired-benchmark", ["recall", "precision"]) == "recall"
     assert headline_metric("bucc", ["precision", "threshold"]) == "precision"  # an old table without f1 rows
-    table = rows_table([metric_row("retired-benchmark", "d", "kaz_Cyrl", None, m, v, 5) for m, v in (("recall", 0.5), ("precision", 0.2))])
+    table = rows_table(
+        [metric_row("retired-benchmark", "d", "kaz_Cyrl", None, m, v, 5) for m, v in (("recall", 0.5), ("precision", 0.2))]
+    )
     assert headline_metrics(table) == {"retired-benchmark/d": {"metric": "recall", "mean": 0.5, "pairs": 1}}
 
 
@@ -85,7 +99,9 @@ def test_unknown_or_missing_kind_names_the_known_ones() -> None:
     with pytest.raises(ValidationError, match=r"benchmarks\.0\n.*a benchmark needs kind = one of 'tatoeba'"):
         EvaluateConfig.model_validate({"benchmarks": [{"path": "t", "langs": ["kaz"]}]})
     with pytest.raises(ValidationError, match=r"benchmarks\.1\.k\n"):  # a field error names the field inside the table
-        EvaluateConfig.model_validate({"benchmarks": [{"kind": "corpus_dev"}, {"kind": "bucc", "path": "b", "langs": ["de"], "k": 0}]})
+        EvaluateConfig.model_validate(
+            {"benchmarks": [{"kind": "corpus_dev"}, {"kind": "bucc", "path": "b", "langs": ["de"], "k": 0}]}
+        )
 
 
 def test_registering_a_taken_kind_or_disagreeing_facts_is_refused() -> None:
@@ -93,7 +109,9 @@ def test_registering_a_taken_kind_or_disagreeing_facts_is_refused() -> None:
         kind: Literal["tatoeba"]
         main_metric: ClassVar[str] = "accuracy_mean"
 
-    with pytest.raises(ValueError, match=r"kind 'tatoeba' is already registered by tasks\.evaluate\.benchmarks\.tatoeba\.TatoebaBenchmark"):
+    with pytest.raises(
+        ValueError, match=r"kind 'tatoeba' is already registered by tasks\.evaluate\.benchmarks\.tatoeba\.TatoebaBenchmark"
+    ):
         register_benchmark(SecondTatoeba)
 
     class RetrievalByF1(Benchmark):

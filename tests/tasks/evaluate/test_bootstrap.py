@@ -40,11 +40,15 @@ def pair_outcomes(src: str, tgt: str, forward: np.ndarray, backward: np.ndarray)
 
 
 def metrics_of(items: pa.Table) -> pa.Table:
-    per_pair = pl.from_arrow(items).group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True).agg(
-        pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n")
+    per_pair = (
+        pl.from_arrow(items)
+        .group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True)
+        .agg(pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n"))
     )
     rows = [r | {"metric": "accuracy_mean"} for r in per_pair.iter_rows(named=True)]
-    return rows_table(group_average_rows(sorted(rows, key=lambda r: (r["src_lang"], r["tgt_lang"])), [LANGUAGE_GROUPS["wacse-4"]]))
+    return rows_table(
+        group_average_rows(sorted(rows, key=lambda r: (r["src_lang"], r["tgt_lang"])), [LANGUAGE_GROUPS["wacse-4"]])
+    )
 
 
 def hand_percentiles(per_unit: np.ndarray, seed: int = 0) -> tuple[float, float]:
@@ -143,10 +147,16 @@ def test_regenerating_a_sweep_report_gives_identical_bytes_in_any_row_order() ->
 def test_both_tables_of_a_sweep_report_show_one_interval_for_one_comparison() -> None:
     report = build_comparison(seed_sweep(np.random.default_rng(2), shuffle=True), baseline="base", untrained_base="base")
     over_seeds = next(r for r in report.intervals if (r["row"], r["against"], r["column"]) == ("tr", "baseline", MEAN_DEV))
-    against_base = next(r for r in report.intervals if (r["row"], r["against"], r["column"]) == ("tr", "untrained base", MEAN_DEV))
+    against_base = next(
+        r for r in report.intervals if (r["row"], r["against"], r["column"]) == ("tr", "untrained base", MEAN_DEV)
+    )
     # the base variant once, or the same base scored beside each of the three runs: the same outcomes
     assert (over_seeds["seeds"], against_base["seeds"]) == ({"row": 3, "reference": 1}, {"row": 3, "reference": 3})
-    assert (over_seeds["delta"], over_seeds["low"], over_seeds["high"]) == (against_base["delta"], against_base["low"], against_base["high"])
+    assert (over_seeds["delta"], over_seeds["low"], over_seeds["high"]) == (
+        against_base["delta"],
+        against_base["low"],
+        against_base["high"],
+    )
     text = f"[{over_seeds['low']:+.1f}, {over_seeds['high']:+.1f}]".replace("[", "\\[").replace("]", "\\]")
     over_section, base_section = report.markdown.split("## Against the untrained base")
     assert text in over_section.split("## Over seeds")[1] and text in base_section
@@ -167,7 +177,9 @@ def test_spearman_difference_is_resampled_by_sentence_pair() -> None:
     worse = gold + rng.normal(0, 2.5, 300)
     interval = paired_spearman_bootstrap(good, worse, gold, resamples=RESAMPLES)
     expected = scipy.stats.spearmanr(good, gold).statistic - scipy.stats.spearmanr(worse, gold).statistic
-    assert interval.delta == pytest.approx(expected, abs=1e-12) and interval.significant and interval.low < expected < interval.high
+    assert (
+        interval.delta == pytest.approx(expected, abs=1e-12) and interval.significant and interval.low < expected < interval.high
+    )
     # by hand: the same draws of sentence pairs (in the function's canonical row order), both correlations per draw
     order = np.lexsort((gold, worse, good))
     g, a, b = gold[order], good[order], worse[order]

@@ -19,13 +19,41 @@ TATOEBA = {"kaz_Cyrl": 0.0, "tel_Telu": 0.0}
 
 def metrics(kaz: float, tel: float, sts: float | None = None) -> object:
     rows = [
-        {"benchmark": "tatoeba", "dataset": "tatoeba", "src_lang": lang, "tgt_lang": "eng_Latn", "metric": metric, "value": value, "n": 100}
+        {
+            "benchmark": "tatoeba",
+            "dataset": "tatoeba",
+            "src_lang": lang,
+            "tgt_lang": "eng_Latn",
+            "metric": metric,
+            "value": value,
+            "n": 100,
+        }
         for lang, value in (("kaz_Cyrl", kaz), ("tel_Telu", tel))
         for metric in ("accuracy_src_tgt", "accuracy_mean")
     ]
-    rows.append({"benchmark": "tatoeba", "dataset": "tatoeba", "src_lang": "group:wacse-4", "tgt_lang": "eng_Latn", "metric": "accuracy_mean", "value": (kaz + tel) / 2, "n": 2})
+    rows.append(
+        {
+            "benchmark": "tatoeba",
+            "dataset": "tatoeba",
+            "src_lang": "group:wacse-4",
+            "tgt_lang": "eng_Latn",
+            "metric": "accuracy_mean",
+            "value": (kaz + tel) / 2,
+            "n": 2,
+        }
+    )
     if sts is not None:
-        rows.append({"benchmark": "sts", "dataset": "STS17.en-en", "src_lang": "eng_Latn", "tgt_lang": "eng_Latn", "metric": "spearman", "value": sts, "n": 250})
+        rows.append(
+            {
+                "benchmark": "sts",
+                "dataset": "STS17.en-en",
+                "src_lang": "eng_Latn",
+                "tgt_lang": "eng_Latn",
+                "metric": "spearman",
+                "value": sts,
+                "n": 250,
+            }
+        )
     return rows_table(rows)
 
 
@@ -76,7 +104,9 @@ def test_values_deltas_and_seed_statistics_match_hand_computation(results: list[
     assert "67.5 ± 3.5 | +11.0 (no CI) |" in group_row
     tr_row = next(line for line in md.splitlines() if line.startswith("| tr | 2 |"))
     assert "baseline" in tr_row
-    assert "failed: RuntimeError: out of memory" in md and "—" in next(line for line in md.splitlines() if line.startswith("| broken "))
+    assert "failed: RuntimeError: out of memory" in md and "—" in next(
+        line for line in md.splitlines() if line.startswith("| broken ")
+    )
     assert "Every variant sets" not in md  # nothing is common to all: train.seed differs, broken has none
     # HTML: escaped, self-contained, delta cells coloured
     assert "&lt;wtr&gt;" in report.html and "<wtr>" not in report.html
@@ -85,8 +115,16 @@ def test_values_deltas_and_seed_statistics_match_hand_computation(results: list[
     no_ci = [i for i in report.intervals if i["row"] == "awp_seed-2" and i["column"] == mean]
     assert no_ci == [
         {
-            "against": "baseline", "row": "awp_seed-2", "reference": "tr", "column": mean, "units": "percentage points",
-            "delta": pytest.approx(13.5), "low": None, "high": None, "significant": None, "seeds": {"row": 1, "reference": 2},
+            "against": "baseline",
+            "row": "awp_seed-2",
+            "reference": "tr",
+            "column": mean,
+            "units": "percentage points",
+            "delta": pytest.approx(13.5),
+            "low": None,
+            "high": None,
+            "significant": None,
+            "seeds": {"row": 1, "reference": 2},
             "reason": "no per-sentence outcomes (evaluated before they were recorded)",
         }
     ]
@@ -108,7 +146,12 @@ def test_single_variant_baseline_and_explicit_columns(results: list[VariantResul
 
 
 def test_variants_without_metrics_still_get_rows() -> None:
-    report = build_comparison([VariantResult("bucket-5", "bucket-5", {"histogram.bucket": 5}), VariantResult("bucket-10", "bucket-10", {"histogram.bucket": 10})])
+    report = build_comparison(
+        [
+            VariantResult("bucket-5", "bucket-5", {"histogram.bucket": 5}),
+            VariantResult("bucket-10", "bucket-10", {"histogram.bucket": 10}),
+        ]
+    )
     assert report.columns == [] and "No variant has evaluation metrics" in report.markdown
     assert [r["variant"] for r in report.rows] == ["bucket-5", "bucket-10"]
 
@@ -152,18 +195,30 @@ def outcomes(pairs: Mapping[tuple[str, str], np.ndarray]) -> pa.Table:
 def metrics_of(items: pa.Table) -> pa.Table:
     """The metrics table those outcomes make, as the evaluate stage builds it: accuracy_mean per
     language pair (both directions) and the wacse-4 group rows per target language."""
-    per_pair = pl.from_arrow(items).group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True).agg(
-        pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n")
+    per_pair = (
+        pl.from_arrow(items)
+        .group_by(["benchmark", "dataset", "src_lang", "tgt_lang"], maintain_order=True)
+        .agg(pl.col("correct").mean().alias("value"), (pl.len() // 2).alias("n"))
     )
     rows = [r | {"metric": "accuracy_mean"} for r in per_pair.iter_rows(named=True)]
     return rows_table(group_average_rows(rows, [LANGUAGE_GROUPS["wacse-4"]]))
 
 
-def scored(name: str, pairs: Mapping[tuple[str, str], np.ndarray] | None, *, group: str | None = None, seed: int | None = None, metrics_pairs=None, **extra) -> VariantResult:
+def scored(
+    name: str,
+    pairs: Mapping[tuple[str, str], np.ndarray] | None,
+    *,
+    group: str | None = None,
+    seed: int | None = None,
+    metrics_pairs=None,
+    **extra,
+) -> VariantResult:
     """A variant whose metrics come from `pairs` (or `metrics_pairs`), with its outcomes unless pairs is None."""
     seeds = {"train.seed": seed} if seed is not None else {}
     table = outcomes(pairs if pairs is not None else metrics_pairs)
-    return VariantResult(name, group or name, seeds, seeds, metrics_of(table), "cd" * 32, items=table if pairs is not None else None, **extra)
+    return VariantResult(
+        name, group or name, seeds, seeds, metrics_of(table), "cd" * 32, items=table if pairs is not None else None, **extra
+    )
 
 
 def record(report, row: str, column: str = MEAN_DEV, against: str = "baseline") -> dict:
@@ -194,7 +249,9 @@ def test_paired_bootstrap_marks_a_real_difference_and_leaves_noise_unmarked() ->
         noise = record(report, "shuffled", column)
         assert noise["delta"] == pytest.approx(0.0) and noise["low"] < -5 and noise["high"] > 5 and noise["significant"] is False
     # two headline columns, four rows against tr: no record for the baseline itself
-    assert {(i["row"], i["column"]) for i in report.intervals} == {(r, c) for r in ("awp", "same", "shuffled") for c in (WACSE4_DEV, MEAN_DEV)}
+    assert {(i["row"], i["column"]) for i in report.intervals} == {
+        (r, c) for r in ("awp", "same", "shuffled") for c in (WACSE4_DEV, MEAN_DEV)
+    }
     better = record(report, "awp")
     bounds = f"[+{better['low']:.1f}, +{better['high']:.1f}]"
     escaped = bounds.replace("[", "\\[").replace("]", "\\]")  # Markdown escapes brackets and the star
@@ -226,7 +283,12 @@ def test_seed_groups_are_averaged_per_sentence_before_the_bootstrap() -> None:
         baseline="tr",
     )
     group = record(report, "awp")
-    assert (group["low"], group["high"], group["significant"], group["seeds"]) == (pytest.approx(50.0), pytest.approx(50.0), True, {"row": 2, "reference": 2})
+    assert (group["low"], group["high"], group["significant"], group["seeds"]) == (
+        pytest.approx(50.0),
+        pytest.approx(50.0),
+        True,
+        {"row": 2, "reference": 2},
+    )
     seed = record(report, "awp_seed-1")  # one run against the baseline group's per-sentence mean
     assert (seed["low"], seed["high"], seed["seeds"]) == (pytest.approx(50.0), pytest.approx(50.0), {"row": 1, "reference": 2})
     member = record(report, "tr_seed-1")  # a member of the baseline group against its mean
@@ -269,7 +331,9 @@ def test_evaluations_without_outcomes_get_no_interval_and_no_error() -> None:
     assert "+40.0 (no CI)" in md_row(report, "old") and "+40.0 (no CI)" in md_row(report, "mixed")
     assert record(report, "mixed_seed-1")["significant"] is True  # its own run has outcomes
     # and an old baseline: nothing to pair with, every delta without an interval
-    old_base = build_comparison([scored("old", None, metrics_pairs=both), scored("awp", {KAZ_ENG: NINETY, TEL_ENG: NINETY})], baseline="old")
+    old_base = build_comparison(
+        [scored("old", None, metrics_pairs=both), scored("awp", {KAZ_ENG: NINETY, TEL_ENG: NINETY})], baseline="old"
+    )
     assert all(i["significant"] is None for i in old_base.intervals) and "+40.0 (no CI)" in md_row(old_base, "awp")
     assert old_base.figure is None  # no interval to draw
 
@@ -290,7 +354,11 @@ def test_untrained_base_table_compares_every_trained_variant_with_the_base() -> 
     assert report.untrained == {WACSE4_DEV: pytest.approx(0.5), MEAN_DEV: pytest.approx(0.5)}
     assert md_row(report, "untrained base").startswith("| untrained base | — | 50.0 | reference | 50.0 | reference |")
     tr = record(report, "tr", against="untrained base")  # the group: both seeds against the base
-    assert tr["delta"] == pytest.approx((90 + 95) / 2 - 50) and tr["significant"] is True and tr["seeds"] == {"row": 2, "reference": 2}
+    assert (
+        tr["delta"] == pytest.approx((90 + 95) / 2 - 50)
+        and tr["significant"] is True
+        and tr["seeds"] == {"row": 2, "reference": 2}
+    )
     same = record(report, "same", against="untrained base")
     assert (same["low"], same["high"], same["significant"]) == (0.0, 0.0, False)
     assert not any(i["row"] == "pooling-cls" and i["against"] == "untrained base" for i in report.intervals)
@@ -299,14 +367,19 @@ def test_untrained_base_table_compares_every_trained_variant_with_the_base() -> 
 
     # a variant evaluated on other settings brings its own base: its delta is against that one, and the note says so
     other_base = outcomes({KAZ_ENG: NINETY, TEL_ENG: NINETY})
-    cls = scored("cls", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, base_metrics=metrics_of(other_base), base_items=other_base, trained=True)
+    cls = scored(
+        "cls", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, base_metrics=metrics_of(other_base), base_items=other_base, trained=True
+    )
     report = build_comparison([*results, cls], baseline="tr")
     assert record(report, "cls", against="untrained base")["delta"] == pytest.approx(0.0)
     assert "against another untrained base" in report.markdown
 
     # a variant of the grid that trains nothing is the base row, from its own metrics and outcomes
     untrained = scored("base", {KAZ_ENG: ODD, TEL_ENG: ODD}, trained=False)
-    plain = [VariantResult(r.name, r.group, r.overrides, r.seeds, r.metrics, r.metrics_key, items=r.items, trained=True) for r in results[:2]]
+    plain = [
+        VariantResult(r.name, r.group, r.overrides, r.seeds, r.metrics, r.metrics_key, items=r.items, trained=True)
+        for r in results[:2]
+    ]
     report = build_comparison([untrained, *plain], baseline="tr", untrained_base="base")
     assert "variant base, whose pipeline trains nothing" in report.markdown
     assert record(report, "tr", against="untrained base")["reference"] == "untrained base of tr"
@@ -322,7 +395,9 @@ def _as_tatoeba(items: pa.Table) -> pa.Table:
 
 def test_untrained_base_note_says_when_in_domain_and_out_of_domain_disagree() -> None:
     def both(dev: np.ndarray, tatoeba: np.ndarray) -> pa.Table:
-        return pa.concat_tables([outcomes({KAZ_ENG: dev, TEL_ENG: dev}), _as_tatoeba(outcomes({KAZ_ENG: tatoeba, TEL_ENG: tatoeba}))])
+        return pa.concat_tables(
+            [outcomes({KAZ_ENG: dev, TEL_ENG: dev}), _as_tatoeba(outcomes({KAZ_ENG: tatoeba, TEL_ENG: tatoeba}))]
+        )
 
     def variant(name: str, items: pa.Table, trained: bool = True) -> VariantResult:
         return VariantResult(name, name, {}, {}, metrics_of(items), "cd" * 32, items=items, trained=trained)
@@ -356,7 +431,9 @@ def _all_pairs_evaluation(noise: float, seed: int) -> tuple[pa.Table, pa.Table, 
     rows = [row for scored in scores for row in scored.metric_rows()] + xx_yy_rows(scores, "eng_Latn")
     table = rows_table(group_average_rows(rows, [LANGUAGE_GROUPS["tatoeba-major8"]]))
     items = pa.concat_tables([scored.items() for scored in scores]).cast(ITEMS_SCHEMA)
-    accuracy = {(s.src_lang, s.tgt_lang): next(r["value"] for r in s.metric_rows() if r["metric"] == "accuracy_mean") for s in scores}
+    accuracy = {
+        (s.src_lang, s.tgt_lang): next(r["value"] for r in s.metric_rows() if r["metric"] == "accuracy_mean") for s in scores
+    }
     return table, items, accuracy
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.languages import UnknownLanguageError
 from tasks.evaluate.benchmarks.bucc import read_bucc
 from tasks.evaluate.benchmarks.multiway import held_out_rows, read_multiway_rows
 from tasks.evaluate.benchmarks.sts import read_sts2017, read_sts2017_folder, read_sts_tsv
 from tasks.evaluate.benchmarks.tatoeba import read_tatoeba, scan_distractor_folder, tatoeba_languages
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
+from tasks.languages import UnknownLanguageError
 
 
 def write(path: Path, text: str | bytes) -> Path:

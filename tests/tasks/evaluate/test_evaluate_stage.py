@@ -17,8 +17,8 @@ from tasks.base_model.config import BaseModelConfig
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
 from tasks.evaluate import EVALUATE_STAGE
-from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.benchmarks.tatoeba import read_tatoeba
+from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.datasets import BenchmarkDataError
 from tasks.evaluate.schema import ITEMS_SCHEMA
 from tasks.stage import run_stage
@@ -58,7 +58,11 @@ SENTENCES = {
     ],
 }
 # single words: the corpus-dev benchmark draws its word-embedding map from one-word groups
-WORDS = {"eng": ["water", "mountain", "book", "city"], "kaz": ["су", "тау", "кітап", "қала"], "fra": ["eau", "montagne", "livre", "ville"]}
+WORDS = {
+    "eng": ["water", "mountain", "book", "city"],
+    "kaz": ["су", "тау", "кітап", "қала"],
+    "fra": ["eau", "montagne", "livre", "ville"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +75,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for code, lines in SENTENCES.items():
         (texts / f"train.{code}").write_text("\n".join(lines + WORDS[code]) + "\n", encoding="utf-8")
     corpus_config = CorpusConfig.model_validate(
-        {"sources": [{"name": "inline", "kind": "text", "files": {c: str(texts / f"train.{c}") for c in SENTENCES}}], "dev_fraction": 0.99}
+        {
+            "sources": [{"name": "inline", "kind": "text", "files": {c: str(texts / f"train.{c}") for c in SENTENCES}}],
+            "dev_fraction": 0.99,
+        }
     )
     corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
     model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(), {})
@@ -86,7 +93,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (multiway / f"{flores}.dev").write_text("\n".join(SENTENCES[code]) + "\n", encoding="utf-8")
     sts = tmp / "sts.tsv"
     sts.write_text(
-        "".join(f"{a}\t{b}\t{score}\n" for a, b, score in zip(SENTENCES["eng"], SENTENCES["eng"][1:] + SENTENCES["eng"][:1], range(8), strict=True)),
+        "".join(
+            f"{a}\t{b}\t{score}\n"
+            for a, b, score in zip(SENTENCES["eng"], SENTENCES["eng"][1:] + SENTENCES["eng"][:1], range(8), strict=True)
+        ),
         encoding="utf-8",
     )
     inputs = {"corpus": corpus_ref.key, "base_model": model_ref.key}
@@ -140,7 +150,9 @@ def test_tatoeba_multiway_corpus_dev_and_sts_match_independent_computation(built
         assert value(metrics, benchmark="tatoeba", src_lang=flores, metric="accuracy_tgt_src") == pytest.approx(backward)
         held_out = independent_accuracy(model_dir, SENTENCES[code][2:], SENTENCES["eng"][2:])
         assert value(metrics, dataset="flores200-dev", src_lang=flores, metric="accuracy_src_tgt") == pytest.approx(held_out[0])
-        assert value(metrics, dataset="flores200-dev", src_lang=flores, metric="accuracy_mean") == pytest.approx(sum(held_out) / 2)
+        assert value(metrics, dataset="flores200-dev", src_lang=flores, metric="accuracy_mean") == pytest.approx(
+            sum(held_out) / 2
+        )
     # a real multilingual model finds these easy translations
     assert value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_mean") >= 0.75
     # the group average covers the one WACSE-4 language present (kk)
@@ -152,7 +164,12 @@ def test_tatoeba_multiway_corpus_dev_and_sts_match_independent_computation(built
     assert metrics.filter(pl.col("benchmark") == "sts")["metric"].to_list() == ["spearman"]
     # the report is attached, self-contained and carries both figures
     files = {f.path for f in manifest.attached_files}
-    assert {"files/report/report.html", "files/report/report.md", "files/report/similarity_histogram.png", "files/report/embedding_map.png"} <= files
+    assert {
+        "files/report/report.html",
+        "files/report/report.md",
+        "files/report/similarity_histogram.png",
+        "files/report/embedding_map.png",
+    } <= files
     html = (Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/report/report.html").read_text(encoding="utf-8")
     assert html.count('src="data:image/png;base64,') == 2 and "kaz_Cyrl" in html
     assert manifest.metrics["headline"]["tatoeba/tatoeba"]["metric"] == "accuracy_mean"
@@ -161,7 +178,10 @@ def test_tatoeba_multiway_corpus_dev_and_sts_match_independent_computation(built
 def test_baseline_comparison_adds_delta_columns(built: dict) -> None:
     _, first = evaluate(built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}])
     _, second = evaluate(
-        built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}], baseline=first.key[:12], encoder={"pooling": "cls"}
+        built,
+        [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}],
+        baseline=first.key[:12],
+        encoder={"pooling": "cls"},
     )
     report = (Path(built["store"].artifact_dir("evaluate", second.key)) / "files/report/report.md").read_text(encoding="utf-8")
     assert f"Δ vs evaluate {first.key[:12]}" in report
@@ -217,7 +237,9 @@ def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path
     assert base_side.sort(["metric", "src_lang"]).equals(base_only.sort(["metric", "src_lang"]))
     trained = pl.from_arrow(built["store"].read_table("evaluate", ref.key))
     # a random tiny model does not find Kazakh translations the way the real base does
-    assert value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") < value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean")
+    assert value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") < value(
+        base_only, src_lang="kaz_Cyrl", metric="accuracy_mean"
+    )
     report = (folder / "report.md").read_text(encoding="utf-8")
     assert "Δ vs untrained base" in report
     assert manifest.metrics["base_headline"]["tatoeba/tatoeba"]["mean"] == pytest.approx(
@@ -238,9 +260,13 @@ def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path
             assert part["correct"].mean() == pytest.approx(value(metrics, src_lang="kaz_Cyrl", metric=f"accuracy_{direction}"))
         assert frame["margin"].mean() == pytest.approx(value(metrics, src_lang="kaz_Cyrl", metric="margin_mean"), abs=1e-6)
         # positive margin <=> correct, up to ties (a tiny random model may embed two sentences alike)
-        assert (frame.filter(pl.col("correct"))["margin"] >= -1e-6).all() and (frame.filter(~pl.col("correct"))["margin"] <= 1e-6).all()
+        assert (frame.filter(pl.col("correct"))["margin"] >= -1e-6).all() and (
+            frame.filter(~pl.col("correct"))["margin"] <= 1e-6
+        ).all()
     # the report turns the two item files into a paired interval of the change
-    change = value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") - value(base_only, src_lang="kaz_Cyrl", metric="accuracy_mean")
+    change = value(trained, src_lang="kaz_Cyrl", metric="accuracy_mean") - value(
+        base_only, src_lang="kaz_Cyrl", metric="accuracy_mean"
+    )
     assert "## Change vs untrained base, with 95% intervals" in report
     assert f"| tatoeba/tatoeba | all languages | {100 * change:+.1f} |" in report
     assert "files/report/delta_intervals.png" in {f.path for f in manifest.attached_files}
@@ -252,7 +278,12 @@ def test_a_bad_file_in_a_later_benchmark_fails_before_any_encoding(built: dict, 
     (tmp_path / "tatoeba.kaz-eng.kaz").write_text("а\nб\n", encoding="utf-8")
     (tmp_path / "tatoeba.kaz-eng.eng").write_text("a\n", encoding="utf-8")
     config = EvaluateConfig.model_validate(
-        {"benchmarks": [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["fra"]}, {"kind": "tatoeba", "path": str(tmp_path), "langs": ["kaz"]}]}
+        {
+            "benchmarks": [
+                {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["fra"]},
+                {"kind": "tatoeba", "path": str(tmp_path), "langs": ["kaz"]},
+            ]
+        }
     )
     with pytest.raises(BenchmarkDataError, match=r"tatoeba\.kaz-eng\.kaz"):
         plan_evaluate_shards(config, {})  # no inputs needed: nothing is loaded or encoded
@@ -261,13 +292,25 @@ def test_a_bad_file_in_a_later_benchmark_fails_before_any_encoding(built: dict, 
 def test_distractors_enlarge_the_pools_and_duplicates_are_removed_and_counted(built: dict, tmp_path: Path) -> None:
     distractors = tmp_path / "distractors"
     distractors.mkdir()
-    english = ["The bridge was closed for repairs.", SENTENCES["eng"][3], "Prices rose sharply last year.", "Prices rose sharply last year."]
+    english = [
+        "The bridge was closed for repairs.",
+        SENTENCES["eng"][3],
+        "Prices rose sharply last year.",
+        "Prices rose sharply last year.",
+    ]
     kazakh = ["Көпір жөндеуге жабылды.", SENTENCES["kaz"][0], "Өткен жылы бағалар күрт өсті."]
     (distractors / "eng_Latn.dev").write_text("\n".join(english) + "\n", encoding="utf-8")
     (distractors / "kaz_Cyrl.dev").write_text("\n".join(kazakh) + "\n", encoding="utf-8")  # fra has no file: no fra distractors
     metrics, manifest = evaluate(
         built,
-        [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"], "distractors": [{"name": "flores", "path": str(distractors)}]}],
+        [
+            {
+                "kind": "tatoeba",
+                "path": str(built["tatoeba"]),
+                "langs": ["kaz", "fra"],
+                "distractors": [{"name": "flores", "path": str(distractors)}],
+            }
+        ],
     )
     # per language scored: English loses the Tatoeba sentence and the repeat; Kazakh (kaz only) its Tatoeba sentence
     assert manifest.dropped["tatoeba_distractor_equals_tatoeba_sentence"] == 2 + 1
@@ -278,11 +321,14 @@ def test_distractors_enlarge_the_pools_and_duplicates_are_removed_and_counted(bu
         forward = independent_accuracy_with_pools(model_dir, SENTENCES[code], SENTENCES["eng"] + pool_eng)
         backward = independent_accuracy_with_pools(model_dir, SENTENCES["eng"], SENTENCES[code] + pool_xx)
         assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="accuracy_src_tgt") == pytest.approx(forward)
-        assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="accuracy_tgt_src") == pytest.approx(backward)
+        assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="accuracy_tgt_src") == pytest.approx(
+            backward
+        )
         # a bigger pool can only lower the margin of a query
-        assert value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="margin_mean") <= value(
-            metrics, dataset="tatoeba", src_lang=flores, metric="margin_mean"
-        ) + 1e-6
+        assert (
+            value(metrics, dataset="tatoeba-distractors", src_lang=flores, metric="margin_mean")
+            <= value(metrics, dataset="tatoeba", src_lang=flores, metric="margin_mean") + 1e-6
+        )
     items = pl.read_parquet(Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/items.parquet")
     assert items.group_by("dataset").len().sort("dataset").rows() == [("tatoeba", 32), ("tatoeba-distractors", 32)]
     assert set(items["benchmark"]) == {"tatoeba"}
@@ -315,13 +361,17 @@ def test_pairs_all_adds_xx_yy_rows_and_a_summary(built: dict) -> None:
     summary = value(flores, src_lang="group:xx-yy", metric="accuracy_mean")
     assert summary == pytest.approx(value(flores, src_lang="kaz_Cyrl", tgt_lang="fra_Latn", metric="accuracy_mean"))
     dev = metrics.filter(pl.col("dataset") == "corpus-dev")
-    assert {("fra_Latn", "kaz_Cyrl"), ("fra_Latn", "eng_Latn"), ("kaz_Cyrl", "eng_Latn"), ("group:xx-yy", None)} <= set(zip(dev["src_lang"], dev["tgt_lang"]))
+    assert {("fra_Latn", "kaz_Cyrl"), ("fra_Latn", "eng_Latn"), ("kaz_Cyrl", "eng_Latn"), ("group:xx-yy", None)} <= set(
+        zip(dev["src_lang"], dev["tgt_lang"])
+    )
     # the headline stays the pivot pairs' mean; the xx-yy mean has its own entry
     headline = manifest.metrics["headline"]
     assert headline["retrieval/flores200-dev"]["pairs"] == 2
     assert headline["retrieval/flores200-dev/xx-yy"]["mean"] == pytest.approx(summary, abs=1e-4)
     items = pl.read_parquet(Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/items.parquet")
-    assert items.filter((pl.col("dataset") == "flores200-dev") & (pl.col("tgt_lang") == "fra_Latn")).height == 2 * len(SENTENCES["kaz"])
+    assert items.filter((pl.col("dataset") == "flores200-dev") & (pl.col("tgt_lang") == "fra_Latn")).height == 2 * len(
+        SENTENCES["kaz"]
+    )
 
 
 def test_bad_distractor_file_fails_before_encoding_and_edits_change_the_key(built: dict, tmp_path: Path) -> None:
@@ -329,7 +379,12 @@ def test_bad_distractor_file_fails_before_encoding_and_edits_change_the_key(buil
 
     (tmp_path / "eng_Latn.dev").write_text("fine\n", encoding="utf-8")
     (tmp_path / "kaz_Cyrl.dev").write_text("бір\n\nүш\n", encoding="utf-8")
-    bench = {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"], "distractors": [{"name": "d", "path": str(tmp_path)}]}
+    bench = {
+        "kind": "tatoeba",
+        "path": str(built["tatoeba"]),
+        "langs": ["kaz"],
+        "distractors": [{"name": "d", "path": str(tmp_path)}],
+    }
     config = EvaluateConfig.model_validate({"benchmarks": [bench]})
     with pytest.raises(BenchmarkDataError, match=r"kaz_Cyrl\.dev:2: kaz_Cyrl: empty line"):
         plan_evaluate_shards(config, {})
@@ -338,9 +393,13 @@ def test_bad_distractor_file_fails_before_encoding_and_edits_change_the_key(buil
     assert fingerprint_evaluate_sources(config) != before
     plan_evaluate_shards(config, {})
     with pytest.raises(ValueError, match="distractor source names must be unique"):
-        EvaluateConfig.model_validate({"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a"}, {"name": "d", "path": "b"}]}]})
+        EvaluateConfig.model_validate(
+            {"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a"}, {"name": "d", "path": "b"}]}]}
+        )
     with pytest.raises(ValueError, match="must contain '\\{code\\}' once"):
-        EvaluateConfig.model_validate({"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a", "pattern": "x.dev"}]}]})
+        EvaluateConfig.model_validate(
+            {"benchmarks": [{**bench, "distractors": [{"name": "d", "path": "a", "pattern": "x.dev"}]}]}
+        )
 
 
 def test_tatoeba_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dict) -> None:
@@ -361,11 +420,11 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     from safetensors.numpy import save_file
 
     from tasks.encoders import Encoder, EncoderSpec
+    from tasks.encoders.language_vectors import LANGUAGE_EMBEDDING_FILE, LANGUAGES_FILE
     from tasks.encoders.neighbours import bitext_accuracy
+    from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
     from tasks.stage import ShardSpec, Stage, StageConfig
-    from tasks.encoders.language_vectors import LANGUAGE_EMBEDDING_FILE, LANGUAGES_FILE
-    from tasks.encoders.tiny import build_tiny_model
 
     vectors = np.random.default_rng(0).normal(0.0, 0.5, size=(2, 32)).astype(np.float32)  # large: they move every vector
 
@@ -404,7 +463,9 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
 
     # a language the model has no vector for is scored without one, and named
     _, manifest_metrics, report, _ = scored(["eng_Latn"])
-    assert manifest_metrics["language_embedding"].endswith("without one (not trained on, or not named by the benchmark): kaz_Cyrl")
+    assert manifest_metrics["language_embedding"].endswith(
+        "without one (not trained on, or not named by the benchmark): kaz_Cyrl"
+    )
     assert "kaz\\_Cyrl" in report
 
 
@@ -437,15 +498,22 @@ def test_ctrl_c_during_evaluate_stops_between_benchmarks_and_batches(built: dict
     tatoeba = {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}
     try:
         # the stop arrives between batches: the next batch does not start
-        config = EvaluateConfig.model_validate({"benchmarks": [{"kind": "stop_requested_while_scoring"}, tatoeba], "encoder": {"pooling": "mean", "batch_size": 4}})
-        with pytest.raises(Interrupted, match=r"^evaluate: stopped while scoring the base model; no scores of this evaluation are kept"):
+        config = EvaluateConfig.model_validate(
+            {"benchmarks": [{"kind": "stop_requested_while_scoring"}, tatoeba], "encoder": {"pooling": "mean", "batch_size": 4}}
+        )
+        with pytest.raises(
+            Interrupted, match=r"^evaluate: stopped while scoring the base model; no scores of this evaluation are kept"
+        ):
             run_stage(store, EVALUATE_STAGE, config, built["inputs"])
         STOP.clear()
         # the stop arrives at the end of one benchmark: the next one does not start
         config = EvaluateConfig.model_validate(
             {"benchmarks": [{"kind": "stop_requested_while_scoring", "texts": 4}, tatoeba], "encoder": {"pooling": "mean"}}
         )
-        with pytest.raises(Interrupted, match=r"^evaluate: stopped before benchmark 2 of 2 \(tatoeba\) of the base model; .*rerun evaluates again$"):
+        with pytest.raises(
+            Interrupted,
+            match=r"^evaluate: stopped before benchmark 2 of 2 \(tatoeba\) of the base model; .*rerun evaluates again$",
+        ):
             run_stage(store, EVALUATE_STAGE, config, built["inputs"])
     finally:
         STOP.clear()
@@ -463,6 +531,131 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
 
     def attach_model(config, inputs, shard, context):
         from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    config = EvaluateConfig.model_validate(
+        {
+            "benchmarks": [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}],
+            "encoder": {"pooling": "mean"},
+        }
+    )
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    report = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
+    changes = {(c["kind"], c["label"]): c for c in manifest.metrics["headline_change"]}
+    overall = changes["all", "all languages"]
+    row = next(line for line in report.splitlines() if line.startswith("| tatoeba/tatoeba | all languages |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert (
+        cells[2] == f"{overall['delta']:+.1f}" and cells[3] == f"{overall['low']:+.1f} to {overall['high']:+.1f}"
+    )  # the report's numbers
+    assert overall["low"] <= overall["delta"] <= overall["high"] and overall["baseline"] == "untrained base"
+    lines = headline_lines(manifest.metrics)
+    groups = [c for c in manifest.metrics["headline_change"] if c["kind"] == "group"]
+    assert len(lines) == (len(groups) or 1)
+    shown = groups[0] if groups else overall
+    assert lines[0].startswith(
+        f"tatoeba/tatoeba {shown['label']}: {shown['delta']:+.1f} [{shown['low']:+.1f}, {shown['high']:+.1f}] points of accuracy over the untrained base ("
+    ), lines
+
+
+def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained_levels(built: dict) -> None:
+    """The train artifact's curves.parquet becomes the report's curves figure; the headline levels
+    of base and trained are plotted beside the Δ forest plot; the base's cosines are overlaid."""
+    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.train.model_folder import write_curves
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 5
+
+    def attach_model(config, inputs, shard, context):  # the train stage's files: a model under model/ and its curves
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        steps = range(1, 41)
+        rows = [
+            {"step": s, "metric": m, "value": v}
+            for s in steps
+            for m, v in (
+                ("loss", 2.0 / s),
+                ("loss/translation_ranking", 1.5 / s),
+                ("loss/multiway_supcon", 0.5 / s),
+                ("lr", 1e-4),
+                ("grad_norm", 3.0),
+            )
+        ]
+        rows += [{"step": s, "metric": "dev_accuracy", "value": 0.5 + s / 100} for s in (0, 20, 40)]
+        write_curves(rows, context.workdir / "curves.parquet", context.workdir / "curves.png")
+        context.attach("curves.parquet", context.workdir / "curves.parquet")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}, {"kind": "corpus_dev"}]
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "groups": ["wacse-4"]})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    files = {f.path for f in manifest.attached_files}
+    assert {"files/report/training_curves.png", "files/report/headline_levels.png", "files/report/delta_intervals.png"} <= files
+    html = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.html").read_text(encoding="utf-8")
+    assert 'alt="Training curves of the scored model"' in html
+    # the levels and the changes share one row of the page
+    row = html.split('<div class="figure-row"', 1)[1].split("</div>", 1)[0]
+    assert (
+        'alt="Headline scores of untrained base and this model"' in row
+        and 'alt="Change in retrieval accuracy vs untrained base' in row
+    )
+    assert "Dotted outlines: untrained base" in html
+
+
+def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evaluator(built: dict, tmp_path: Path) -> None:
+    """mteb/Tatoeba.json in the evaluate artifact holds xlembed's per-direction accuracies, which
+    are sentence-transformers' TranslationEvaluator's src2trg / trg2src on the same model and data."""
+    import json
+
+    from sentence_transformers.sentence_transformer.evaluation import TranslationEvaluator
+
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 11
+
+    def attach_model(config, inputs, shard, context):
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
+                  {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]}]  # fmt: skip
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "compare_with_base": False})
+    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
+    attached = {f.path for f in manifest.attached_files}
+    sts_files = sorted(p for p in attached if p.startswith("files/mteb/STS"))  # STS.{dataset}.json: the dataset is the file's
+    assert "files/mteb/Tatoeba.json" in attached and len(sts_files) == 1
+    files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
+    result = json.loads((files / "mteb/Tatoeba.json").read_text(encoding="utf-8"))
+    assert (
+        result["task_name"] == "Tatoeba" and result["dataset_revision"].startswith("sha256:") and result["mteb_version"] is None
+    )
+    subsets = {entry["hf_subset"]: entry for entry in result["scores"]["test"]}
+    assert set(subsets) == {"kaz-eng", "fra-eng"}
+    model = sentence_transformer(Path(built["store"].artifact_dir("train", train_ref.key)) / "files/model")
+    for code in ("kaz", "fra"):
+        entry = subsets[f"{code}-eng"]
+        assert entry["languages"] == [{"kaz": "kaz-Cyrl", "fra": "fra-Latn"}[code], "eng-Latn"]
+        evaluator = TranslationEvaluator(SENTENCES[code], SENTENCES["eng"], show_progress_bar=False, write_csv=False)
+        theirs = evaluator(model)
+        src2trg = next(v for k, v in theirs.items() if k.endswith("src2trg_accuracy"))
+        trg2src = next(v for k, v in theirs.items() if k.endswith("trg2src_accuracy"))
+        assert entry["accuracy_src_tgt"] == pytest.approx(src2trg) and entry["accuracy_tgt_src"] == pytest.approx(trg2src)
+        assert entry["main_score"] == entry["accuracy_mean"] == pytest.approx((src2trg + trg2src) / 2)
+    sts = json.loads((files / sts_files[0].removeprefix("files/")).read_text(encoding="utf-8"))["scores"]["test"]
+    assert len(sts) == 1 and sts[0]["main_score"] == sts[0]["spearman"]
 
 
 # stsb-multi-mt layout: row i is the same pair in every language, with the same gold score; quoted
@@ -501,17 +694,25 @@ def test_stsb_multi_mt_scores_each_language_and_english_with_each_other_as_scipy
     rows = {code: list(csv.reader((folder / f"stsb-{code}-dev.csv").open(encoding="utf-8", newline=""))) for code in STSB}
     assert rows["en"][0][0].endswith(", yes")  # the quoted comma is inside the sentence
     gold = np.array([float(r[2]) for r in rows["en"]])
-    for dataset, first, second, lang in (("stsb-multi-mt-dev", "en", "en", "eng_Latn"), ("stsb-multi-mt-dev", "fr", "fr", "fra_Latn"), ("stsb-multi-mt-dev-cross", "en", "fr", "eng_Latn")):
+    for dataset, first, second, lang in (
+        ("stsb-multi-mt-dev", "en", "en", "eng_Latn"),
+        ("stsb-multi-mt-dev", "fr", "fr", "fra_Latn"),
+        ("stsb-multi-mt-dev-cross", "en", "fr", "eng_Latn"),
+    ):
         a = model.encode([r[0] for r in rows[first]], normalize_embeddings=True)
         b = model.encode([r[1] for r in rows[second]], normalize_embeddings=True)
         expected = scipy.stats.spearmanr((a * b).sum(axis=1), gold).statistic
-        assert value(metrics, benchmark="sts", dataset=dataset, src_lang=lang, metric="spearman") == pytest.approx(expected, abs=1e-6)
+        assert value(metrics, benchmark="sts", dataset=dataset, src_lang=lang, metric="spearman") == pytest.approx(
+            expected, abs=1e-6
+        )
     # the per-pair cosines are kept, and give the same correlation
     items = pl.read_parquet(Path(built["store"].artifact_dir("evaluate", manifest.key)) / "files/sts_items.parquet")
     for (dataset, src, tgt), part in items.group_by(["dataset", "src_lang", "tgt_lang"]):
         assert part["item"].to_list() == list(range(8)) and part["gold"].to_list() == gold.tolist()
         expected = scipy.stats.spearmanr(part["cosine"].to_numpy(), gold).statistic
-        assert value(metrics, dataset=dataset, src_lang=src, tgt_lang=tgt, metric="spearman") == pytest.approx(expected, abs=1e-12)
+        assert value(metrics, dataset=dataset, src_lang=src, tgt_lang=tgt, metric="spearman") == pytest.approx(
+            expected, abs=1e-12
+        )
     # one headline for the monolingual sets, one for the cross-lingual ones
     assert manifest.metrics["headline"]["sts/stsb-multi-mt-dev"]["pairs"] == 2
     assert manifest.metrics["headline"]["sts/stsb-multi-mt-dev-cross"]["pairs"] == 1
@@ -532,25 +733,9 @@ def test_stsb_multi_mt_beside_the_base_reports_each_sets_change_with_an_interval
 
     stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
     train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
-    config = EvaluateConfig.model_validate({"benchmarks": [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}], "encoder": {"pooling": "mean"}})
-    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
-    report = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
-    changes = {(c["kind"], c["label"]): c for c in manifest.metrics["headline_change"]}
-    overall = changes["all", "all languages"]
-    row = next(line for line in report.splitlines() if line.startswith("| tatoeba/tatoeba | all languages |"))
-    cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[2] == f"{overall['delta']:+.1f}" and cells[3] == f"{overall['low']:+.1f} to {overall['high']:+.1f}"  # the report's numbers
-    assert overall["low"] <= overall["delta"] <= overall["high"] and overall["baseline"] == "untrained base"
-    lines = headline_lines(manifest.metrics)
-    groups = [c for c in manifest.metrics["headline_change"] if c["kind"] == "group"]
-    assert len(lines) == (len(groups) or 1)
-    shown = groups[0] if groups else overall
-    assert lines[0].startswith(
-        f"tatoeba/tatoeba {shown['label']}: {shown['delta']:+.1f} [{shown['low']:+.1f}, {shown['high']:+.1f}] points of accuracy over the untrained base ("
-    ), lines
-
-
-    config = EvaluateConfig.model_validate({"benchmarks": [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path))}], "encoder": {"pooling": "mean"}})
+    config = EvaluateConfig.model_validate(
+        {"benchmarks": [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path))}], "encoder": {"pooling": "mean"}}
+    )
     ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
     files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
     assert {"files/sts_items.parquet", "files/items/base_sts_items.parquet"} <= {f.path for f in manifest.attached_files}
@@ -558,12 +743,19 @@ def test_stsb_multi_mt_beside_the_base_reports_each_sets_change_with_an_interval
     report = (files / "report/report.md").read_text(encoding="utf-8")
     assert "## Change vs untrained base, with 95% intervals" in report
     for dataset, src, tgt, label in (
-        ("stsb-multi-mt-dev", "fra_Latn", "fra_Latn", "fra_Latn"), ("stsb-multi-mt-dev-cross", "eng_Latn", "fra_Latn", "eng_Latn → fra_Latn")
+        ("stsb-multi-mt-dev", "fra_Latn", "fra_Latn", "fra_Latn"),
+        ("stsb-multi-mt-dev-cross", "eng_Latn", "fra_Latn", "eng_Latn → fra_Latn"),
     ):
-        mine = ours.filter((pl.col("dataset") == dataset) & (pl.col("src_lang") == src) & (pl.col("tgt_lang") == tgt)).sort("item")
-        theirs = base.filter((pl.col("dataset") == dataset) & (pl.col("src_lang") == src) & (pl.col("tgt_lang") == tgt)).sort("item")
+        mine = ours.filter((pl.col("dataset") == dataset) & (pl.col("src_lang") == src) & (pl.col("tgt_lang") == tgt)).sort(
+            "item"
+        )
+        theirs = base.filter((pl.col("dataset") == dataset) & (pl.col("src_lang") == src) & (pl.col("tgt_lang") == tgt)).sort(
+            "item"
+        )
         interval = paired_spearman_bootstrap(mine["cosine"].to_numpy(), theirs["cosine"].to_numpy(), mine["gold"].to_numpy())
-        line = f"| sts/{dataset} | {label} | {100 * interval.delta:+.1f} | {100 * interval.low:+.1f} to {100 * interval.high:+.1f} |"
+        line = (
+            f"| sts/{dataset} | {label} | {100 * interval.delta:+.1f} | {100 * interval.low:+.1f} to {100 * interval.high:+.1f} |"
+        )
         assert line in report, report[report.index("## Change") : report.index("## sts")]
     assert "| sts/stsb-multi-mt-dev | all sets |" in report
     # the per-language table shows each set beside the base
@@ -587,85 +779,3 @@ def test_stsb_multi_mt_max_pairs_scores_the_first_pairs_and_counts_the_rest(buil
     sts = metrics.filter(pl.col("benchmark") == "sts")
     assert sts.height == 3 and set(sts["n"]) == {5}
     assert manifest.dropped["sts_pair_beyond_max_pairs"] == 2 * 3  # per language (en, fr), not per set
-
-
-def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained_levels(built: dict) -> None:
-    """The train artifact's curves.parquet becomes the report's curves figure; the headline levels
-    of base and trained are plotted beside the Δ forest plot; the base's cosines are overlaid."""
-    from tasks.stage import ShardSpec, Stage, StageConfig
-    from tasks.train.model_folder import write_curves
-
-    class StandInTrainConfig(StageConfig):
-        seed: int = 5
-
-    def attach_model(config, inputs, shard, context):  # the train stage's files: a model under model/ and its curves
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        steps = range(1, 41)
-        rows = [{"step": s, "metric": m, "value": v} for s in steps for m, v in
-                (("loss", 2.0 / s), ("loss/translation_ranking", 1.5 / s), ("loss/multiway_supcon", 0.5 / s), ("lr", 1e-4), ("grad_norm", 3.0))]
-        rows += [{"step": s, "metric": "dev_accuracy", "value": 0.5 + s / 100} for s in (0, 20, 40)]
-        write_curves(rows, context.workdir / "curves.parquet", context.workdir / "curves.png")
-        context.attach("curves.parquet", context.workdir / "curves.parquet")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
-    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}, {"kind": "corpus_dev"}]
-    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "groups": ["wacse-4"]})
-    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
-    files = {f.path for f in manifest.attached_files}
-    assert {"files/report/training_curves.png", "files/report/headline_levels.png", "files/report/delta_intervals.png"} <= files
-    html = (Path(built["store"].artifact_dir("evaluate", ref.key)) / "files/report/report.html").read_text(encoding="utf-8")
-    assert 'alt="Training curves of the scored model"' in html
-    # the levels and the changes share one row of the page
-    row = html.split('<div class="figure-row"', 1)[1].split("</div>", 1)[0]
-    assert 'alt="Headline scores of untrained base and this model"' in row and 'alt="Change in retrieval accuracy vs untrained base' in row
-    assert "Dotted outlines: untrained base" in html
-
-
-def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evaluator(built: dict, tmp_path: Path) -> None:
-    """mteb/Tatoeba.json in the evaluate artifact holds xlembed's per-direction accuracies, which
-    are sentence-transformers' TranslationEvaluator's src2trg / trg2src on the same model and data."""
-    import json
-
-    from sentence_transformers.sentence_transformer.evaluation import TranslationEvaluator
-
-    from tasks.stage import ShardSpec, Stage, StageConfig
-
-    class StandInTrainConfig(StageConfig):
-        seed: int = 11
-
-    def attach_model(config, inputs, shard, context):
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
-    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
-                  {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]}]  # fmt: skip
-    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "compare_with_base": False})
-    ref, manifest = run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key})
-    attached = {f.path for f in manifest.attached_files}
-    sts_files = sorted(p for p in attached if p.startswith("files/mteb/STS"))  # STS.{dataset}.json: the dataset is the file's
-    assert "files/mteb/Tatoeba.json" in attached and len(sts_files) == 1
-    files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
-    result = json.loads((files / "mteb/Tatoeba.json").read_text(encoding="utf-8"))
-    assert result["task_name"] == "Tatoeba" and result["dataset_revision"].startswith("sha256:") and result["mteb_version"] is None
-    subsets = {entry["hf_subset"]: entry for entry in result["scores"]["test"]}
-    assert set(subsets) == {"kaz-eng", "fra-eng"}
-    model = sentence_transformer(Path(built["store"].artifact_dir("train", train_ref.key)) / "files/model")
-    for code in ("kaz", "fra"):
-        entry = subsets[f"{code}-eng"]
-        assert entry["languages"] == [{"kaz": "kaz-Cyrl", "fra": "fra-Latn"}[code], "eng-Latn"]
-        evaluator = TranslationEvaluator(SENTENCES[code], SENTENCES["eng"], show_progress_bar=False, write_csv=False)
-        theirs = evaluator(model)
-        src2trg = next(v for k, v in theirs.items() if k.endswith("src2trg_accuracy"))
-        trg2src = next(v for k, v in theirs.items() if k.endswith("trg2src_accuracy"))
-        assert entry["accuracy_src_tgt"] == pytest.approx(src2trg) and entry["accuracy_tgt_src"] == pytest.approx(trg2src)
-        assert entry["main_score"] == entry["accuracy_mean"] == pytest.approx((src2trg + trg2src) / 2)
-    sts = json.loads((files / sts_files[0].removeprefix("files/")).read_text(encoding="utf-8"))["scores"]["test"]
-    assert len(sts) == 1 and sts[0]["main_score"] == sts[0]["spearman"]

@@ -45,7 +45,14 @@ def test_overlap_counts_per_side_per_language_and_per_pair() -> None:
         )
     )
     sets = [
-        SentenceSet("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", ["Мысық", "ит жүгіреді", "the cat sleeps"], ["A cat", "A dog runs", "THE CAT SLEEPS 2"]),
+        SentenceSet(
+            "tatoeba",
+            "tatoeba",
+            "kaz_Cyrl",
+            "eng_Latn",
+            ["Мысық", "ит жүгіреді", "the cat sleeps"],
+            ["A cat", "A dog runs", "THE CAT SLEEPS 2"],
+        ),
         SentenceSet("retrieval", "flores", "eng_Latn", "kaz_Cyrl", ["It rains", "nothing"], ["жаңбыр", "жоқ"]),
         SentenceSet("bucc", "bucc2018.test", "kaz_Cyrl", "eng_Latn", ["ит жүгіреді"], ["x", "the cat sleeps."], aligned=False),
     ]
@@ -62,7 +69,9 @@ def test_overlap_counts_per_side_per_language_and_per_pair() -> None:
     assert overlap_table([], training).num_rows == 0
 
 
-needs_data = pytest.mark.skipif(not (DATA / "flores200-dev").is_dir(), reason="../shared/data (FLORES-200 dev, Tatoeba) is absent")
+needs_data = pytest.mark.skipif(
+    not (DATA / "flores200-dev").is_dir(), reason="../shared/data (FLORES-200 dev, Tatoeba) is absent"
+)
 
 
 @needs_data
@@ -70,7 +79,11 @@ def test_evaluate_counts_flores_and_tatoeba_sentences_in_the_training_rows_and_m
     """Train rows = FLORES-200 dev (eng, afr); scored: its first 30 rows and 40 Tatoeba pairs."""
     store = ArtifactStore(tmp_path / "artifacts")
     corpus_config = CorpusConfig.model_validate(
-        {"sources": [{"name": "flores", "kind": "multiway_dir", "path": str(DATA / "flores200-dev"), "langs": ["eng_Latn", "afr_Latn"]}]}
+        {
+            "sources": [
+                {"name": "flores", "kind": "multiway_dir", "path": str(DATA / "flores200-dev"), "langs": ["eng_Latn", "afr_Latn"]}
+            ]
+        }
     )
     corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
     model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(), {})
@@ -88,8 +101,14 @@ def test_evaluate_counts_flores_and_tatoeba_sentences_in_the_training_rows_and_m
     def expected(src_lang: str, tgt_lang: str, src: list[str], tgt: list[str]) -> int:
         return sum(reference_normal(a) in train[src_lang] or reference_normal(b) in train[tgt_lang] for a, b in zip(src, tgt))
 
-    lines = {lang: (DATA / "flores200-dev" / f"{lang}.dev").read_text(encoding="utf-8").splitlines()[:30] for lang in ("eng_Latn", "afr_Latn")}
-    tatoeba = {side: (DATA / "tatoeba-dev" / f"tatoeba.afr-eng.{side}").read_text(encoding="utf-8").splitlines()[:40] for side in ("afr", "eng")}
+    lines = {
+        lang: (DATA / "flores200-dev" / f"{lang}.dev").read_text(encoding="utf-8").splitlines()[:30]
+        for lang in ("eng_Latn", "afr_Latn")
+    }
+    tatoeba = {
+        side: (DATA / "tatoeba-dev" / f"tatoeba.afr-eng.{side}").read_text(encoding="utf-8").splitlines()[:40]
+        for side in ("afr", "eng")
+    }
     files = Path(store.artifact_dir("evaluate", ref.key)) / "files" / "report"
     leakage = {(r["benchmark"], r["dataset"]): r for r in pq.read_table(files / "leakage.parquet").to_pylist()}
     flores = leakage["retrieval", "flores200-dev"]

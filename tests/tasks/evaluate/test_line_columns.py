@@ -73,7 +73,9 @@ def test_bucc_sentence_errors_are_the_first_bad_line_as_the_loop_found_it(tmp_pa
     lines = [f"de-{i}\tSatz {i}" for i in range(12)]
     for _ in range(rng.randint(1, 3)):  # one to three faults anywhere: the first one is reported
         i = rng.randrange(len(lines))
-        lines[i] = rng.choice([f"de-{i} no tab", f"\tSatz {i}", f" \u3000\tSatz {i}", f"de-{i}\t \x1c", f"de-{rng.randrange(12)}\tagain"])
+        lines[i] = rng.choice(
+            [f"de-{i} no tab", f"\tSatz {i}", f" \u3000\tSatz {i}", f"de-{i}\t \x1c", f"de-{rng.randrange(12)}\tagain"]
+        )
     (tmp_path / "de-en.training.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "de-en.training.en").write_text("en-1\tone\n", encoding="utf-8")
     (tmp_path / "de-en.training.gold").write_text("", encoding="utf-8")

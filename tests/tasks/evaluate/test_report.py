@@ -27,8 +27,8 @@ from tasks.evaluate.report import (
     paired_delta_intervals,
     similarity_histogram,
 )
-from tasks.reporting.figures import DPI
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
+from tasks.reporting.figures import DPI
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CARD = {"model": "xlembed-kk", "base": "LaBSE", "pooling": "cls", "artifact key": "encoders/0123abcd"}
@@ -362,8 +362,13 @@ def test_intervals_per_headline_and_the_disagreement_sentence() -> None:
     # in domain (FLORES rows): 50 -> 90 of 100 right, a +40-point change; out of domain (Tatoeba): 60 -> 60
     base, trained = _model_items(50, 60, 0.1), _model_items(90, 60, 0.15)
     report = build_report(
-        _group_metrics(), title="t", model_card={}, baseline=_group_metrics(), baseline_name="untrained base",
-        items=trained, baseline_items=base,
+        _group_metrics(),
+        title="t",
+        model_card={},
+        baseline=_group_metrics(),
+        baseline_name="untrained base",
+        items=trained,
+        baseline_items=base,
     )
     md = report.markdown
     sentence = md.split("\n\n")[1]
@@ -405,7 +410,10 @@ def test_no_sentence_when_in_and_out_of_domain_agree_or_without_items() -> None:
     plain = build_report(_group_metrics(), title="t", model_card={}, baseline=_group_metrics())
     assert "95% interval" not in plain.markdown and DELTA_INTERVALS_FILE not in plain.figures
     elsewhere = build_report(
-        _group_metrics(), title="t", model_card={}, items=_model_items(90, 95, 0.2),
+        _group_metrics(),
+        title="t",
+        model_card={},
+        items=_model_items(90, 95, 0.2),
         baseline_items=_items("sts", "other", "kaz_Cyrl", "eng_Latn", 10),
     )
     assert "No retrieval sentences are shared with baseline" in elsewhere.markdown
@@ -413,8 +421,12 @@ def test_no_sentence_when_in_and_out_of_domain_agree_or_without_items() -> None:
 
 def test_interval_statistic_is_the_mean_over_languages() -> None:
     # kaz gains 40 points, kat none: the all-languages change is 20 points (the group rows' mean), not item-weighted
-    base = pa.concat_tables([_items("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", 50), _items("tatoeba", "tatoeba", "kat_Geor", "eng_Latn", 50)])
-    trained = pa.concat_tables([_items("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", 90), _items("tatoeba", "tatoeba", "kat_Geor", "eng_Latn", 50)])
+    base = pa.concat_tables(
+        [_items("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", 50), _items("tatoeba", "tatoeba", "kat_Geor", "eng_Latn", 50)]
+    )
+    trained = pa.concat_tables(
+        [_items("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn", 90), _items("tatoeba", "tatoeba", "kat_Geor", "eng_Latn", 50)]
+    )
     deltas = {d.label: d for d in paired_delta_intervals(trained, base)}
     assert deltas["all languages"].accuracy.delta == pytest.approx(0.2)
     assert deltas["kaz_Cyrl"].accuracy.delta == pytest.approx(0.4) and deltas["kaz_Cyrl"].accuracy.significant

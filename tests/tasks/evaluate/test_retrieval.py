@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.languages import UnknownLanguageError
+from tasks.encoders.neighbours import NO_OTHER_CANDIDATE_COSINE, bitext_accuracy, nearest_neighbours, query_outcomes
 from tasks.evaluate import mteb_bridge
 from tasks.evaluate.groups import (
     DAP_36,
@@ -24,7 +24,6 @@ from tasks.evaluate.groups import (
     metric_row,
     rows_table,
 )
-from tasks.encoders.neighbours import NO_OTHER_CANDIDATE_COSINE, bitext_accuracy, nearest_neighbours, query_outcomes
 from tasks.evaluate.retrieval import (
     dataset_pivot,
     multiway_pair_scores,
@@ -35,6 +34,7 @@ from tasks.evaluate.retrieval import (
     xx_yy_rows,
 )
 from tasks.evaluate.schema import ITEMS_SCHEMA
+from tasks.languages import UnknownLanguageError
 from tasks.reporting.tables import format_value, metric_scale
 
 
@@ -166,8 +166,13 @@ def test_distractors_join_only_the_candidates_of_their_side():
     # (0.28, 0.96) is close to tgt1 = (0, 1): src1's margin shrinks from 0.4 to 1 - 0.96; nothing else moves
     # (src0 . d = 0.28 < 1, src2 . d = 0.936 < 0.96). (0.8, 0.6) on the src side beats src0 for tgt0: 0.8 - 1.0.
     scored = score_pair(
-        HAND_SRC, HAND_TGT, src_lang="kk", tgt_lang="en", dataset="d",
-        tgt_distractors=np.array([[0.28, 0.96]], dtype=np.float32), src_distractors=np.array([[0.8, 0.6]], dtype=np.float32),
+        HAND_SRC,
+        HAND_TGT,
+        src_lang="kk",
+        tgt_lang="en",
+        dataset="d",
+        tgt_distractors=np.array([[0.28, 0.96]], dtype=np.float32),
+        src_distractors=np.array([[0.8, 0.6]], dtype=np.float32),
     )
     assert scored.src_tgt.margin == pytest.approx([-0.2, 0.04, -0.36], abs=1e-6)
     assert scored.tgt_src.margin == pytest.approx([-0.2, 0.2, -0.4], abs=1e-6)
@@ -206,10 +211,16 @@ def test_items_table_has_one_row_per_query_per_direction():
     assert items.schema == ITEMS_SCHEMA
     assert items.num_rows == 6
     rows = items.to_pylist()
-    assert {(r["benchmark"], r["dataset"], r["src_lang"], r["tgt_lang"]) for r in rows} == {("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn")}
+    assert {(r["benchmark"], r["dataset"], r["src_lang"], r["tgt_lang"]) for r in rows} == {
+        ("tatoeba", "tatoeba", "kaz_Cyrl", "eng_Latn")
+    }
     assert [(r["direction"], r["item"], r["correct"]) for r in rows] == [
-        ("src_tgt", 0, False), ("src_tgt", 1, True), ("src_tgt", 2, False),
-        ("tgt_src", 0, False), ("tgt_src", 1, True), ("tgt_src", 2, False),
+        ("src_tgt", 0, False),
+        ("src_tgt", 1, True),
+        ("src_tgt", 2, False),
+        ("tgt_src", 0, False),
+        ("tgt_src", 1, True),
+        ("tgt_src", 2, False),
     ]
     assert [r["margin"] for r in rows] == pytest.approx([-0.2, 0.4, -0.36, -0.16, 0.2, -0.4], abs=1e-6)
 
@@ -217,12 +228,18 @@ def test_items_table_has_one_row_per_query_per_direction():
 def test_xx_yy_pairs_and_their_summary_rows():
     rng = np.random.default_rng(6)
     base = rng.standard_normal((30, 8))
-    embeddings = {lang: unit(base + 0.9 * rng.standard_normal(base.shape)) for lang in ("eng_Latn", "kaz_Cyrl", "tel_Telu", "kat_Geor")}
+    embeddings = {
+        lang: unit(base + 0.9 * rng.standard_normal(base.shape)) for lang in ("eng_Latn", "kaz_Cyrl", "tel_Telu", "kat_Geor")
+    }
     scores = multiway_pair_scores(embeddings, dataset="flores200-dev", pivot="eng_Latn", xx_yy=True)
     pairs = [(s.src_lang, s.tgt_lang) for s in scores]
     assert pairs == [
-        ("kaz_Cyrl", "eng_Latn"), ("tel_Telu", "eng_Latn"), ("kat_Geor", "eng_Latn"),
-        ("kaz_Cyrl", "tel_Telu"), ("kaz_Cyrl", "kat_Geor"), ("tel_Telu", "kat_Geor"),
+        ("kaz_Cyrl", "eng_Latn"),
+        ("tel_Telu", "eng_Latn"),
+        ("kat_Geor", "eng_Latn"),
+        ("kaz_Cyrl", "tel_Telu"),
+        ("kaz_Cyrl", "kat_Geor"),
+        ("tel_Telu", "kat_Geor"),
     ]
     assert dataset_pivot(pairs) == "eng_Latn"
     summary = {r["metric"]: r for r in xx_yy_rows(scores, "eng_Latn")}

@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tasks.encoders.tiny import WORDS, build_tiny_model
 from tasks.evaluate.benchmarks.xnli import XnliBenchmark, read_nli_file, read_xnli_split, xnli_rows
 from tasks.evaluate.config import EncoderSettings, EvaluateConfig
 from tasks.evaluate.datasets import BenchmarkDataError
-from tasks.encoders.tiny import WORDS, build_tiny_model
 
 MARKERS = {"entailment": "water water", "neutral": "night night", "contradiction": "river river"}
 XNLI_HEADER = "language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tpromptID\tpairID\tgenre"
@@ -74,8 +74,15 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def bench(data: dict, **settings) -> XnliBenchmark:
     defaults = {
-        "kind": "xnli", "path": str(data["folder"]), "train_file": str(data["train"]), "langs": list(LANGS),
-        "learning_rates": [1e-7, 3e-3], "batch_size": 16, "epochs": 3, "max_length": 32, "eval_batch_size": 64,
+        "kind": "xnli",
+        "path": str(data["folder"]),
+        "train_file": str(data["train"]),
+        "langs": list(LANGS),
+        "learning_rates": [1e-7, 3e-3],
+        "batch_size": 16,
+        "epochs": 3,
+        "max_length": 32,
+        "eval_batch_size": 64,
     }
     return XnliBenchmark.model_validate(defaults | settings)
 
@@ -88,7 +95,12 @@ def rows_frame(rows: list[dict]) -> pl.DataFrame:
 def test_fine_tuning_transfers_and_the_best_dev_rate_is_reported(data: dict, mode: str) -> None:
     dropped: dict[str, int] = {}
     rows = rows_frame(
-        xnli_rows(data["model"], bench(data, mode=mode), EncoderSettings(pooling="mean"), drop=lambda reason, n: dropped.__setitem__(reason, n))
+        xnli_rows(
+            data["model"],
+            bench(data, mode=mode),
+            EncoderSettings(pooling="mean"),
+            drop=lambda reason, n: dropped.__setitem__(reason, n),
+        )
     )
     assert dropped == {"xnli_no_gold_label": 1}
     test = rows.filter(pl.col("dataset") == "xnli-test")
@@ -123,12 +135,17 @@ def test_runs_are_reproducible_and_english_dev_selection(data: dict) -> None:
 
 def test_readers_accept_the_three_layouts_and_labels(tmp_path: Path) -> None:
     mt = tmp_path / "multinli.train.en.tsv"
-    mt.write_text('premise\thypo\tlabel\nA "quoted" man sleeps .\tA man sleeps .\tcontradictory\nx\ty\tentailment\n', encoding="utf-8")
+    mt.write_text(
+        'premise\thypo\tlabel\nA "quoted" man sleeps .\tA man sleeps .\tcontradictory\nx\ty\tentailment\n', encoding="utf-8"
+    )
     pairs = read_nli_file(mt)[None]
     assert pairs.premises == ('A "quoted" man sleeps .', "x") and pairs.labels.tolist() == [2, 0]
     jsonl = tmp_path / "xnli.dev.jsonl"
     jsonl.write_text(
-        "".join(json.dumps({"language": lang, "gold_label": g, "sentence1": "p", "sentence2": "h"}) + "\n" for lang, g in [("en", "neutral"), ("de", "entailment"), ("en", "1")]),
+        "".join(
+            json.dumps({"language": lang, "gold_label": g, "sentence1": "p", "sentence2": "h"}) + "\n"
+            for lang, g in [("en", "neutral"), ("de", "entailment"), ("en", "1")]
+        ),
         encoding="utf-8",
     )
     split = read_xnli_split(tmp_path, "dev", ["en"])
@@ -138,11 +155,20 @@ def test_readers_accept_the_three_layouts_and_labels(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "where"),
     [
-        (XNLI_HEADER + "\n" + xnli_line("en", "maybe", "p", "h", 1) + "\n", r"xnli\.test\.tsv:2: gold_label: unknown label 'maybe'"),
-        (XNLI_HEADER + "\n" + xnli_line("en", "neutral", "p", "h", 1) + "\n" + xnli_line("en", "neutral", "p", " ", 2) + "\n", r"xnli\.test\.tsv:3: sentence2: missing or empty hypothesis"),
+        (
+            XNLI_HEADER + "\n" + xnli_line("en", "maybe", "p", "h", 1) + "\n",
+            r"xnli\.test\.tsv:2: gold_label: unknown label 'maybe'",
+        ),
+        (
+            XNLI_HEADER + "\n" + xnli_line("en", "neutral", "p", "h", 1) + "\n" + xnli_line("en", "neutral", "p", " ", 2) + "\n",
+            r"xnli\.test\.tsv:3: sentence2: missing or empty hypothesis",
+        ),
         (XNLI_HEADER + "\nen\tneutral\tonly three\n", r"xnli\.test\.tsv:2: expected 11 tab-separated fields"),
         ("language\tgold_label\tsentence2\nen\tneutral\th\n", r"xnli\.test\.tsv:2: no premise column"),
-        (XNLI_HEADER + "\n" + xnli_line("fr", "neutral", "p", "h", 1) + "\n", r"xnli\.test\.tsv: language: no rows for language\(s\) \['en'\]"),
+        (
+            XNLI_HEADER + "\n" + xnli_line("fr", "neutral", "p", "h", 1) + "\n",
+            r"xnli\.test\.tsv: language: no rows for language\(s\) \['en'\]",
+        ),
     ],
 )
 def test_bad_rows_name_file_line_and_field(tmp_path: Path, content: str, where: str) -> None:
@@ -177,17 +203,34 @@ def test_xnli_runs_as_an_evaluate_benchmark(data: dict, tmp_path: Path) -> None:
         return []
 
     store = ArtifactStore(tmp_path / "artifacts")
-    base_ref, _ = run_stage(store, Stage("base_model", "1", StandInBaseConfig, None, lambda c, i: [ShardSpec("model")], attach), StandInBaseConfig(), {})
+    base_ref, _ = run_stage(
+        store,
+        Stage("base_model", "1", StandInBaseConfig, None, lambda c, i: [ShardSpec("model")], attach),
+        StandInBaseConfig(),
+        {},
+    )
     (tmp_path / "c.en").write_text("a\nb\n", encoding="utf-8")
     (tmp_path / "c.fr").write_text("a\nb\n", encoding="utf-8")
-    corpus_ref, _ = run_stage(store, CORPUS_STAGE, CorpusConfig.model_validate({"sources": [{"name": "t", "kind": "text", "files": {"en": str(tmp_path / "c.en"), "fr": str(tmp_path / "c.fr")}}]}), {})
+    corpus_ref, _ = run_stage(
+        store,
+        CORPUS_STAGE,
+        CorpusConfig.model_validate(
+            {"sources": [{"name": "t", "kind": "text", "files": {"en": str(tmp_path / "c.en"), "fr": str(tmp_path / "c.fr")}}]}
+        ),
+        {},
+    )
     settings = bench(data, learning_rates=[3e-3], epochs=1, max_train_pairs=30, max_eval_pairs=6).model_dump()
     config = EvaluateConfig.model_validate({"benchmarks": [settings], "groups": ["wacse-8"], "word_map_concepts": 0})
     assert "0:xnli:train_file" in source_fingerprints(EVALUATE_STAGE, config)
     ref, manifest = run_stage(store, EVALUATE_STAGE, config, {"corpus": corpus_ref.key, "base_model": base_ref.key})
     metrics = pl.from_arrow(store.read_table("evaluate", ref.key))
     assert set(metrics["benchmark"]) == {"xnli"}
-    assert metrics.filter((pl.col("dataset") == "xnli-test") & (pl.col("metric") == "accuracy") & (pl.col("src_lang") == "swh_Latn"))["n"].item() == 6
+    assert (
+        metrics.filter(
+            (pl.col("dataset") == "xnli-test") & (pl.col("metric") == "accuracy") & (pl.col("src_lang") == "swh_Latn")
+        )["n"].item()
+        == 6
+    )
     assert manifest.dropped == {"xnli_no_gold_label": 1}
     assert "xnli" in (Path(store.artifact_dir("evaluate", ref.key)) / "files/report/report.md").read_text(encoding="utf-8")
     assert np.isfinite(metrics["value"].to_numpy()).all()

@@ -32,7 +32,9 @@ class PublishStore:
     evaluate: str | None = None
 
 
-def build_store(tmp: Path, model_dir: Path, *, language_embedding: bool = False, evaluate: bool = True, **train: Any) -> PublishStore:
+def build_store(
+    tmp: Path, model_dir: Path, *, language_embedding: bool = False, evaluate: bool = True, **train: Any
+) -> PublishStore:
     store = ArtifactStore(tmp / "artifacts")
     corpus_rows, _ = multiway_rows(60)
     texts = tmp / "texts"
@@ -41,7 +43,10 @@ def build_store(tmp: Path, model_dir: Path, *, language_embedding: bool = False,
         lines = [r["text"] for r in corpus_rows if r["lang"] == lang]
         (texts / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     corpus_config = CorpusConfig.model_validate(
-        {"sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}], "dev_fraction": 0.25}
+        {
+            "sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}],
+            "dev_fraction": 0.25,
+        }
     )
     corpus, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
     base, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(model_dir)), {})
@@ -64,6 +69,8 @@ def evaluate_model(built: PublishStore, *, max_groups: int | None = None, max_le
         "encoder": {"prefix": PREFIX, "max_length": max_length, "device": "cpu"}, "groups": [], "word_map_concepts": 0,
         "benchmarks": [{"kind": "corpus_dev", "max_groups": max_groups}],
     })  # fmt: skip
-    ref, _ = run_stage(built.store, EVALUATE_STAGE, config, {"corpus": built.corpus, "base_model": built.base_model, "train": built.train})
+    ref, _ = run_stage(
+        built.store, EVALUATE_STAGE, config, {"corpus": built.corpus, "base_model": built.base_model, "train": built.train}
+    )
     built.store.set_ref("toy", "evaluate", ref.key)
     return ref.key

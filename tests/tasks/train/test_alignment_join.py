@@ -17,13 +17,21 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from benchmarks.data_prep import naive_add_alignments as reference_add_alignments
+from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.data import BatchPlan, WordPairs, add_alignments, word_char_spans_flat, build_training_data, tokenize, word_char_spans
-from benchmarks.data_prep import naive_add_alignments as reference_add_alignments
-from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
 from tasks.encoders.tiny import WORDS, synthetic_sentences
+from tasks.train.data import (
+    BatchPlan,
+    WordPairs,
+    add_alignments,
+    build_training_data,
+    tokenize,
+    word_char_spans,
+    word_char_spans_flat,
+)
 
 LANGS = {"eng_Latn": "en", "fra_Latn": "fr", "kaz_Cyrl": "kk", "swh_Latn": "sw"}
 
@@ -38,11 +46,15 @@ def awkward_tables(n_groups: int, seed: int) -> tuple[pa.Table, pa.Table]:
     rng = random.Random(seed)
     vocab = min(len(WORDS[code]) for code in LANGS.values())
     corpus, align = [], []
+    first_words: dict[str, list[str]] = {}
     for g in range(n_groups):
         gid = f"g{g:04d}"
         picks = [rng.randrange(vocab) for _ in range(rng.randint(1, 12 if g % 7 else 40))]  # some are cut by truncation
         shared = g % 11 == 3  # the same texts as group 0: text ids shared between groups
-        words = {lang: [WORDS[code][i] if i % 5 else "," for i in picks] + ([] if shared else [f"{g}", "."]) for lang, code in LANGS.items()}
+        words = {
+            lang: [WORDS[code][i] if i % 5 else "," for i in picks] + ([] if shared else [f"{g}", "."])
+            for lang, code in LANGS.items()
+        }
         if shared:
             words = first_words
         if g == 0:
@@ -55,7 +67,12 @@ def awkward_tables(n_groups: int, seed: int) -> tuple[pa.Table, pa.Table]:
             if lang == "eng_Latn" or rng.random() < 0.1:
                 continue
             n = len(words[lang])
-            links = [{"src": i, "tgt": j, "score": round(rng.random(), 3)} for i in range(n) for j in range(n) if i == j or rng.random() < 0.15]
+            links = [
+                {"src": i, "tgt": j, "score": round(rng.random(), 3)}
+                for i in range(n)
+                for j in range(n)
+                if i == j or rng.random() < 0.15
+            ]
             if rng.random() < 0.1:
                 links.append({"src": n + 2, "tgt": 0, "score": 0.9})  # outside the words
             src_words, tgt_words = list(words[lang]), list(words["eng_Latn"])
@@ -100,7 +117,12 @@ def test_join_gives_what_the_record_loop_gave(tokenizer, seed, min_score, prefix
     assert dict(data.dropped) == dict(reference.dropped)  # the same reasons, zero counts included
     assert data.max_pairs == reference.max_pairs
     # every case happened (the fixture is not trivially easy)
-    for reason in ("alignment_outside_training_rows", "alignment_words_mismatch", "word_pair_without_tokens", "word_pair_not_one_to_one"):
+    for reason in (
+        "alignment_outside_training_rows",
+        "alignment_words_mismatch",
+        "word_pair_without_tokens",
+        "word_pair_not_one_to_one",
+    ):
         assert reference.dropped[reason] > 0, reason
     assert len({k for k in expected}) < sum(1 for _ in align.to_pylist())  # some records share keys or were dropped
 
@@ -114,12 +136,18 @@ def test_join_gives_what_the_record_loop_gave(tokenizer, seed, min_score, prefix
 def test_later_record_of_the_same_sentence_pair_wins_and_max_pairs_counts_both(tokenizer):
     texts = {"eng_Latn": "the river city", "fra_Latn": "la rivière ville"}
     corpus = pa.Table.from_pylist(
-        [{"id": f"{g}:{lang}", "group_id": g, "lang": lang, "text": t, "split": "train", "source": "s"} for g in ("g1", "g2") for lang, t in texts.items()],
+        [
+            {"id": f"{g}:{lang}", "group_id": g, "lang": lang, "text": t, "split": "train", "source": "s"}
+            for g in ("g1", "g2")
+            for lang, t in texts.items()
+        ],
         schema=CORPUS_SCHEMA,
     )
+
     def record(gid, links):
         return {"id": gid, "group_id": gid, "src_lang": "fra_Latn", "tgt_lang": "eng_Latn", "src_words": texts["fra_Latn"].split(),
                 "tgt_words": texts["eng_Latn"].split(), "alignments": [{"src": a, "tgt": b, "score": 1.0} for a, b in links], "backend": "s"}  # fmt: skip
+
     align = pa.Table.from_pylist([record("g1", [(0, 0), (1, 1), (2, 2)]), record("g2", [(2, 0)])], schema=WORD_ALIGNMENT_SCHEMA)
     data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=16, alignments=align)
     assert len(data.texts) == 2 and len(data.alignments) == 1  # both groups are the same two texts
@@ -129,7 +157,9 @@ def test_later_record_of_the_same_sentence_pair_wins_and_max_pairs_counts_both(t
 
 
 def test_word_pairs_lookup_is_vectorised_over_rows():
-    pairs = WordPairs(np.array([0 * 5 + 1, 2 * 5 + 0, 4 * 5 + 4]), np.array([0, 2, 3, 6]), np.arange(12, dtype=np.int32).reshape(6, 2), 5)
+    pairs = WordPairs(
+        np.array([0 * 5 + 1, 2 * 5 + 0, 4 * 5 + 4]), np.array([0, 2, 3, 6]), np.arange(12, dtype=np.int32).reshape(6, 2), 5
+    )
     start, count = pairs.lookup(np.array([0, 2, 4, 3, -1, 0]), np.array([1, 0, 4, 3, 1, 5]))
     assert start.tolist() == [0, 2, 3, 0, 0, 0] and count.tolist() == [2, 1, 3, 0, 0, 0]
     assert dict(pairs.items()).keys() == {(0, 1), (2, 0), (4, 4)}

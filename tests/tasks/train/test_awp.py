@@ -15,7 +15,11 @@ from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.train.config import TrainConfig
 from tasks.train.data import BatchPlan, build_training_data, step_draws_rng
 from tasks.train.model import DualEncoder, VocabularyHead, load_transformer
-from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionConfig, AlignedWordPredictionLoss, sampled_vocabulary
+from tasks.train.objectives.aligned_word_prediction import (
+    AlignedWordPredictionConfig,
+    AlignedWordPredictionLoss,
+    sampled_vocabulary,
+)
 from tasks.train.objectives.base import Chunk, Side, TrainContext
 
 # one-to-one alignments (English word, Swahili word), so that both directions name one target per masked word
@@ -60,7 +64,9 @@ def awp_loss(ctx, batch, objective) -> torch.Tensor:
     langs = torch.from_numpy(batch.lang_ids)
 
     def side(view: int) -> Side:
-        return Side(torch.zeros(b, 1, 4, requires_grad=True), torch.ones(b, 1), torch.zeros(b, 1), torch.zeros(b, 1), langs[:, view])
+        return Side(
+            torch.zeros(b, 1, 4, requires_grad=True), torch.ones(b, 1), torch.zeros(b, 1), torch.zeros(b, 1), langs[:, view]
+        )
 
     return objective(ctx, Chunk(batch, side(1), side(0), b, objective.normaliser(ctx.data, batch)))
 
@@ -72,14 +78,19 @@ def hand_loss(data, model, head, batch) -> float:
     for row in range(batch.size):
         sw, en = int(batch.text_ids[row, 1]), int(batch.text_ids[row, 0])
         pairs = [tuple(p) for p in batch.pairs[row].tolist() if p[0] >= 0]
-        for src, tgt, word_pairs, lang in ((sw, en, pairs, batch.lang_ids[row, 1]), (en, sw, [(u, w) for w, u in pairs], batch.lang_ids[row, 0])):
+        for src, tgt, word_pairs, lang in (
+            (sw, en, pairs, batch.lang_ids[row, 1]),
+            (en, sw, [(u, w) for w, u in pairs], batch.lang_ids[row, 0]),
+        ):
             n = int(data.lengths[src])
             ids = data.token_ids[src, :n].copy()
             src_words = data.word_ids[src, :n]
             for w, _ in word_pairs:
                 ids[src_words == w] = data.mask_id
             with torch.no_grad():
-                hidden, _ = model.token_states(torch.from_numpy(ids)[None], torch.ones(1, n, dtype=torch.long), torch.tensor([lang]))
+                hidden, _ = model.token_states(
+                    torch.from_numpy(ids)[None], torch.ones(1, n, dtype=torch.long), torch.tensor([lang])
+                )
                 log_p = torch.log_softmax(head(hidden[0]), dim=-1)
             for w, u in word_pairs:
                 src_pos = np.flatnonzero(src_words == w)

@@ -23,9 +23,9 @@ from tasks.stage import keyed_config, run_stage, stage_key
 from tasks.train import TRAIN_STAGE
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
+from tasks.train.tiny import LANGS, multiway_rows
 from tasks.train.trainer import Trainer, TrainingStopped, TrainInputs
 from tests.storage.conftest import S3Server, s3_server  # noqa: F401 - the moto fixture, shared
-from tasks.train.tiny import LANGS, multiway_rows
 
 
 def train_config(checkpoint_dir: Path, **overrides) -> TrainConfig:
@@ -42,9 +42,14 @@ def upstream(store: ArtifactStore, tmp_path: Path, tiny_model_dir: Path) -> dict
     texts = tmp_path / "texts"
     texts.mkdir(exist_ok=True)
     for lang in LANGS:
-        (texts / f"{lang}.txt").write_text("\n".join(r["text"] for r in corpus_rows if r["lang"] == lang) + "\n", encoding="utf-8")
+        (texts / f"{lang}.txt").write_text(
+            "\n".join(r["text"] for r in corpus_rows if r["lang"] == lang) + "\n", encoding="utf-8"
+        )
     corpus = CorpusConfig.model_validate(
-        {"sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}], "dev_fraction": 0.2}
+        {
+            "sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}],
+            "dev_fraction": 0.2,
+        }
     )
     corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus, {})
     model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(tiny_model_dir)), {})
@@ -61,7 +66,13 @@ def test_the_location_stays_out_of_the_key():
         TrainConfig.model_validate({"checkpoint_location": "s3"})
 
 
-def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(s3_server: S3Server, tmp_path, tiny_model_dir, caplog, monkeypatch):
+def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(
+    s3_server: S3Server,  # noqa: F811 - the fixture imported above, by name
+    tmp_path,
+    tiny_model_dir,
+    caplog,
+    monkeypatch,
+):
     """Machine A trains to step 3 of 4 and dies (its checkpoint at step 2 is in S3); machine B,
     with no local checkpoints, resumes from S3 and commits the same weights as a run that was
     never killed; the store's checkpoints are gone once the artifact is committed."""
@@ -83,7 +94,9 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(s3_serve
     assert {"step-00000002/model.safetensors", "step-00000002/optimizer.safetensors", "step-00000002/state.json",
             "best-model.safetensors"} <= set(remote.names())  # fmt: skip
     assert not store.is_committed("train", key)
-    assert not [n for n in remote.names() if s3_server.secret.encode() in remote.read(n) or s3_server.key_id.encode() in remote.read(n)]
+    assert not [
+        n for n in remote.names() if s3_server.secret.encode() in remote.read(n) or s3_server.key_id.encode() in remote.read(n)
+    ]
     shutil.rmtree(machine_a)  # the machine is gone, and its disk with it
 
     caplog.set_level(logging.INFO, logger="tasks.train")
@@ -132,10 +145,14 @@ def test_a_kill_mid_upload_leaves_the_previous_store_checkpoint_whole(train_inpu
     mirror = ckpt.StoreCheckpoints(files, tmp_path / "a")
     with caplog.at_level(logging.WARNING, logger="tasks.train.checkpoint"), pytest.raises(TrainingStopped):
         try:
-            Trainer(cfg.model_copy(update={"stop_after": 5}), train_inputs).run(tmp_path / "a-out", tmp_path / "a", on_checkpoint=mirror.upload)
+            Trainer(cfg.model_copy(update={"stop_after": 5}), train_inputs).run(
+                tmp_path / "a-out", tmp_path / "a", on_checkpoint=mirror.upload
+            )
         finally:
             mirror.close()
-    assert "could not upload the checkpoint at step 4" in caplog.text and "ConnectionError: the machine was preempted" in caplog.text
+    assert (
+        "could not upload the checkpoint at step 4" in caplog.text and "ConnectionError: the machine was preempted" in caplog.text
+    )
     assert json.loads(files.read("latest.json"))["step"] == 2
     assert {n.split("/")[0] for n in files.names() if n.startswith("step-")} == {"step-00000002", "step-00000004"}
     assert json.loads((tmp_path / "a" / "latest.json").read_text())["step"] == 4  # the local one went on
@@ -168,7 +185,9 @@ def test_background_uploads_send_each_checkpoint_whole_while_the_trainer_deletes
     mirror = ckpt.StoreCheckpoints(files, tmp_path / "ckpt")
     local = tmp_path / "ckpt"
     try:
-        Trainer(train_config(local, checkpoint_every=1, eval_every=1), train_inputs).run(tmp_path / "out", local, on_checkpoint=mirror.upload)
+        Trainer(train_config(local, checkpoint_every=1, eval_every=1), train_inputs).run(
+            tmp_path / "out", local, on_checkpoint=mirror.upload
+        )
     finally:
         mirror.close()
     assert len(mirror.upload_seconds) == 4 and mirror.failures == 0
@@ -226,7 +245,9 @@ def test_torchrun_workers_upload_from_rank_0(tmp_path, tiny_model_dir, corpus_ta
 
     from tasks.train.launch import launch
 
-    cfg = train_config(tmp_path / "ckpt", steps=2, eval_every=0, checkpoint_every=1, distributed={"nproc_per_node": 2, "backend": "gloo"})
+    cfg = train_config(
+        tmp_path / "ckpt", steps=2, eval_every=0, checkpoint_every=1, distributed={"nproc_per_node": 2, "backend": "gloo"}
+    )
     pq.write_table(corpus_table, tmp_path / "corpus.parquet")
     spec = {"config": cfg.model_dump(mode="json"), "corpus": str(tmp_path / "corpus.parquet"), "alignments": None,
             "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "out"), "checkpoint_dir": str(tmp_path / "ckpt"),

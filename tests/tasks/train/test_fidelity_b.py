@@ -21,10 +21,10 @@ from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import keyed_config
 from tasks.train.config import TrainConfig
-from tasks.train.objectives.multiway_supcon import MultiwaySupConConfig
 from tasks.train.data import build_training_data, one_to_one_pairs
 from tasks.train.objectives import MultiwaySupConLoss
 from tasks.train.objectives.dueam_wmd import DuEAMConfig, DuEAMLoss, sinkhorn_distance
+from tasks.train.objectives.multiway_supcon import MultiwaySupConConfig
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -65,11 +65,17 @@ def test_supcon_paper_form_is_equation_one_summed_over_anchors(boost):
     z, z_orig = toy_rows()
     want = paper_supcon(z, z_orig, tau=0.1, lam=0.5, boost=boost)
     loss = MultiwaySupConLoss(temperature=0.1, positive_boost=boost, regularization=0.5, denominator="paper", reduction="sum")
-    got = loss(torch.tensor(z, dtype=torch.float32), torch.ones(2, 3, dtype=torch.bool), {"z_orig": torch.tensor(z_orig, dtype=torch.float32)})
+    got = loss(
+        torch.tensor(z, dtype=torch.float32),
+        torch.ones(2, 3, dtype=torch.bool),
+        {"z_orig": torch.tensor(z_orig, dtype=torch.float32)},
+    )
     assert abs(float(got) - want) < 1e-4 * max(1.0, abs(want))
     # the former (and still default) form keeps positives in the denominator and averages over the 6 anchors: another number
     khosla = MultiwaySupConLoss(temperature=0.1, positive_boost=boost, regularization=0.5)(
-        torch.tensor(z, dtype=torch.float32), torch.ones(2, 3, dtype=torch.bool), {"z_orig": torch.tensor(z_orig, dtype=torch.float32)}
+        torch.tensor(z, dtype=torch.float32),
+        torch.ones(2, 3, dtype=torch.bool),
+        {"z_orig": torch.tensor(z_orig, dtype=torch.float32)},
     )
     assert abs(float(khosla) - want) > 0.5
 
@@ -77,7 +83,11 @@ def test_supcon_paper_form_is_equation_one_summed_over_anchors(boost):
 def test_supcon_mean_reduction_divides_the_anchor_sum_only():
     """reduction = "mean" is the sum over the 6 anchors / 6; the regulariser is not divided (lambda_paper = 6 x lambda)."""
     z, z_orig = toy_rows()
-    emb, valid, extras = torch.tensor(z, dtype=torch.float32), torch.ones(2, 3, dtype=torch.bool), {"z_orig": torch.tensor(z_orig, dtype=torch.float32)}
+    emb, valid, extras = (
+        torch.tensor(z, dtype=torch.float32),
+        torch.ones(2, 3, dtype=torch.bool),
+        {"z_orig": torch.tensor(z_orig, dtype=torch.float32)},
+    )
     summed = MultiwaySupConLoss(temperature=0.1, regularization=0.0, denominator="paper", reduction="sum")(emb, valid, {})
     mean = MultiwaySupConLoss(temperature=0.1, regularization=0.3, denominator="paper", reduction="mean")(emb, valid, extras)
     regulariser = np.mean(np.sum((z_orig - z).reshape(6, -1) ** 2, axis=1))
@@ -103,7 +113,13 @@ def test_supcon_profiles_say_which_form_they_train_and_defaults_keep_old_keys():
     offline = TrainConfig.model_validate(tomllib.loads((REPO / "configs" / "offline-multiway.toml").read_text())["train"])
     assert (offline.objectives.multiway_supcon.denominator, offline.objectives.multiway_supcon.reduction) == ("khosla", "mean")
     # the defaults reproduce the former loss, so configs that do not name them keep their cache keys
-    assert set(keyed_config(MultiwaySupConConfig(weight=1.0))) == {"weight", "temperature", "positive_boost", "regularization", "anchors"}
+    assert set(keyed_config(MultiwaySupConConfig(weight=1.0))) == {
+        "weight",
+        "temperature",
+        "positive_boost",
+        "regularization",
+        "anchors",
+    }
     assert keyed_config(MultiwaySupConConfig(weight=1.0, denominator="paper"))["denominator"] == "paper"
 
 
@@ -128,7 +144,9 @@ def test_one_to_one_pairs_keeps_the_best_partner_on_both_sides():
     # 4 loses pivot word 3 to 3 and falls back to 4 (a second round of the vectorised matching)
     assert pairs[one_to_one_pairs(pairs, scores)].tolist() == [[0, 1], [1, 2], [3, 3], [4, 4]]
     # sentence pairs are matched independently: the same word indices in another sentence pair do not compete
-    both = one_to_one_pairs(np.concatenate([pairs, pairs[::-1]]), np.concatenate([scores, scores[::-1]]), np.repeat([0, 1], len(pairs)))
+    both = one_to_one_pairs(
+        np.concatenate([pairs, pairs[::-1]]), np.concatenate([scores, scores[::-1]]), np.repeat([0, 1], len(pairs))
+    )
     assert both.tolist() == [*one_to_one_pairs(pairs, scores).tolist(), *one_to_one_pairs(pairs, scores)[::-1].tolist()]
     rng = np.random.default_rng(0)
     for _ in range(200):
@@ -146,7 +164,10 @@ def test_training_data_word_pairs_are_one_to_one_by_score(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     texts = {"eng_Latn": "the river city bright", "fra_Latn": "la rivière ville claire"}
     corpus = pa.Table.from_pylist(
-        [{"id": f"g1:{lang}", "group_id": "g1", "lang": lang, "text": t, "split": "train", "source": "t"} for lang, t in texts.items()],
+        [
+            {"id": f"g1:{lang}", "group_id": "g1", "lang": lang, "text": t, "split": "train", "source": "t"}
+            for lang, t in texts.items()
+        ],
         schema=CORPUS_SCHEMA,
     )
     links = [  # (fra word, eng word, score), as the aligner wrote them: fra -> eng
@@ -180,7 +201,13 @@ def exact_wmd(x: np.ndarray, y: np.ndarray) -> float:
         return float(cost[r, c].mean())
     rows = np.kron(np.eye(a), np.ones((1, b)))  # sum_j P_ij = 1/a
     cols = np.kron(np.ones((1, a)), np.eye(b))  # sum_i P_ij = 1/b
-    res = linprog(cost.ravel(), A_eq=np.vstack([rows, cols]), b_eq=np.r_[np.full(a, 1 / a), np.full(b, 1 / b)], bounds=(0, None), method="highs")
+    res = linprog(
+        cost.ravel(),
+        A_eq=np.vstack([rows, cols]),
+        b_eq=np.r_[np.full(a, 1 / a), np.full(b, 1 / b)],
+        bounds=(0, None),
+        method="highs",
+    )
     assert res.success
     return float(res.fun)
 
@@ -220,7 +247,11 @@ def test_sinkhorn_wmd_bounds_the_exact_wmd_and_the_default_is_within_one_percent
     former = sinkhorn_distance(x, x_mask, y, y_mask, epsilon=0.05, iterations=50).double().numpy()  # the former default
     assert float((former / exact - 1).mean()) > 0.03
     config = DuEAMConfig(weight=1.0)
-    default = sinkhorn_distance(x, x_mask, y, y_mask, epsilon=config.sinkhorn_epsilon, iterations=config.sinkhorn_iterations).double().numpy()
+    default = (
+        sinkhorn_distance(x, x_mask, y, y_mask, epsilon=config.sinkhorn_epsilon, iterations=config.sinkhorn_iterations)
+        .double()
+        .numpy()
+    )
     assert np.abs(default / exact - 1).max() < 0.01
     loss = DuEAMLoss()
     assert (loss.epsilon, loss.iterations) == (config.sinkhorn_epsilon, config.sinkhorn_iterations)

@@ -85,8 +85,16 @@ def inputs(tiny_model_dir, corpus_table, alignment_table):
 
 def test_trainer_warms_up_from_zero_lr(inputs):
     cfg = TrainConfig.model_validate(
-        {"steps": 4, "batch_size": 8, "views": 2, "max_length": 24, "optimizer": {"lr": 1e-3}, "torch_threads": 1,
-         "schedule": {"kind": "linear", "warmup_steps": 2}, "objectives": {"translation_ranking": {"weight": 1.0}}}  # fmt: skip
+        {
+            "steps": 4,
+            "batch_size": 8,
+            "views": 2,
+            "max_length": 24,
+            "optimizer": {"lr": 1e-3},
+            "torch_threads": 1,
+            "schedule": {"kind": "linear", "warmup_steps": 2},
+            "objectives": {"translation_ranking": {"weight": 1.0}},
+        }  # fmt: skip
     )
     trainer = Trainer(cfg, inputs)
     lrs = []

@@ -42,7 +42,9 @@ def test_the_old_pooling_name_is_refused_naming_the_field_and_its_new_name():
 
     from tasks.train.config import TrainConfig
 
-    with pytest.raises(ValidationError, match="pooling\n.*'cls_before_pooler' was renamed: write pooling = 'cls' \\(the first token"):
+    with pytest.raises(
+        ValidationError, match="pooling\n.*'cls_before_pooler' was renamed: write pooling = 'cls' \\(the first token"
+    ):
         TrainConfig.model_validate({"pooling": "cls_before_pooler"})
     # the pooler output cannot be saved as the sentence-transformers folder the train artifact is: refused before training
     with pytest.raises(ValidationError, match="pooling\n.*'pooler'.*cannot be trained.*sentence-transformers"):
@@ -50,7 +52,7 @@ def test_the_old_pooling_name_is_refused_naming_the_field_and_its_new_name():
 
 
 def test_cls_keeps_the_key_cls_before_pooler_had_and_mean_its_own():
-    """"cls" computes what "cls_before_pooler" did (the first token): same cache key, so WACSE/DAP
+    """ "cls" computes what "cls_before_pooler" did (the first token): same cache key, so WACSE/DAP
     artifacts stay valid; an artifact of the old "cls" (the pooler output) is never reused for it."""
     from tasks.stage import keyed_config
     from tasks.train.config import TrainConfig

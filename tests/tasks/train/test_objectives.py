@@ -51,7 +51,6 @@ def test_supcon_matches_the_formula_and_survives_rows_without_positives():
     assert torch.isfinite(boosted)
 
 
-
 def test_supcon_with_pivot_anchors_only_averages_over_view_zero():
     torch.manual_seed(2)
     emb = unit(torch.randn(4, 3, 8))
@@ -67,6 +66,7 @@ def test_supcon_with_pivot_anchors_only_averages_over_view_zero():
     assert not torch.isclose(got, every)  # the other views' anchors are left out
     with pytest.raises(ValueError, match="anchors"):
         MultiwaySupConLoss(anchors="english")
+
 
 def test_sinkhorn_approaches_the_exact_transport_cost():
     x = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]])
@@ -90,7 +90,16 @@ def test_dueam_trains_on_the_chosen_pairs(pairs):
     offsets = torch.where(partner >= 0, partner - torch.arange(5.0), torch.tensor(float("nan")))
     wmd_par, wmd_mis = torch.rand(5), torch.rand(5)
     wmd_mis[4] = float("nan")  # row 4 has no partner
-    extras = {"wmd": torch.stack([wmd_par if pairs != "random" else torch.full((5,), float("nan")), wmd_mis if pairs != "parallel" else torch.full((5,), float("nan")), offsets], 1)}
+    extras = {
+        "wmd": torch.stack(
+            [
+                wmd_par if pairs != "random" else torch.full((5,), float("nan")),
+                wmd_mis if pairs != "parallel" else torch.full((5,), float("nan")),
+                offsets,
+            ],
+            1,
+        )
+    }
     got = DuEAMLoss(cosine_weight=0.5, pairs=pairs)(emb, torch.ones(5, 2, dtype=torch.bool), extras)
     src, tgt = emb[:, 1], emb[:, 0]
     a_terms, b_terms = [], []

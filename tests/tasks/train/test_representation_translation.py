@@ -34,7 +34,13 @@ def batch_and_sides(encoder: DualEncoder, step: int = 3) -> tuple[StepBatch, Sim
     def side(lens: torch.Tensor, lang: int) -> Side:
         mask = (torch.arange(WIDTH)[None, :] < lens[:, None]).long()
         ids = torch.randint(5, vocab, (ROWS, WIDTH), generator=g) * mask
-        return Side(torch.randn(ROWS, WIDTH, encoder.hidden_size, generator=g), mask, ids, torch.full((ROWS, WIDTH), -1), torch.full((ROWS,), lang))
+        return Side(
+            torch.randn(ROWS, WIDTH, encoder.hidden_size, generator=g),
+            mask,
+            ids,
+            torch.full((ROWS, WIDTH), -1),
+            torch.full((ROWS,), lang),
+        )
 
     pivot, other = side(lengths[:ROWS], 0), side(lengths[ROWS:], 2)
     text_ids = np.stack([np.arange(ROWS), np.arange(ROWS, 2 * ROWS)], axis=1)
@@ -51,7 +57,9 @@ def context(encoder: DualEncoder, data) -> TrainContext:
 def cross_entropy_sum(head: RepresentationTranslationHead, source: Side, target: Side, rows: np.ndarray) -> torch.Tensor:
     """By hand: the head reads `source` rows, every real token of `target` rows but the first (CLS) is a label."""
     r = torch.from_numpy(np.flatnonzero(rows))
-    logits = head(source.hidden[r], source.attention_mask[r], target.attention_mask[r], None, source.lang_ids[r], target.lang_ids[r])
+    logits = head(
+        source.hidden[r], source.attention_mask[r], target.attention_mask[r], None, source.lang_ids[r], target.lang_ids[r]
+    )
     labels = target.input_ids[r].masked_fill(target.attention_mask[r] == 0, -100)[:, 1:]
     return nn.functional.cross_entropy(logits[:, 1:].flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
 
@@ -61,7 +69,9 @@ def test_both_sends_about_half_of_the_rows_each_way_and_every_slice_agrees():
     batch = StepBatch(text_ids, np.zeros((64, 2), dtype=np.int64), np.full((64, 1, 2), -1, dtype=np.int32), 5)
     flags = rows_to_pivot(batch, "both")
     assert 16 <= flags.sum() <= 48
-    np.testing.assert_array_equal(np.concatenate([rows_to_pivot(batch.rows(0, 20), "both"), rows_to_pivot(batch.rows(20, 64), "both")]), flags)
+    np.testing.assert_array_equal(
+        np.concatenate([rows_to_pivot(batch.rows(0, 20), "both"), rows_to_pivot(batch.rows(20, 64), "both")]), flags
+    )
     later = StepBatch(*[getattr(batch, f) for f in ("text_ids", "lang_ids", "pairs")], 6)
     assert (rows_to_pivot(later, "both") != flags).all()  # the next step sends each row the other way
     assert rows_to_pivot(batch, "to_pivot").all() and not rows_to_pivot(batch, "from_pivot").any()
@@ -98,7 +108,9 @@ def test_chunks_of_a_both_batch_add_up_to_the_whole_batch(encoder):
 
     with torch.no_grad():
         whole = loss(ctx, Chunk(batch, other, pivot, ROWS, norm))
-        parts = sum(loss(ctx, Chunk(batch.rows(a, b), cut(other, a, b), cut(pivot, a, b), ROWS, norm)) for a, b in ((0, 5), (5, ROWS)))
+        parts = sum(
+            loss(ctx, Chunk(batch.rows(a, b), cut(other, a, b), cut(pivot, a, b), ROWS, norm)) for a, b in ((0, 5), (5, ROWS))
+        )
     torch.testing.assert_close(parts, whole)
 
 

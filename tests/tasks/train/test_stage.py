@@ -29,7 +29,10 @@ def corpus_and_base_model(tmp_path, tiny_model_dir) -> tuple[ArtifactStore, dict
         lines = [r["text"] for r in corpus_rows if r["lang"] == lang]
         (texts / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     corpus_config = CorpusConfig.model_validate(
-        {"sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}], "dev_fraction": 0.2}
+        {
+            "sources": [{"name": "synthetic", "kind": "text", "files": {lang: str(texts / f"{lang}.txt") for lang in LANGS}}],
+            "dev_fraction": 0.2,
+        }
     )
     corpus_ref, _ = run_stage(store, CORPUS_STAGE, corpus_config, {})
     model_ref, _ = run_stage(store, BASE_MODEL_STAGE, BaseModelConfig(source="local", model=str(tiny_model_dir)), {})
@@ -94,7 +97,9 @@ def test_config_rejects_no_objective_and_unknown_keys():
 def test_distribution_settings_stay_out_of_the_key_at_dropout_zero():
     from tasks.stage import keyed_config
 
-    a = TrainConfig.model_validate({"dropout": 0.0, "grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"})
+    a = TrainConfig.model_validate(
+        {"dropout": 0.0, "grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"}
+    )
     b = TrainConfig.model_validate({"dropout": 0.0})
     assert keyed_config(a) == keyed_config(b)
 
@@ -124,7 +129,9 @@ def test_a_switched_off_objectives_options_stay_out_of_the_key():
     from tasks.stage import keyed_config
 
     plain = TrainConfig.model_validate({})
-    inert = TrainConfig.model_validate({"objectives": {"representation_translation": {"weight": 0.0, "target_vocab_only": True, "layers": 4}}})
+    inert = TrainConfig.model_validate(
+        {"objectives": {"representation_translation": {"weight": 0.0, "target_vocab_only": True, "layers": 4}}}
+    )
     assert keyed_config(plain) == keyed_config(inert)
     assert set(keyed_config(plain)["objectives"]) == {"translation_ranking"}
     live = TrainConfig.model_validate({"objectives": {"representation_translation": {"weight": 0.1, "layers": 4}}})

@@ -87,7 +87,9 @@ def step_gradient(cfg: TrainConfig, inputs: TrainInputs, step: int = 0) -> torch
     whose first update is about lr * sign(gradient) and hides most differences)."""
     trainer = Trainer(cfg, inputs)
     trainer.backward_step(step)
-    return torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device) for p in trainer.params])
+    return torch.cat(
+        [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device) for p in trainer.params]
+    )
 
 
 def test_grad_cache_gives_the_plain_step_gradient_at_dropout_zero(inputs):
@@ -139,7 +141,9 @@ def test_a_stop_request_ends_the_step_keeps_it_as_a_checkpoint_and_resumes_to_id
     full, _ = run(cfg, inputs, tmp_path, "full")
     polls = []
     stopped = Trainer(cfg, inputs, should_stop=lambda: polls.append(1) or len(polls) >= 3)
-    with pytest.raises(Interrupted, match=r"^train: stopped at step 2 of 4; checkpoint at step 2 kept in .*; rerun resumes from it$"):
+    with pytest.raises(
+        Interrupted, match=r"^train: stopped at step 2 of 4; checkpoint at step 2 kept in .*; rerun resumes from it$"
+    ):
         stopped.run(tmp_path / "stopped" / "out", tmp_path / "stopped" / "ckpt")
     assert json.loads((tmp_path / "stopped" / "ckpt" / "latest.json").read_text())["step"] == 2
     resumed, _ = run(cfg, inputs, tmp_path, "stopped")
@@ -225,7 +229,9 @@ def test_a_non_finite_loss_read_steps_later_still_stops_before_any_checkpoint_of
     assert isinstance(values["loss"], torch.Tensor) and values["loss"].dim() == 0  # not read by the step
     trainer = Trainer(cfg, inputs)
     calls["n"] = 0
-    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 5 \(parts: \{'translation_ranking': nan\}\).*last good checkpoint"):
+    with pytest.raises(
+        NonFiniteLossError, match=r"loss is nan at step 5 \(parts: \{'translation_ranking': nan\}\).*last good checkpoint"
+    ):
         trainer.run(tmp_path / "out", tmp_path / "ckpt")
     assert calls["n"] == 6  # step 6 ran before the loss of step 5 was read
     latest = json.loads((tmp_path / "ckpt" / "latest.json").read_text())
@@ -254,7 +260,9 @@ def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, 
         torch.testing.assert_close(ddp[k], v, atol=2e-5, rtol=1e-4, msg=k)
 
 
-def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(tmp_path, tiny_model_dir, corpus_table, alignment_table):
+def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(
+    tmp_path, tiny_model_dir, corpus_table, alignment_table
+):
     """The workers run in their own process group; `launch` asks them through a file, they agree
     on the step (all-reduce) and rank 0 says where it stopped."""
     import pyarrow.parquet as pq
@@ -262,14 +270,19 @@ def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(tmp_pa
     from tasks.stop import STOP
     from tasks.train.launch import launch
 
-    cfg = config(steps=500, eval_every=0, checkpoint_every=1000, batch_size=8, distributed={"nproc_per_node": 2, "backend": "gloo"})
+    cfg = config(
+        steps=500, eval_every=0, checkpoint_every=1000, batch_size=8, distributed={"nproc_per_node": 2, "backend": "gloo"}
+    )
     pq.write_table(corpus_table, tmp_path / "corpus.parquet")
     spec = {"config": cfg.model_dump(mode="json"), "corpus": str(tmp_path / "corpus.parquet"), "alignments": None,
             "base_dir": str(tiny_model_dir), "out_dir": str(tmp_path / "out"), "checkpoint_dir": str(tmp_path / "ckpt")}  # fmt: skip
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     STOP.set()
     try:
-        with pytest.raises(Interrupted, match=r"^train: stopped (before step 1 of 500; no checkpoint yet|at step \d+ of 500; checkpoint at step \d+ kept)"):
+        with pytest.raises(
+            Interrupted,
+            match=r"^train: stopped (before step 1 of 500; no checkpoint yet|at step \d+ of 500; checkpoint at step \d+ kept)",
+        ):
             launch(tmp_path / "spec.json", nproc=2, timeout_s=300)
     finally:
         STOP.clear()
@@ -314,7 +327,11 @@ def test_progress_lines_name_step_losses_lr_speed_and_eta(inputs, tmp_path):
     cfg = config(steps=4, log_every=2, objectives={k: ALL[k] for k in ("translation_ranking", "word_translation_ranking")})
     Trainer(cfg, inputs).run(tmp_path / "out", tmp_path / "ckpt", progress=progress)
     assert progress.expected == (4, "steps", 0) and progress.advanced == 4
-    assert [line.split(" · ")[0] for line in progress.lines] == ["train: step 1/4 (25%)", "train: step 2/4 (50%)", "train: step 4/4 (100%)"]
+    assert [line.split(" · ")[0] for line in progress.lines] == [
+        "train: step 1/4 (25%)",
+        "train: step 2/4 (50%)",
+        "train: step 4/4 (100%)",
+    ]
     line = progress.lines[-1]
     assert "loss " in line and "(translation_ranking " in line and "word_translation_ranking " in line
     assert " · lr " in line and " examples/s · " in line and "ETA 0:00:00" in line
@@ -356,7 +373,11 @@ def _plugin_events(logdir):
             at += 12 + length + 4
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name:
-                    found[value.metadata.plugin_data.plugin_name] = found.get(value.metadata.plugin_data.plugin_name, b"") + value.metadata.plugin_data.content + value.tag.encode()
+                    found[value.metadata.plugin_data.plugin_name] = (
+                        found.get(value.metadata.plugin_data.plugin_name, b"")
+                        + value.metadata.plugin_data.content
+                        + value.tag.encode()
+                    )
     return found
 
 

@@ -23,7 +23,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     (base / "kk.txt").write_text("".join(f"{i} сөйлем\n" for i in range(len(SENTENCES))), encoding="utf-8")
     store = ArtifactStore(base / "store")
     corpus = CorpusConfig.model_validate(
-        {"sources": [{"name": "mono", "kind": "text", "files": {"en": str(base / "en.txt"), "kk": str(base / "kk.txt")}}], "dev_fraction": 0.3}
+        {
+            "sources": [{"name": "mono", "kind": "text", "files": {"en": str(base / "en.txt"), "kk": str(base / "kk.txt")}}],
+            "dev_fraction": 0.3,
+        }
     )
     _, corpus_manifest = run_stage(store, CORPUS_STAGE, corpus, {})
     _, model_manifest = run_stage(store, TRANSLATE_MODEL_STAGE, TranslateModelConfig.model_validate(TINY), {})

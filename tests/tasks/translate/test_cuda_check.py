@@ -36,7 +36,9 @@ def test_a_gpu_machine_with_cuda_13_only_is_refused_naming_cublas_12_and_the_fix
 
 def test_torch_sees_a_gpu_that_ctranslate2_does_not_count() -> None:
     cpu_build = machine(torch_gpus=2, ct2_gpus=0, cublas_loads=True)
-    with pytest.raises(CudaUnavailableError, match="counts 0 CUDA devices where torch sees 2; it loads libcublas.so.12 but finds no device"):
+    with pytest.raises(
+        CudaUnavailableError, match="counts 0 CUDA devices where torch sees 2; it loads libcublas.so.12 but finds no device"
+    ):
         resolve_translate_device("auto", cpu_build)
 
 

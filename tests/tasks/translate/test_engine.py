@@ -71,7 +71,12 @@ def test_plan_batches_packs_greedily() -> None:
 def test_real_batched_translation_equals_one_by_one(model_dir: Path) -> None:
     """Order restored on the real model: batched = each sentence alone (float32, greedy)."""
     tokenizer = NllbTokenizer(model_dir / "tokenizer" / "tokenizer.json")
-    texts = ["A short one.", "A much longer sentence about rivers, towns and bridges in the north.", "Mid length text here.", "Hi"]
+    texts = [
+        "A short one.",
+        "A much longer sentence about rivers, towns and bridges in the north.",
+        "Mid length text here.",
+        "Hi",
+    ]
     sources = tokenizer.encode(texts, "eng_Latn", 512)
     prefixes = [["fra_Latn"], ["hin_Deva"], ["jpn_Jpan"], ["deu_Latn"]]
     translator = get_translator(model_dir / "ctranslate2", "cpu", "float32")

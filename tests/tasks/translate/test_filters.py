@@ -5,12 +5,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.translate.config import QualityFilters
 from tasks.corpus.config import LidFilter
-from tasks.translate.filters import EMPTY, IDENTICAL, LENGTH_RATIO, LID_LOW_CONFIDENCE, LID_MISMATCH, OK, REPETITION, WRONG_SCRIPT, longest_runs, loops, quality_reasons, script_shares
+from tasks.translate.config import QualityFilters
+from tasks.translate.filters import (
+    EMPTY,
+    IDENTICAL,
+    LENGTH_RATIO,
+    LID_LOW_CONFIDENCE,
+    LID_MISMATCH,
+    OK,
+    REPETITION,
+    WRONG_SCRIPT,
+    longest_runs,
+    loops,
+    quality_reasons,
+    script_shares,
+)
 from tasks.translate.languages import NLLB_LANGUAGE_CODES, SCRIPT_UNICODE, nllb_code, script_pattern
 
-ALL_OFF = QualityFilters(drop_identical=False, repetition_max_ngram=None, min_length_ratio=None, max_length_ratio=None, min_script_share=None)
+ALL_OFF = QualityFilters(
+    drop_identical=False, repetition_max_ngram=None, min_length_ratio=None, max_length_ratio=None, min_script_share=None
+)
 
 
 def reasons(outputs, langs, filters, sources=None, source_ids=None, output_ids=None):  # noqa: ANN001, ANN201
@@ -30,7 +45,13 @@ def test_identical_ignores_case_spacing_punctuation_and_unicode_forms() -> None:
     differs from its source only in case, spacing, punctuation or compatibility forms is a copy;
     one digit of difference is not."""
     filters = ALL_OFF.model_copy(update={"drop_identical": True})
-    out = ["the  cat sat on the MAT.", "Le chat s'est assis.", "The cat sat on the mat", "«The cat» sat on the ｍａｔ!", "The cat sat on 2 mats."]
+    out = [
+        "the  cat sat on the MAT.",
+        "Le chat s'est assis.",
+        "The cat sat on the mat",
+        "«The cat» sat on the ｍａｔ!",
+        "The cat sat on 2 mats.",
+    ]
     assert reasons(out, ["fra_Latn"] * 5, filters) == [IDENTICAL, OK, IDENTICAL, IDENTICAL, OK]
     assert reasons(out, ["fra_Latn"] * 5, ALL_OFF) == [OK] * 5
 
@@ -91,7 +112,9 @@ def test_wrong_script_drops_below_threshold_and_passes_text_without_letters() ->
 
 def test_first_failing_reason_wins() -> None:
     filters = QualityFilters(min_length_ratio=0.5, min_script_share=0.5)
-    got = reasons(["", "The cat sat on the mat.", "猫"], ["fra_Latn", "fra_Latn", "fra_Latn"], filters, output_ids=[[], [1] * 10, [1]])
+    got = reasons(
+        ["", "The cat sat on the mat.", "猫"], ["fra_Latn", "fra_Latn", "fra_Latn"], filters, output_ids=[[], [1] * 10, [1]]
+    )
     assert got == [EMPTY, IDENTICAL, LENGTH_RATIO]
 
 
@@ -104,11 +127,12 @@ def test_every_nllb_language_has_a_script_pattern() -> None:
 
 
 def test_zero_switches_a_filter_off_as_toml_has_no_null() -> None:
-    zeros = QualityFilters(drop_identical=False, repetition_max_ngram=0, min_length_ratio=0, max_length_ratio=0, min_script_share=0)
+    zeros = QualityFilters(
+        drop_identical=False, repetition_max_ngram=0, min_length_ratio=0, max_length_ratio=0, min_script_share=0
+    )
     out = ["la la la la la la", "x", "Это"]
     got = reasons(out, ["hin_Deva"] * 3, zeros, source_ids=[[1] * 10] * 3, output_ids=[[7] * 8, [1], [1] * 100])
     assert got == [OK, OK, OK]
-
 
 
 def test_lid_drops_off_target_translations_after_the_other_filters() -> None:

@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 import pytest
 
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.translate.config import TranslateConfig
 from tasks.stage import ShardSpec
+from tasks.translate.config import TranslateConfig
 from tasks.translate.stage import shard_source_rows, source_group_ids
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from translate_testing import SENTENCES, Setup, run_translate, translate_config
 
 from storage import ArtifactStore
 from tasks.publish.dataset import export_dataset
@@ -15,10 +16,14 @@ from tasks.translate import engine
 from tasks.translate import stage as translate_stage_module
 from tasks.translate.report import SAMPLES_PER_OUTCOME
 
-from translate_testing import SENTENCES, Setup, run_translate, translate_config
-
 TARGETS = ["fra_Latn", "deu_Latn", "jpn_Jpan"]
-FILTERS = {"drop_identical": True, "repetition_max_ngram": 0, "min_length_ratio": 0, "max_length_ratio": 0, "min_script_share": 0.5}
+FILTERS = {
+    "drop_identical": True,
+    "repetition_max_ngram": 0,
+    "min_length_ratio": 0,
+    "max_length_ratio": 0,
+    "min_script_share": 0.5,
+}
 
 
 def fake_translations(monkeypatch: pytest.MonkeyPatch, store: ArtifactStore, setup: Setup) -> None:
@@ -46,10 +51,14 @@ def report_of(store: ArtifactStore, key: str, name: str) -> str:
     return (Path(store.artifact_dir("translate", key)) / "files" / "report" / name).read_text(encoding="utf-8")
 
 
-def test_report_shows_drops_per_language_and_samples_with_the_reason(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_shows_drops_per_language_and_samples_with_the_reason(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = setup.store(tmp_path)
     fake_translations(monkeypatch, store, setup)
-    manifest, table = run_translate(store, setup, translate_config(targets=TARGETS, filters=FILTERS, min_rows_per_group=1, shard_rows=5))
+    manifest, table = run_translate(
+        store, setup, translate_config(targets=TARGETS, filters=FILTERS, min_rows_per_group=1, shard_rows=5)
+    )
     n = len(SENTENCES)
     empty, identical = len(range(0, n, 3)), len(range(0, n, 2))
     assert manifest.metrics["dropped_by_lang"] == {
@@ -72,7 +81,9 @@ def test_report_shows_drops_per_language_and_samples_with_the_reason(setup: Setu
     assert outcomes == ["kept"] * SAMPLES_PER_OUTCOME + ["empty_translation"] * SAMPLES_PER_OUTCOME
     for line in french:  # each sample shows its source sentence and what the model made of it
         i = next(i for i, s in enumerate(SENTENCES) if s in line)
-        assert ("| empty_translation |" in line) == (i % 3 == 0) and ("Une phrase" in line) == (i % 3 != 0)  # (the tiny vocabulary has no digits)
+        assert ("| empty_translation |" in line) == (i % 3 == 0) and ("Une phrase" in line) == (
+            i % 3 != 0
+        )  # (the tiny vocabulary has no digits)
     assert "| wrong_script |" in section["jpn_Jpan"] and "| kept |" not in section["jpn_Jpan"]
     html = report_of(store, manifest.key, "report.html")
     assert html.startswith("<!DOCTYPE html>") and "<h3>deu_Latn</h3>" in html and "identical_to_source" in html
@@ -82,7 +93,9 @@ def test_samples_do_not_depend_on_the_sharding(setup: Setup, tmp_path: Path, mon
     store = setup.store(tmp_path)
     fake_translations(monkeypatch, store, setup)
     small, _ = run_translate(store, setup, translate_config(targets=TARGETS, filters=FILTERS, min_rows_per_group=1, shard_rows=4))
-    large, _ = run_translate(store, setup, translate_config(targets=TARGETS, filters=FILTERS, min_rows_per_group=1, shard_rows=100))
+    large, _ = run_translate(
+        store, setup, translate_config(targets=TARGETS, filters=FILTERS, min_rows_per_group=1, shard_rows=100)
+    )
     assert len(small.shards) > 1 and len(large.shards) == 1
     samples = [report_of(store, m.key, "report.md").split("## Per target language", 1)[1] for m in (small, large)]
     assert samples[0] == samples[1]
@@ -90,7 +103,9 @@ def test_samples_do_not_depend_on_the_sharding(setup: Setup, tmp_path: Path, mon
     assert per_shard.num_rows <= SAMPLES_PER_OUTCOME * 2 * len(TARGETS)
 
 
-def test_export_of_a_translate_artifact_names_model_settings_and_machine_rows(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_of_a_translate_artifact_names_model_settings_and_machine_rows(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import datasets
 
     store = setup.store(tmp_path)
@@ -120,7 +135,14 @@ def test_the_report_is_the_same_bytes_whatever_the_run_took() -> None:
     from tasks.translate.report import build_report, merge_samples
 
     config = translate_config(targets=TARGETS, filters=FILTERS)
-    metrics = {"model": "m", "translations_requested": 4, "translations_kept": 3, "groups": 2, "device": "cpu", "compute_type": "int8"}
+    metrics = {
+        "model": "m",
+        "translations_requested": 4,
+        "translations_kept": 3,
+        "groups": 2,
+        "device": "cpu",
+        "compute_type": "int8",
+    }
     fast, slow = ({**metrics, "translate_seconds": s, "tokens_per_second": 1000 / s} for s in (1.25, 97.5))
     reports = [build_report(config, "0" * 64, m, {"wrong_script": 1}, merge_samples([])) for m in (fast, slow)]
     assert reports[0].html == reports[1].html and reports[0].markdown == reports[1].markdown

@@ -14,19 +14,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pydantic import ValidationError
+from translate_testing import NO_FILTERS, POOL, SENTENCES, Setup, run_translate, translate_config
 
 from flows.stages import stage_registry
 from storage import ArtifactStore
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import EmptyOutputError, run_shard, run_stage, stage_key
-from tasks.translate import TRANSLATE_MODEL_STAGE, TRANSLATE_STAGE
-from tasks.translate import engine
+from tasks.translate import TRANSLATE_MODEL_STAGE, TRANSLATE_STAGE, engine
 from tasks.translate import stage as translate_stage_module
 from tasks.translate.config import TranslateConfig, TranslateModelConfig
 from tasks.translate.layout import multiway_layout
 from tasks.translate.model_stage import TranslationModelError
-
-from translate_testing import NO_FILTERS, POOL, SENTENCES, Setup, run_translate, translate_config
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -198,8 +196,17 @@ def test_filters_count_every_drop_in_the_manifest(setup: Setup, tmp_path: Path, 
     tokenizer = engine.NllbTokenizer(translator_dir / "tokenizer" / "tokenizer.json")
     SENTENCES_BY_TOKENS = {tuple(t): s for s, t in zip(SENTENCES, tokenizer.encode(SENTENCES, "eng_Latn", 512))}
     monkeypatch.setattr(translate_stage_module, "translate_tokens", fake)
-    filters = {"drop_identical": True, "repetition_max_ngram": 3, "repetition_min_repeats": 4, "min_length_ratio": 0.2, "max_length_ratio": 5.0, "min_script_share": 0.5}
-    config = translate_config(targets=["fra_Latn", "deu_Latn", "spa_Latn", "jpn_Jpan", "zho_Hans", "hin_Deva"], filters=filters, shard_rows=100)
+    filters = {
+        "drop_identical": True,
+        "repetition_max_ngram": 3,
+        "repetition_min_repeats": 4,
+        "min_length_ratio": 0.2,
+        "max_length_ratio": 5.0,
+        "min_script_share": 0.5,
+    }
+    config = translate_config(
+        targets=["fra_Latn", "deu_Latn", "spa_Latn", "jpn_Jpan", "zho_Hans", "hin_Deva"], filters=filters, shard_rows=100
+    )
     manifest, table = run_translate(store, setup, config)
     # every other row's outputs are Latin-script French: wrong script for jpn/zho/hin
     others = len(SENTENCES) - 1
@@ -212,7 +219,6 @@ def test_filters_count_every_drop_in_the_manifest(setup: Setup, tmp_path: Path, 
     }
     first = groups_of(table)[table["group_id"][0].as_py()]
     assert list(first) == ["eng_Latn", "hin_Deva"]
-
 
 
 def test_lid_drops_are_counted_per_target_language(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,8 +239,16 @@ def test_lid_drops_are_counted_per_target_language(setup: Setup, tmp_path: Path,
     store = setup.store(tmp_path)
     translator_dir = store.attached_dir("translate_model", setup.model_key)
     monkeypatch.setattr(translate_stage_module, "translate_tokens", fake)
-    filters = {"drop_identical": False, "repetition_max_ngram": None, "min_length_ratio": None, "max_length_ratio": None, "min_script_share": None}
-    config = translate_config(targets=["pol_Latn", "deu_Latn"], filters={**filters, "lid": {"backend": "cld2"}}, shard_rows=100, min_rows_per_group=1)
+    filters = {
+        "drop_identical": False,
+        "repetition_max_ngram": None,
+        "min_length_ratio": None,
+        "max_length_ratio": None,
+        "min_script_share": None,
+    }
+    config = translate_config(
+        targets=["pol_Latn", "deu_Latn"], filters={**filters, "lid": {"backend": "cld2"}}, shard_rows=100, min_rows_per_group=1
+    )
     manifest, table = run_translate(store, setup, config)
     assert manifest.dropped == {"lid_mismatch": 1}
     assert manifest.metrics["dropped_by_lang"] == {"pol_Latn": {"lid_mismatch": 1}}
@@ -245,7 +259,11 @@ def test_lid_drops_are_counted_per_target_language(setup: Setup, tmp_path: Path,
 
 
 def test_group_incomplete_drops_whole_group(setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(translate_stage_module, "translate_tokens", lambda t, sources, prefixes, d, m, progress=None: [[] if i % 2 else ["▁a", "b"] for i in range(len(sources))])
+    monkeypatch.setattr(
+        translate_stage_module,
+        "translate_tokens",
+        lambda t, sources, prefixes, d, m, progress=None: [[] if i % 2 else ["▁a", "b"] for i in range(len(sources))],
+    )
     store = setup.store(tmp_path)
     config = translate_config(targets=["fra_Latn", "deu_Latn"], min_rows_per_group=3, shard_rows=100)
     # the deu translation of every row is empty: each group keeps 2 < 3 rows and goes; an empty
@@ -303,11 +321,15 @@ def test_target_missing_from_the_model_vocabulary_fails_before_compute(setup: Se
     (converted / "shared_vocabulary.json").write_text(json.dumps(vocabulary), encoding="utf-8")
     store = setup.store(tmp_path)
     _, model = run_stage(store, TRANSLATE_MODEL_STAGE, TranslateModelConfig(source="ctranslate2", model=str(converted)), {})
-    assert "hin_Deva" not in json.loads((store.attached_dir("translate_model", model.key) / "model.json").read_text())["languages"]
+    assert (
+        "hin_Deva" not in json.loads((store.attached_dir("translate_model", model.key) / "model.json").read_text())["languages"]
+    )
     with pytest.raises(ValueError, match="'hin_Deva' is not in the vocabulary of translation model 'ct2'"):
         run_stage(store, TRANSLATE_STAGE, translate_config(), {"corpus": setup.corpus_key, "translate_model": model.key})
     assert store.list_manifests("translate") == []
-    run_stage(store, TRANSLATE_STAGE, translate_config(targets=["fra_Latn"]), {"corpus": setup.corpus_key, "translate_model": model.key})
+    run_stage(
+        store, TRANSLATE_STAGE, translate_config(targets=["fra_Latn"]), {"corpus": setup.corpus_key, "translate_model": model.key}
+    )
 
 
 def test_import_of_a_converted_ctranslate2_dir_translates_the_same(setup: Setup, tmp_path: Path, model_dir: Path) -> None:
@@ -315,7 +337,12 @@ def test_import_of_a_converted_ctranslate2_dir_translates_the_same(setup: Setup,
     shutil.copytree(model_dir / "ctranslate2", converted)
     shutil.copy(model_dir / "tokenizer" / "tokenizer.json", converted / "tokenizer.json")
     store = setup.store(tmp_path)
-    _, imported = run_stage(store, TRANSLATE_MODEL_STAGE, TranslateModelConfig(source="ctranslate2", model=str(converted), name="tiny-random-d32-l1-s3"), {})
+    _, imported = run_stage(
+        store,
+        TRANSLATE_MODEL_STAGE,
+        TranslateModelConfig(source="ctranslate2", model=str(converted), name="tiny-random-d32-l1-s3"),
+        {},
+    )
     assert imported.key != setup.model_key
     config = translate_config(k=2)
     _, original = run_translate(store, setup, config)
@@ -329,7 +356,12 @@ def test_pickled_checkpoints_are_refused_unless_allowed(tmp_path: Path) -> None:
     (checkpoint / "config.json").write_text("{}", encoding="utf-8")
     (checkpoint / "pytorch_model.bin").write_bytes(b"not loaded")
     with pytest.raises(TranslationModelError, match="allow_pickle_weights"):
-        run_stage(ArtifactStore(tmp_path / "store"), TRANSLATE_MODEL_STAGE, TranslateModelConfig(source="local", model=str(checkpoint)), {})
+        run_stage(
+            ArtifactStore(tmp_path / "store"),
+            TRANSLATE_MODEL_STAGE,
+            TranslateModelConfig(source="local", model=str(checkpoint)),
+            {},
+        )
 
 
 def test_registered_in_dependency_order() -> None:

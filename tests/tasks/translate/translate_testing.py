@@ -16,7 +16,13 @@ from tasks.translate.config import TranslateConfig
 
 POOL = ["fra_Latn", "deu_Latn", "spa_Latn", "jpn_Jpan", "zho_Hans", "hin_Deva"]
 TINY = {"source": "tiny_random", "tiny": {"seed": 3, "vocab_size": 600, "d_model": 32, "layers": 1, "heads": 2, "ffn_dim": 64}}
-NO_FILTERS = {"drop_identical": False, "repetition_max_ngram": None, "min_length_ratio": None, "max_length_ratio": None, "min_script_share": None}
+NO_FILTERS = {
+    "drop_identical": False,
+    "repetition_max_ngram": None,
+    "min_length_ratio": None,
+    "max_length_ratio": None,
+    "min_script_share": None,
+}
 
 SENTENCES = [
     "The river flows slowly past the old town.",
@@ -77,5 +83,3 @@ def translate_config(**overrides: Any) -> TranslateConfig:
 def run_translate(store: ArtifactStore, setup: Setup, config: TranslateConfig, allow_empty: bool = False) -> tuple[Any, pa.Table]:
     ref, manifest = run_stage(store, TRANSLATE_STAGE, config, setup.input_keys, allow_empty=allow_empty)
     return manifest, store.read_table("translate", manifest.key)
-
-
