@@ -44,6 +44,12 @@ class AlignConfig(StageConfig):
     max_groups: int | None = Field(default=None, ge=1, description="align only the first N groups (stable order)")
     max_words: int = Field(default=128, ge=1, le=4096, description="sentences with more words are dropped")
 
+    def required_extras(self) -> list[tuple[str, str]]:
+        """A backend whose package is an optional extra (eflomal) is checked when the config loads."""
+        from tasks.extras import EXTRAS
+
+        return [(self.backend, f'[align] backend = "{self.backend}"')] if self.backend in EXTRAS else []
+
     def __new__(cls, *args: Any, **data: Any) -> AlignConfig:
         # `AlignConfig(backend=..., ...)` gives the backend's config class, as model_validate does
         # (Python then runs that instance's __init__ with the same arguments: validated once more)

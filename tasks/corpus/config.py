@@ -47,6 +47,10 @@ class LidFilter(StageConfig):
     min_chars: int = Field(default=20, ge=0, description="shorter rows are not checked (LID guesses on short phrases)")
     skip_langs: LangCodes = Field(default_factory=list, description="languages never checked")
 
+    def required_extras(self) -> list[tuple[str, str]]:
+        """fastText is an optional extra: a config that asks for it is checked when it loads."""
+        return [("fasttext", 'lid backend = "fasttext"')] if self.backend == "fasttext" else []
+
     @model_validator(mode="after")
     def _model_fits_backend(self) -> LidFilter:
         if self.backend == "fasttext" and not self.model:

@@ -190,3 +190,36 @@ def test_a_benchmark_needing_a_missing_extra_is_refused_when_the_config_loads(tm
     assert str(caught.value) == (
         f"{config}: evaluate.benchmarks[1]: benchmark kind = \"mteb\" needs mteb, which is not installed: pip install 'xlembed[mteb]'"
     )
+
+
+@pytest.mark.parametrize(
+    "extra, section, where",
+    [
+        ("eflomal", '[align]\nbackend = "eflomal"\n', 'align: [align] backend = "eflomal" needs eflomal'),
+        (
+            "fasttext",
+            '[corpus.filters.lid]\nbackend = "fasttext"\nmodel = "lid.bin"\n',
+            'corpus.filters.lid: lid backend = "fasttext" needs fasttext',
+        ),
+    ],
+)
+def test_a_backend_that_needs_a_missing_extra_is_refused_when_the_config_loads(
+    extra: str, section: str, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not after the stages before it ran: `plan` refuses it, as it does a missing mteb."""
+    import importlib.util
+
+    from flows.config import ConfigError, load_config
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == extra else real_find_spec(name, *a))
+    (tmp_path / "lid.bin").write_bytes(b"not a model")
+    config = tmp_path / f"{extra}.toml"
+    config.write_text(
+        '[pipeline]\nname = "m"\n[corpus]\n[[corpus.sources]]\nname = "x"\nkind = "cldr"\nlangs = ["eng_Latn", "kaz_Cyrl"]\n'
+        + section,
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert where in str(caught.value) and f"pip install 'xlembed[{extra}]'" in str(caught.value)
