@@ -84,7 +84,8 @@ def _head(ref: Ref) -> tuple[str, str]:
 
 
 def relation(source: Ref, destination: Ref) -> Relation:
-    if _head(source) == _head(destination) or (source.key == destination.key and not (source.history and destination.history)):
+    # the same key on both sides agrees, whoever set it when (two stores that built one config)
+    if source.key == destination.key:
         return "same"
     source_ids = {_entry_id(e) for e in source.history}
     destination_ids = {_entry_id(e) for e in destination.history}

@@ -229,3 +229,16 @@ def test_gc_collects_around_a_damaged_manifest(store: ArtifactStore, kit: Any, r
     assert gc.exit_code == 0, gc.output
     assert f"delete embed/{loose.key[:12]}" in gc.output and f"{damaged.key[:12]} kept" in gc.output
     assert store.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
+
+
+def test_refs_set_independently_to_the_same_key_agree(local_root: str, s3_root: str, kit: Any) -> None:
+    """Two stores that built one config each point their ref at the same key: a push merges the
+    histories and refuses nothing."""
+    local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
+    built = kit.build(local, config={"v": 1})
+    kit.build(remote, config={"v": 1})
+    local.set_ref("demo", "embed", built.key, note="built here")
+    remote.set_ref("demo", "embed", built.key, note="built there")
+    result = copy_refs(local, remote)
+    assert result.conflicts == [] and remote.read_ref("demo", "embed").key == built.key
+    assert {h.note for h in remote.read_ref("demo", "embed").history} == {"built here", "built there"}
