@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -527,7 +527,7 @@ class ArtifactStore:
 
         def open_part() -> _PartWriter:
             rel = f"data/{shard_id}-{part:05d}.parquet"
-            return _PartWriter(self, f"{base}/{rel}", rel, schema)
+            return _PartWriter(self, f"{base}/{rel}", rel, schema, lambda: self.refuse_committed(stage, key))
 
         try:
             for table in tables:
@@ -898,8 +898,10 @@ class ArtifactStore:
 class _PartWriter:
     """One Parquet part file written to a temporary file, then moved into place whole."""
 
-    def __init__(self, store: ArtifactStore, dest: str, rel: str, schema: pa.Schema) -> None:
-        self.store, self.dest, self.rel, self.schema = store, dest, rel, schema
+    def __init__(self, store: ArtifactStore, dest: str, rel: str, schema: pa.Schema, guard: Callable[[], None]) -> None:
+        # `guard` runs before the file is put in place: a long shard may finish after another
+        # run committed the same artifact, and must not replace a file of that commit
+        self.store, self.dest, self.rel, self.schema, self.guard = store, dest, rel, schema, guard
         if store.is_local:
             Path(dest).parent.mkdir(parents=True, exist_ok=True)
             directory = str(Path(dest).parent)
@@ -923,6 +925,7 @@ class _PartWriter:
         except OSError as exc:
             raise _write_error(exc, f"{self.dest} (temporary file {self.tmp})") from exc
         entry = FileEntry(path=self.rel, rows=self.rows, bytes=os.path.getsize(self.tmp), sha256=sha256_file(self.tmp))
+        self.guard()
         self.store._put_local_file(self.tmp, self.dest)
         return entry
 
