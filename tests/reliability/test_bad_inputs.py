@@ -144,11 +144,20 @@ def _integer_parquet_source(tmp: Path) -> Any:
     raise SourceError(problems[0])
 
 
+# each benchmark's reader lives in its benchmark's file
+READERS = {
+    "read_tatoeba": "tasks.evaluate.benchmarks.tatoeba",
+    "read_bucc": "tasks.evaluate.benchmarks.bucc",
+    "read_sts_tsv": "tasks.evaluate.benchmarks.sts",
+    "read_multiway_rows": "tasks.evaluate.benchmarks.multiway",
+}
+
+
 def _evaluate(reader: str, *args: Any) -> Callable[[Path], Any]:
     def call(tmp: Path) -> Any:
-        from tasks.evaluate import datasets
+        import importlib
 
-        return getattr(datasets, reader)(*args)
+        return getattr(importlib.import_module(READERS[reader]), reader)(*args)
 
     return call
 
