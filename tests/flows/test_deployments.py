@@ -315,7 +315,18 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     names = {t.name for t in client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))}
     built_stages = {n.split(":")[0] for n in names if ":" in n}
     assert built_stages == {"lengths"}, names  # corpus cached, histogram not asked for
-    assert manifests(toy["root"]) == built  # same key, recomputed in place
+    # recomputed beside the version it replaces, which stays committed; the ref moved to the rebuild
+    from storage import ArtifactStore
+
+    store = ArtifactStore(toy["root"])
+    store.fs.invalidate_cache()
+    lengths = {m.key: m for m in store.list_manifests("lengths")}
+    rebuilt = next(key for key, m in lengths.items() if m.rebuild_of == built["lengths"])
+    assert set(lengths) == {built["lengths"], rebuilt}
+    assert {m.stage: m.key for m in store.list_manifests() if m.stage != "lengths"} == {
+        k: v for k, v in built.items() if k != "lengths"
+    }
+    assert store.read_ref("toy", "lengths").key == rebuilt
 
 
 def test_serve_runs_a_schedule_without_a_worker(toy: dict[str, Any], client: Any) -> None:
