@@ -16,14 +16,12 @@ import sys
 from rich.text import Text
 
 # Each module registers its commands on `app` as it is imported; this order is the help's order.
-from flows.cli import (
-    align,  # noqa: F401
-    artifacts,  # noqa: F401
-    deploy,  # noqa: F401 - deploy, serve
-    export,  # noqa: F401
-    run,  # noqa: F401, I001 - plan, run, evaluate
-    sweep,  # noqa: F401
-)
+from flows.cli import run  # noqa: F401, I001 - plan, run, evaluate
+from flows.cli import sweep  # noqa: F401
+from flows.cli import align  # noqa: F401
+from flows.cli import artifacts  # noqa: F401
+from flows.cli import deploy  # noqa: F401 - deploy, serve
+from flows.cli import export  # noqa: F401
 from flows.cli.common import ROOT_ENV, app, err
 
 __all__ = ["app", "entrypoint"]

@@ -9,11 +9,6 @@ registers it. The built-in backends are imported below, one line each (docs/arch
 
 from __future__ import annotations
 
-from tasks.align.backends import (
-    eflomal_backend,  # noqa: E402, F401 - registers "eflomal"
-    simalign,  # noqa: E402, F401 - registers "simalign"
-    wspalign,  # noqa: E402, F401 - registers "wspalign"
-)
 from tasks.align.backends.base import (
     ALIGN_BACKENDS,
     AlignBackend,
@@ -23,5 +18,8 @@ from tasks.align.backends.base import (
     register_backend,
     word_of_tokens,
 )
+from tasks.align.backends import wspalign  # noqa: E402, F401 - registers "wspalign"
+from tasks.align.backends import simalign  # noqa: E402, F401 - registers "simalign"
+from tasks.align.backends import eflomal_backend  # noqa: E402, F401 - registers "eflomal"
 
 __all__ = ["ALIGN_BACKENDS", "AlignBackend", "ParallelText", "Progress", "WordAligner", "register_backend", "word_of_tokens"]

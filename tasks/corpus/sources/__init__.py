@@ -7,10 +7,6 @@ registration. A source outside the package registers the same way from its own m
 imported before the config is validated.
 """
 
-from tasks.corpus.sources.cldr import CldrSource
-from tasks.corpus.sources.multiway_dir import MultiwayDirSource
-from tasks.corpus.sources.opus_moses import OpusMosesSource
-from tasks.corpus.sources.parquet import ParquetSource
 from tasks.corpus.sources.registry import (
     SOURCES,
     DataSet,
@@ -22,11 +18,15 @@ from tasks.corpus.sources.registry import (
     register_source,
     validate_source,
 )
-from tasks.corpus.sources.tatoeba import TatoebaSource
 
 # The built-in sources: importing a module registers its class (in this order).
 from tasks.corpus.sources.text import TextSource  # noqa: I001
 from tasks.corpus.sources.tsv import TsvSource
+from tasks.corpus.sources.parquet import ParquetSource
+from tasks.corpus.sources.opus_moses import OpusMosesSource
+from tasks.corpus.sources.multiway_dir import MultiwayDirSource
+from tasks.corpus.sources.tatoeba import TatoebaSource
+from tasks.corpus.sources.cldr import CldrSource
 
 __all__ = [
     "SOURCES",

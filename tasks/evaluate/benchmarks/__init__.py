@@ -6,10 +6,6 @@ registration. A benchmark outside the package registers the same way from its ow
 imported before the config is validated.
 """
 
-from tasks.evaluate.benchmarks.bucc import BuccBenchmark
-from tasks.evaluate.benchmarks.corpus_dev import CorpusDevBenchmark
-from tasks.evaluate.benchmarks.mteb import MtebBenchmark
-from tasks.evaluate.benchmarks.multiway import MultiwayBenchmark
 from tasks.evaluate.benchmarks.registry import (
     BENCHMARKS,
     Benchmark,
@@ -23,11 +19,15 @@ from tasks.evaluate.benchmarks.registry import (
     register_benchmark,
     validate_benchmark,
 )
-from tasks.evaluate.benchmarks.sts import StsBenchmark
-from tasks.evaluate.benchmarks.stsb_multi_mt import StsbMultiMtBenchmark
 
 # The built-in benchmarks: importing a module registers its class (in this order).
 from tasks.evaluate.benchmarks.tatoeba import DistractorSource, TatoebaBenchmark  # noqa: I001
+from tasks.evaluate.benchmarks.bucc import BuccBenchmark
+from tasks.evaluate.benchmarks.sts import StsBenchmark
+from tasks.evaluate.benchmarks.stsb_multi_mt import StsbMultiMtBenchmark
+from tasks.evaluate.benchmarks.multiway import MultiwayBenchmark
+from tasks.evaluate.benchmarks.corpus_dev import CorpusDevBenchmark
+from tasks.evaluate.benchmarks.mteb import MtebBenchmark
 from tasks.evaluate.benchmarks.xnli import XNLI_LANGUAGES, XnliBenchmark
 
 __all__ = [

@@ -142,8 +142,9 @@ def corpus_config(tmp_path: Path, columns: dict[str, list[str]], **filters: Any)
 
 def test_corpus_stage_drops_off_target_rows_per_language(tmp_path: Path) -> None:
     # rows 5 and 6 of the Kazakh file are Russian; Acehnese (no CLD2 label) holds English text
+    # (copies of the pivot: kept here, `drop_copies` is tested in test_copies_and_rejects.py)
     columns = {"en": ENGLISH, "kk": KAZAKH + RUSSIAN, "ace": ENGLISH}
-    config = corpus_config(tmp_path, columns, lid={"backend": "cld2"}, min_langs_per_group=2)
+    config = corpus_config(tmp_path, columns, lid={"backend": "cld2"}, min_langs_per_group=2, drop_copies=False)
     store = ArtifactStore(tmp_path / "store")
     _, manifest = run_stage(store, CORPUS_STAGE, config, {})
     assert manifest.dropped == {"lid_mismatch": 2}
@@ -161,7 +162,7 @@ def test_corpus_stage_drops_off_target_rows_per_language(tmp_path: Path) -> None
     assert sum(row["lang"] == "ace_Latn" for row in table) == 6  # never dropped for its language
 
     # without the filter the Russian rows stay, and the key differs
-    plain = corpus_config(tmp_path, columns, min_langs_per_group=2)
+    plain = corpus_config(tmp_path, columns, min_langs_per_group=2, drop_copies=False)
     _, unfiltered = run_stage(store, CORPUS_STAGE, plain, {})
     assert unfiltered.dropped == {} and unfiltered.key != manifest.key
 
