@@ -162,9 +162,16 @@ def render(records: list[dict], summary: str, seconds: float, long: bool, audit:
         "before anything is written, or a counted drop in the manifest.",
         "- **Security** (`test_security.py`): code scan for pickle and unsafe loading, artifacts scanned for pickles, path/key "
         "properties, credentials searched for in everything a run on S3 writes.",
-        "- **Two concurrent runs of the same DAG**: `tests/flows/test_pipeline_flow.py::test_two_concurrent_runs_commit_one_artifact_per_key` "
-        "(one artifact per key, all verify); the train stage's checkpoints, kept outside the store, are serialised per run "
-        "by a lock file (`tests/tasks/train/test_stage.py::test_a_second_process_with_the_same_run_waits_for_the_checkpoint_folder`).",
+        "- **Forced rebuilds** (`test_forced_and_concurrent.py`): `--force` of corpus, train and evaluate is SIGKILLed at "
+        "seeded storage events of an uninterrupted forced run; the version it replaces (its files' bytes and mtimes), "
+        "`verify` and the ref (still on it, or on the committed rebuild when the kill came after the rebuild's commit) are "
+        "checked, then the rerun resumes and commits a rebuild equal to the uninterrupted one.",
+        "- **Concurrent runs of one config** (`test_forced_and_concurrent.py`): 2 processes (4 with `--long-faults`) run "
+        "corpus, base_model, align and train at once on one local root and on moto's S3; all exit 0, every artifact "
+        "verifies and equals one uninterrupted run's, every ref is at a committed artifact. Also "
+        "`tests/flows/test_pipeline_flow.py::test_two_concurrent_runs_commit_one_artifact_per_key`; refs moved by "
+        "compare-and-swap and push/pull over damaged or diverged destinations: `tests/storage/test_refs_and_integrity.py` "
+        '(docs/storage.md, "What the store guarantees").',
         "",
         "## Stages under fault",
         "",

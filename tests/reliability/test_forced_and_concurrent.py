@@ -88,6 +88,7 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(
         )
         killed = code == -signal.SIGKILL
         killed_store = ArtifactStore(root)
+        pointed = old_key
         if killed:
             check_store(root)  # every committed artifact whole; every visible file whole
             assert committed_files(root, stage, old_key) == before, (
@@ -118,7 +119,8 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(
         check_store(root)
         if killed:
             record("kill", f"{stage}: SIGKILL during --force at storage event {event}/{total}", "survived",
-                   f"{where}; old version and its ref untouched; the rerun resumed and committed the rebuild beside it")  # fmt: skip
+                   f"{where}; old version untouched, its ref {'untouched' if pointed == old_key else 'already on the committed rebuild'}; "
+                   "the rerun resumed and committed the rebuild beside it")  # fmt: skip
 
 
 def _concurrent(spec: dict[str, Any], tmp: Path, processes: int) -> list[subprocess.CompletedProcess]:

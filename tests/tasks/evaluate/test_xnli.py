@@ -209,8 +209,8 @@ def test_xnli_runs_as_an_evaluate_benchmark(data: dict, tmp_path: Path) -> None:
         StandInBaseConfig(),
         {},
     )
-    (tmp_path / "c.en").write_text("a\nb\n", encoding="utf-8")
-    (tmp_path / "c.fr").write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "c.en").write_text("a river\nthe city\n", encoding="utf-8")
+    (tmp_path / "c.fr").write_text("une rivière\nla ville\n", encoding="utf-8")  # not copies of the English
     corpus_ref, _ = run_stage(
         store,
         CORPUS_STAGE,
