@@ -141,37 +141,40 @@ def copy_refs(
         if not destination.is_committed(ref.stage, ref.key):
             result.missing.append(f"{name}: {ref.stage}/{ref.key[:12]} is not in {destination.root_uri}; ref not copied")
             continue
-        outcome: list[str] = []
+        outcome: list[tuple[str, str]] = []  # (what happened: "written", "kept" or "conflict", the line saying so)
 
-        def change(current: Ref | None, ref: Ref = ref, name: str = name, outcome: list[str] = outcome) -> Ref | None:
+        def change(current: Ref | None, ref: Ref = ref, name: str = name, outcome: list[tuple[str, str]] = outcome) -> Ref | None:
             outcome.clear()
             if current is None:
-                outcome.append(f"{name}: created at {ref.key[:12]}")
+                outcome.append(("written", f"{name}: created at {ref.key[:12]}"))
                 return ref
             how = relation(ref, current)
             if how == "diverged" and prefer is None:
                 outcome.append(
-                    f"{name} has diverged: {source.root_uri} has {ref.key[:12]}, {destination.root_uri} has {current.key[:12]} "
-                    f"and neither is in the other's history; not written ({flags[0]} takes {ref.key[:12]}, {flags[1]} keeps {current.key[:12]})"
+                    (
+                        "conflict",
+                        f"{name} has diverged: {source.root_uri} has {ref.key[:12]}, {destination.root_uri} has {current.key[:12]} "
+                        f"and neither is in the other's history; not written ({flags[0]} takes {ref.key[:12]}, {flags[1]} keeps {current.key[:12]})",
+                    )
                 )
                 return None
             if how == "source-ahead" or (how == "diverged" and prefer == "source"):
                 kind = "fast-forward" if how == "source-ahead" else "diverged; chose the source's"
-                outcome.append(f"{name}: {current.key[:12]} -> {ref.key[:12]} ({kind})")
+                outcome.append(("written", f"{name}: {current.key[:12]} -> {ref.key[:12]} ({kind})"))
                 return merged(ref, current)
             new = merged(current, ref)
             if how == "destination-ahead":
-                outcome.append(f"{name}: kept {current.key[:12]} (ahead of {ref.key[:12]})")
+                outcome.append(("kept", f"{name}: kept {current.key[:12]} (ahead of {ref.key[:12]})"))
             elif how == "diverged":
-                outcome.append(f"{name}: kept {current.key[:12]} (diverged; chose the destination's)")
+                outcome.append(("kept", f"{name}: kept {current.key[:12]} (diverged; chose the destination's)"))
             return new
 
         before = destination.read_ref(ref.pipeline, ref.stage)
         after = update_ref(destination, ref.pipeline, ref.stage, change)
-        line = outcome[0] if outcome else ""
-        if "has diverged" in line:
+        kind, line = outcome[0] if outcome else ("", "")
+        if kind == "conflict":
             result.conflicts.append(line)
-        elif "kept" in line:
+        elif kind == "kept":
             result.kept_ahead.append(line)
         elif after != before:
             result.written.append(line or f"{name}: history merged")
