@@ -96,7 +96,8 @@ def training_inputs(rows: int, seed: int = 0) -> tuple[Any, Any, Any]:
     import pyarrow.compute as pc
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
-    from tasks.train.data import TokenSpans, TrainingData
+    from tasks.train.data import TrainingData
+    from tasks.train.tokens import TokenSpans
 
     rng = np.random.default_rng(seed)
     max_length = 16
@@ -216,7 +217,8 @@ def naive_training_data(
 
 def naive_add_alignments(data: Any, table: Any, spans: list[np.ndarray], min_score: float) -> dict:
     """`add_alignments` before issue 17 (a Python loop over records, pairs in a dict)."""
-    from tasks.train.data import one_to_one_pairs, token_word_ids, word_char_spans
+    from tasks.train.alignment_join import one_to_one_pairs
+    from tasks.train.word_spans import token_word_ids, word_char_spans
 
     alignments: dict[tuple[int, int], np.ndarray] = {}
     pivot = data.langs[0]
@@ -285,7 +287,7 @@ def naive_step_pairs(alignments: dict, text_ids: np.ndarray) -> np.ndarray:
 
 
 def case_train_join(rows: int, naive: bool) -> dict:
-    from tasks.train.data import add_alignments
+    from tasks.train.alignment_join import add_alignments
 
     data, table, spans = training_inputs(rows)
     if naive:
@@ -295,7 +297,7 @@ def case_train_join(rows: int, naive: bool) -> dict:
 
 def case_train_step(rows: int, naive: bool) -> dict:
     """Seconds of 200 steps' pair lookups (256 rows each) over the join's pairs."""
-    from tasks.train.data import add_alignments
+    from tasks.train.alignment_join import add_alignments
 
     data, table, spans = training_inputs(rows)
     add_alignments(data, table, spans, 0.0)

@@ -71,7 +71,7 @@ def stand_in_alignments(model_dir: Path, corpus: pa.Table, pivot: str, max_lengt
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.encoders.encoder import Encoder, EncoderSpec
-    from tasks.train.data import token_word_ids, word_char_spans
+    from tasks.train.word_spans import token_word_ids, word_char_spans
 
     enc = Encoder.load(EncoderSpec(model=str(model_dir), pooling="mean", max_length=max_length, batch_size=64))
     df = pl.from_arrow(corpus).filter(pl.col("split") == "train")

@@ -152,7 +152,7 @@ def test_an_objectives_draw_is_rebuilt_from_the_step_alone(modules: dict[str, ob
     """The example's draw, as the trainer makes it: the same step gives the same rows, another step others."""
     import numpy as np
 
-    from tasks.train.data import StepBatch, step_draws_rng
+    from tasks.train.batching import StepBatch, step_draws_rng
 
     loss = modules["objective"].PullTogetherLoss(rows=0.5)
     batch = StepBatch(np.zeros((64, 2), np.int64), np.zeros((64, 2), np.int64), np.full((64, 1, 2), -1, np.int32))

@@ -1,7 +1,7 @@
 """The trainer: one loop for every objective, plain or gradient-cached, one process or many.
 
 A step:
-1. rebuild the step's global batch from the step number (tasks.train.data.BatchPlan), with
+1. rebuild the step's global batch from the step number (tasks.train.batching.BatchPlan), with
    what the objectives draw for it from (seed, step) (`Objective.draw`), take this process's rows, reseed torch from (seed, step, rank) — dropout draws depend on the step
    only, so resume is exact without replaying anything;
 2. objectives' no-grad extras (frozen-model vectors, WMD), gathered over processes;
@@ -42,11 +42,13 @@ from torch import nn
 from tasks.encoders.precision import full_fp32_matmuls
 from tasks.stop import Interrupted, stop_requested
 from tasks.train import checkpoint as ckpt
+from tasks.train.batching import BatchPlan, StepBatch, step_draws_rng
 from tasks.train.config import TrainConfig
-from tasks.train.data import BatchPlan, StepBatch, build_training_data, multiway_rows, step_draws_rng, tokenize
+from tasks.train.data import build_training_data, multiway_rows
 from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradients, sum_over_processes
 from tasks.train.model import DualEncoder, frozen_copy, load_transformer
 from tasks.train.objectives import Chunk, Objective, Side, TrainContext, build_objectives, needs_frozen_model
+from tasks.train.tokens import tokenize
 from tasks.train.views import forward_views, to_device
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tasks.train.data import StepBatch, texts_to_arrays
+from tasks.train.batching import StepBatch, texts_to_arrays
 
 if TYPE_CHECKING:
     from tasks.train.objectives.base import TrainContext

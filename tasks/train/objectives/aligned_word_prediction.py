@@ -52,7 +52,8 @@ from pydantic import Field
 from torch import nn
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
-from tasks.train.data import StepBatch, TrainingData, texts_to_arrays
+from tasks.train.batching import StepBatch, texts_to_arrays
+from tasks.train.data import TrainingData
 from tasks.train.model import VocabularyHead
 from tasks.train.objectives.base import Chunk, ObjectiveConfig, TokenObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import WACSE

@@ -31,7 +31,8 @@ from torch import nn
 
 from tasks.registry import register_unique
 from tasks.stage import StageConfig
-from tasks.train.data import StepBatch, TrainingData
+from tasks.train.batching import StepBatch
+from tasks.train.data import TrainingData
 from tasks.train.papers import Paper
 
 

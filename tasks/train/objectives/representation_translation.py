@@ -38,7 +38,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from tasks.train.data import StepBatch, TrainingData
+from tasks.train.batching import StepBatch
+from tasks.train.data import TrainingData
 from tasks.train.model import RepresentationTranslationHead
 from tasks.train.objectives.base import (
     Chunk,

@@ -24,7 +24,8 @@ from pydantic import Field
 from torch import nn
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
-from tasks.train.data import StepBatch, TrainingData
+from tasks.train.batching import StepBatch
+from tasks.train.data import TrainingData
 from tasks.train.objectives.base import (
     Chunk,
     ObjectiveConfig,

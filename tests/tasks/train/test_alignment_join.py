@@ -23,15 +23,11 @@ from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.encoders.tiny import WORDS, synthetic_sentences
-from tasks.train.data import (
-    BatchPlan,
-    WordPairs,
-    add_alignments,
-    build_training_data,
-    tokenize,
-    word_char_spans,
-    word_char_spans_flat,
-)
+from tasks.train.alignment_join import WordPairs, add_alignments
+from tasks.train.batching import BatchPlan
+from tasks.train.data import build_training_data
+from tasks.train.tokens import tokenize
+from tasks.train.word_spans import word_char_spans, word_char_spans_flat
 
 LANGS = {"eng_Latn": "en", "fra_Latn": "fr", "kaz_Cyrl": "kk", "swh_Latn": "sw"}
 

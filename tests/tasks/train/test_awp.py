@@ -12,8 +12,9 @@ import torch
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
+from tasks.train.batching import BatchPlan, step_draws_rng
 from tasks.train.config import TrainConfig
-from tasks.train.data import BatchPlan, build_training_data, step_draws_rng
+from tasks.train.data import build_training_data
 from tasks.train.model import DualEncoder, VocabularyHead, load_transformer
 from tasks.train.objectives.aligned_word_prediction import (
     AlignedWordPredictionConfig,

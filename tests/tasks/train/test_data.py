@@ -8,8 +8,10 @@ import pytest
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.train.data import BatchPlan, build_training_data, epoch_batches, step_draws_rng, token_word_ids, word_char_spans
+from tasks.train.batching import BatchPlan, epoch_batches, step_draws_rng
+from tasks.train.data import build_training_data
 from tasks.train.objectives.aligned_word_prediction import IGNORE, choose_masked_pairs, masked_word_prediction
+from tasks.train.word_spans import token_word_ids, word_char_spans
 
 
 @pytest.fixture(scope="module")

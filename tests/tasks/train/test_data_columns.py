@@ -14,15 +14,9 @@ import pyarrow as pa
 import pytest
 
 from benchmarks.data_prep import naive_add_alignments, naive_step_pairs, naive_training_data
-from tasks.train.data import (
-    BatchPlan,
-    TokenSpans,
-    build_training_data,
-    distinct_texts,
-    make_step_batch,
-    texts_to_arrays,
-    tokenize,
-)
+from tasks.train.batching import BatchPlan, make_step_batch, texts_to_arrays
+from tasks.train.data import build_training_data
+from tasks.train.tokens import TokenSpans, distinct_texts, tokenize
 from tests.tasks.train.test_alignment_join import awkward_tables
 
 
@@ -99,7 +93,7 @@ def test_tokenize_in_slices_is_one_call(tokenizer):
 def test_group_rows_find_rows_by_binary_search_or_hash_join(ids):
     import polars as pl
 
-    from tasks.train.data import GroupRows
+    from tasks.train.alignment_join import GroupRows
 
     rows = GroupRows(pa.array(ids, type=pa.large_string()))
     assert rows.sorted == (ids == sorted(ids))

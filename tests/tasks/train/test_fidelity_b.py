@@ -20,8 +20,9 @@ from scipy.optimize import linear_sum_assignment, linprog
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.stage import keyed_config
+from tasks.train.alignment_join import one_to_one_pairs
 from tasks.train.config import TrainConfig
-from tasks.train.data import build_training_data, one_to_one_pairs
+from tasks.train.data import build_training_data
 from tasks.train.objectives import MultiwaySupConLoss
 from tasks.train.objectives.dueam_wmd import DuEAMConfig, DuEAMLoss, sinkhorn_distance
 from tasks.train.objectives.multiway_supcon import MultiwaySupConConfig

@@ -138,7 +138,7 @@ def test_base_regularization_is_the_mean_squared_distance_to_the_frozen_vectors(
 
 
 def test_per_word_reduction_divides_by_the_aligned_words_of_the_batch():
-    from tasks.train.data import StepBatch
+    from tasks.train.batching import StepBatch
     from tasks.train.objectives import WordTranslationRankingLoss
     from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
 

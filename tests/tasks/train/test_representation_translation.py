@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from tasks.train.data import StepBatch
+from tasks.train.batching import StepBatch
 from tasks.train.model import DualEncoder, RepresentationTranslationHead, load_transformer
 from tasks.train.objectives.base import Chunk, Side, TrainContext
 from tasks.train.objectives.representation_translation import RepresentationTranslationLoss, rows_to_pivot
