@@ -26,8 +26,8 @@ several seeds gets a row in the "over seeds" table: mean ± sample standard devi
 (ddof = 1) over its seeds, and the delta of the mean.
 
 Intervals (the `item_metric` of benchmarks with per-query outcomes only: `accuracy_mean`
-of tatoeba and retrieval): items of the two sides are paired on (benchmark, dataset, src_lang, tgt_lang,
-direction, item); a side with several runs (seeds) is averaged per item first; one stratum
+of tatoeba and retrieval): items of the two sides are paired on `schema.ITEM_KEY`
+(tasks/evaluate/paired.py); a side with several runs (seeds) is averaged per item first; one stratum
 per language pair, whose sentence pairs (both directions' queries of row `item` together) are
 resampled by `tasks.evaluate.bootstrap.paired_bootstrap`; each stratum is weighted so that the
 statistic is the column's own average (a group row averages its members per target language,
