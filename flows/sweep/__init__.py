@@ -73,12 +73,12 @@ from flows.sweep.grid import (
     slug,
 )
 from flows.sweep.plan import SweepPlan, VariantPlan, plan_sweep
-from flows.sweep.report import ITEM_COLUMNS, SWEEPS_DIR, SweepReport, sweep_dir, write_report
+from flows.sweep.report import SWEEPS_DIR, SweepReport, sweep_dir, write_report
 from flows.sweep.toml_writer import toml_document
 from flows.sweep.variants import variant_configs, variant_raw
 
 __all__ = [
-    "DEFAULT_GROUP", "DEFAULT_SEED_KEYS", "DEFAULT_SEEDS", "FORBIDDEN_KEYS", "GRID_TOP_KEYS", "ITEM_COLUMNS", "MAX_DRIVERS",
+    "DEFAULT_GROUP", "DEFAULT_SEED_KEYS", "DEFAULT_SEEDS", "FORBIDDEN_KEYS", "GRID_TOP_KEYS", "MAX_DRIVERS",
     "SWEEPS_DIR", "UNTRAINED_VARIANT", "Grid", "GridError", "Key", "RunStep", "SweepPlan", "SweepReport", "Variant",
     "VariantOutcome", "VariantPlan", "apply_override", "axis_labels", "flatten_overrides", "format_key", "is_seed_key",
     "load_grid", "parse_key", "pipeline_name", "plan_sweep", "read_raw_config", "resolve_seeds", "run_variants", "slug",

@@ -48,20 +48,19 @@ def _put_bytes(store: ArtifactStore, dest: str, data: bytes) -> None:
         Path(f.name).unlink(missing_ok=True)
 
 
-ITEM_COLUMNS = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item", "correct"]  # margins are not compared
-
-
 def _evaluation_extras(store: ArtifactStore, stage: str, key: str) -> dict[str, Any]:
     """What an evaluate artifact attaches besides its metrics, as tables (None where it has none):
     "items" and "base_items" (per-query outcomes of the scored model and of the untrained base
     scored beside it) and "base_metrics". Evaluations older than the outcomes have no items."""
     import pyarrow.parquet as pq
 
+    from tasks.evaluate.schema import ITEM_KEY
     from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR
 
+    item_columns = [*ITEM_KEY, "correct"]  # margins are not compared
     wanted = {
-        "items": (ITEMS_FILE, ITEM_COLUMNS),
-        "base_items": (BASE_ITEMS_FILE, ITEM_COLUMNS),
+        "items": (ITEMS_FILE, item_columns),
+        "base_items": (BASE_ITEMS_FILE, item_columns),
         "base_metrics": (f"{REPORT_DIR}/base_metrics.parquet", None),
     }
     attached = {entry.path.removeprefix("files/") for entry in store.manifest(stage, key).attached_files}
@@ -84,7 +83,8 @@ def write_report(
 ) -> SweepReport:
     """Compare the variants' evaluations and save report.md, report.html (and intervals.png),
     sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
-    from tasks.evaluate.compare import INTERVALS_FIGURE_FILE, VariantResult, build_comparison
+    from tasks.evaluate.compare import VariantResult, build_comparison
+    from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
 
     baseline = plan.grid.check_baseline(baseline) if baseline is not None else plan.grid.baseline
     results = []

@@ -26,8 +26,8 @@ several seeds gets a row in the "over seeds" table: mean ± sample standard devi
 (ddof = 1) over its seeds, and the delta of the mean.
 
 Intervals (the `item_metric` of benchmarks with per-query outcomes only: `accuracy_mean`
-of tatoeba and retrieval): items of the two sides are paired on (benchmark, dataset, src_lang, tgt_lang,
-direction, item); a side with several runs (seeds) is averaged per item first; one stratum
+of tatoeba and retrieval): items of the two sides are paired on `schema.ITEM_KEY`
+(tasks/evaluate/paired.py); a side with several runs (seeds) is averaged per item first; one stratum
 per language pair, whose sentence pairs (both directions' queries of row `item` together) are
 resampled by `tasks.evaluate.bootstrap.paired_bootstrap`; each stratum is weighted so that the
 statistic is the column's own average (a group row averages its members per target language,
@@ -55,8 +55,9 @@ import pyarrow as pa
 from storage.keys import canonical_json
 from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
 from tasks.evaluate.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
-from tasks.evaluate.groups import LANGUAGE_GROUPS
-from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
+from tasks.evaluate.figures import INTERVALS_FIGURE_FILE, IntervalRow, intervals_figure
+from tasks.evaluate.paired import MEAN, XX_YY_CODE, headline_strata, mean_outcomes, pair_strata, paired_differences
+from tasks.evaluate.retrieval import dataset_pivot
 from tasks.languages import GROUP_PREFIX, is_group_code
 from tasks.reporting.tables import (
     CSS,
@@ -74,7 +75,6 @@ from tasks.reporting.tables import (
 )
 
 __all__ = [
-    "INTERVALS_FIGURE_FILE",
     "Column",
     "Comparison",
     "VariantResult",
@@ -83,10 +83,6 @@ __all__ = [
     "headline_columns",
 ]
 
-MEAN = "mean"
-XX_YY_CODE = f"{GROUP_PREFIX}{XX_YY_GROUP}"  # the row of the mean over pairs of two non-pivot languages
-ITEM_KEY = ["benchmark", "dataset", "src_lang", "tgt_lang", "direction", "item"]
-INTERVALS_FIGURE_FILE = "intervals.png"
 NO_INTERVAL = "no CI"
 SIGNIFICANT = "*"
 ONE_SEED_NOTE = "one seed: differences are not claims"
@@ -238,76 +234,8 @@ class _Side:
 
     name: str
     values: Mapping[str, float | None]  # column spec -> value (the mean over runs)
-    items: pl.DataFrame | None  # ITEM_KEY + correct (mean over runs); None: a run has no outcomes
+    items: pl.DataFrame | None  # schema.ITEM_KEY + correct (mean over runs); None: a run has no outcomes
     runs: int
-
-
-def _mean_outcomes(tables: Sequence[pa.Table | None]) -> pl.DataFrame | None:
-    """Per item, `correct` averaged over the runs, keeping items that every run scored.
-
-    None when there is no run or a run has no outcomes: averaging the others would not
-    match the value column, which is the mean over every run."""
-    present = [t for t in tables if t is not None]
-    if not present or len(present) != len(tables):
-        return None
-    frames = [pl.from_arrow(t.select([*ITEM_KEY, "correct"])).cast({"item": pl.Int64, "correct": pl.Float64}) for t in present]
-    if len(frames) == 1:
-        return frames[0].sort(ITEM_KEY)
-    # group_by's output order is not its input's: sort, so what the resampler sees does not vary
-    return (
-        pl.concat(frames)
-        .group_by(ITEM_KEY)
-        .agg(pl.col("correct").sort().mean(), pl.len().alias("runs"))
-        .filter(pl.col("runs") == len(frames))
-        .drop("runs")
-        .sort(ITEM_KEY)
-    )
-
-
-def _paired(row: _Side, ref: _Side) -> pl.DataFrame | None:
-    """Per item scored on both sides: the difference row - reference (in [-1, 1])."""
-    if row.items is None or ref.items is None:
-        return None
-    joined = row.items.join(ref.items, on=ITEM_KEY, how="inner", suffix="_ref").sort(ITEM_KEY)
-    return joined.select(*ITEM_KEY, (pl.col("correct") - pl.col("correct_ref")).alias("diff"))
-
-
-def _column_strata(paired: pl.DataFrame, column: Column, xx_yy_pivots: Mapping[tuple[str, str], str | None]) -> list[Stratum]:
-    """The column's paired differences, one stratum per language pair, its unit the sentence
-    pair (`item`: both directions' queries of the row).
-
-    A group column is the mean over target languages of the mean over members: each stratum
-    is weighted 1 / (targets x members of its target); any other column weights them equally."""
-    frame = paired.filter((pl.col("benchmark") == column.benchmark) & (pl.col("dataset") == column.dataset))
-    # As the values, where the dataset scored xx-yy pairs: the pivot pairs, or for the xx-yy
-    # column the pairs without the pivot (one stratum each, unweighted as the group:xx-yy row).
-    pivot = xx_yy_pivots.get((column.benchmark, column.dataset))
-    if column.lang == XX_YY_CODE:
-        if pivot is None:
-            return []
-        frame = frame.filter((pl.col("src_lang") != pivot) & (pl.col("tgt_lang") != pivot))
-    elif pivot is not None:
-        frame = frame.filter(pl.col("tgt_lang") == pivot)
-    group = None
-    if is_group_code(column.lang) and column.lang != XX_YY_CODE:
-        group = LANGUAGE_GROUPS.get(column.lang.removeprefix(GROUP_PREFIX))
-        if group is None:
-            return []
-        frame = frame.filter(pl.col("src_lang").is_in(list(group.langs)))
-    elif column.lang not in (MEAN, XX_YY_CODE):
-        frame = frame.filter(pl.col("src_lang") == column.lang)
-    if frame.is_empty():
-        return []
-    frame = frame.sort(ITEM_KEY)
-    if group is not None:
-        weight = 1.0 / (pl.col("tgt_lang").n_unique() * pl.col("src_lang").n_unique().over("tgt_lang"))
-    else:
-        weight = pl.lit(1.0)
-    frame = frame.with_columns(weight.alias("weight"))
-    return [
-        Stratum(part["diff"].to_numpy(), part["item"].to_numpy(), float(part["weight"][0]))
-        for part in frame.partition_by(["src_lang", "tgt_lang"], maintain_order=True)
-    ]
 
 
 class _Intervals:
@@ -326,10 +254,18 @@ class _Intervals:
         ident = (row.name, row.runs, ref.name, ref.runs, against)  # a variant and a seed group may share a name
         if ident in self._done:
             return self._done[ident]
-        paired = _paired(row, ref) if self.columns else None
+        paired = None
+        if self.columns and row.items is not None and ref.items is not None:
+            paired = paired_differences(row.items, ref.items, ["correct"])
+        by_dataset = pair_strata(paired, "correct") if paired is not None else {}
         out: dict[str, BootstrapInterval | None] = {}
         for column in self.columns:
-            strata = _column_strata(paired, column, self.xx_yy_pivots) if paired is not None else []
+            strata = headline_strata(
+                by_dataset.get((column.benchmark, column.dataset), {}),
+                column.lang,
+                pivot=self.xx_yy_pivots.get((column.benchmark, column.dataset)),
+                weighting="targets",  # a group column is the mean of the group's rows over target languages
+            )
             interval = self._bootstrap(strata) if strata else None
             out[column.spec] = interval
             self.records.append(self._record(row, ref, against, column, interval, paired is not None))
@@ -443,51 +379,6 @@ def _spread(std: float | None, metric: str) -> str:
     return f" ± {std * scale:.1f}" if scale != 1.0 else f" ± {std:.3f}"
 
 
-_FigureRow = tuple[str, Mapping[str, float | None], Mapping[str, BootstrapInterval | None]]
-
-
-def _intervals_figure(columns: Sequence[Column], rows: Sequence[_FigureRow]) -> bytes:
-    """PNG: one panel per column, a horizontal error bar per row (its delta and 95% interval), a zero line.
-
-    `rows`: (label, column spec -> delta in raw units, column spec -> interval). Filled green/red
-    where the interval excludes zero, grey within noise, hollow without an interval."""
-    import matplotlib.style
-
-    from tasks.reporting.figures import STYLE, new_figure, png_bytes
-
-    ncols = min(3, len(columns))
-    nrows = math.ceil(len(columns) / ncols)
-    panel_height = 0.9 + 0.28 * len(rows)
-    y = np.arange(len(rows))[::-1].astype(float)
-    labels = [label for label, _, _ in rows]
-    with matplotlib.style.context(STYLE):
-        fig = new_figure(4.2 * ncols, panel_height * nrows)
-        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
-        for ax, column in zip(axes.flat, columns):
-            scale = metric_scale(column.metric)
-            delta = np.array([np.nan if d.get(column.spec) is None else d[column.spec] * scale for _, d, _ in rows], dtype=float)
-            found = [i.get(column.spec) for _, _, i in rows]
-            bounds = np.array([[np.nan, np.nan] if i is None else [i.low * scale, i.high * scale] for i in found], dtype=float)
-            bounds = bounds.reshape(len(rows), 2)
-            has = np.isfinite(bounds[:, 0]) & np.isfinite(delta)
-            up, down = has & (bounds[:, 0] > 0), has & (bounds[:, 1] < 0)
-            for mask, colour in ((up, "#17692b"), (down, "#b3261e"), (has & ~up & ~down, "#777777")):
-                if mask.any():
-                    err = np.abs(np.vstack([delta[mask] - bounds[mask, 0], bounds[mask, 1] - delta[mask]]))
-                    ax.errorbar(delta[mask], y[mask], xerr=err, fmt="o", color=colour, capsize=3, markersize=4, linewidth=1.2)
-            bare = ~has & np.isfinite(delta)
-            if bare.any():
-                ax.plot(delta[bare], y[bare], "o", markerfacecolor="none", color="#777777", markersize=4)
-            ax.axvline(0.0, color="black", linewidth=0.8)
-            ax.set_title(column.label, fontsize=8)
-            ax.set_xlabel("Δ vs baseline" + (" (points)" if scale == 100.0 else ""))
-            ax.set_yticks(y, labels)
-            ax.grid(axis="x", alpha=0.3)
-        for ax in list(axes.flat)[len(columns) :]:
-            ax.set_visible(False)
-        return png_bytes(fig)
-
-
 def build_comparison(
     results: Sequence[VariantResult],
     *,
@@ -545,7 +436,7 @@ def build_comparison(
         return _Side(
             name,
             {c.spec: _mean([values[r.name][c.spec] for r in runs]) for c in chosen},
-            _mean_outcomes([r.items for r in runs]),
+            mean_outcomes([r.items for r in runs]),
             len(runs),
         )
 
@@ -646,7 +537,7 @@ def build_comparison(
     # The figure: each unit against the baseline, for the columns with intervals.
     figure = None
     if base_side is not None and intervals.columns:
-        plotted: list[_FigureRow] = []
+        plotted: list[IntervalRow] = []
         for unit, rs in units:
             if sorted(r.name for r in rs) == sorted(base_members):
                 continue
@@ -654,7 +545,7 @@ def build_comparison(
             plotted.append((unit.name, deltas, intervals.get(unit, base_side, "baseline")))
         drawn = [c for c in intervals.columns if any(found.get(c.spec) is not None for _, _, found in plotted)]
         if drawn:
-            figure = _intervals_figure(drawn, plotted)
+            figure = intervals_figure(drawn, plotted)
 
     ok = sum(1 for r in results if r.error is None)
     intro = f"{len(results)} variants ({ok} ran to the end)"
@@ -817,7 +708,7 @@ def _untrained_section(
         own_base_differs |= any(
             (delta := _difference(base_values[c.spec], untrained[c.spec])) is not None and abs(delta) > 1e-9 for c in chosen
         )
-        base = _Side(f"untrained base of {unit.name}", base_values, _mean_outcomes([items for _, items in bases]), len(rs))
+        base = _Side(f"untrained base of {unit.name}", base_values, mean_outcomes([items for _, items in bases]), len(rs))
         found = intervals.get(unit, base, "untrained base")
         line = [Cell(unit.name), Cell(str(len(rs)), "num")]
         for c in chosen:

@@ -1,5 +1,7 @@
 """Arrow schema of the evaluate stage's metrics table: one row per (benchmark, dataset, pair, metric)."""
 
+from typing import Any
+
 import pyarrow as pa
 
 METRICS_SCHEMA = pa.schema(
@@ -47,3 +49,23 @@ STS_ITEMS_SCHEMA = pa.schema(
         pa.field("gold", pa.float64(), nullable=False),
     ]
 )
+
+# What identifies a row, so that two models' rows pair up on it: every column but the measured values.
+METRICS_KEY = tuple(name for name in METRICS_SCHEMA.names if name not in ("value", "n"))
+ITEM_KEY = tuple(name for name in ITEMS_SCHEMA.names if name not in ("correct", "margin"))
+STS_ITEM_KEY = tuple(name for name in STS_ITEMS_SCHEMA.names if name not in ("cosine", "gold"))
+
+
+def metric_rows(table: pa.Table, what: str) -> list[dict[str, Any]]:
+    """A metrics table's rows; ValueError when it lacks a METRICS_SCHEMA column or repeats a METRICS_KEY."""
+    missing = [c for c in METRICS_SCHEMA.names if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{what} table lacks columns {missing}; expected the METRICS_SCHEMA columns")
+    rows = table.select(METRICS_SCHEMA.names).to_pylist()
+    seen: set[tuple[Any, ...]] = set()
+    for row in rows:
+        key = tuple(row[c] for c in METRICS_KEY)
+        if key in seen:
+            raise ValueError(f"{what} table has more than one row for {dict(zip(METRICS_KEY, key))}")
+        seen.add(key)
+    return rows

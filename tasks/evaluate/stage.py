@@ -84,7 +84,7 @@ def plan_evaluate_shards(config: EvaluateConfig, inputs: Inputs) -> list[ShardSp
 
 def pair_similarities(src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray, seed: int) -> Any:
     """Cosines of translation pairs vs of the same rows paired with a seeded derangement."""
-    from tasks.evaluate.report import PairSimilarities
+    from tasks.evaluate.figures import PairSimilarities
 
     n = len(src)
     matched = np.einsum("ij,ij->i", src, tgt)
@@ -227,8 +227,9 @@ class _Evaluation:
         base_sts_items: pa.Table | None = None,
         base_similarities: Sequence[Any] = (),
     ) -> list[dict[str, Any]]:
-        """Write the report; returns its headline changes (`report.headline_changes`; [] without a baseline's items)."""
-        from tasks.evaluate.report import build_report, headline_changes
+        """Write the report; returns its headline changes (`paired.headline_changes`; [] without a baseline's items)."""
+        from tasks.evaluate.paired import headline_changes
+        from tasks.evaluate.report import build_report
 
         baseline, baseline_name, baseline_items, baseline_sts_items = None, None, None, None
         if self.config.baseline:
@@ -435,7 +436,7 @@ def _attach_model_card(
     items: pa.Table, base_items: pa.Table | None,
 ) -> None:  # fmt: skip
     """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
-    from tasks.evaluate.report import paired_delta_intervals
+    from tasks.evaluate.paired import paired_delta_intervals
     from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
     train = inputs["train"]

@@ -38,7 +38,7 @@ from storage import ArtifactStore
 from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
 from tasks.encoders.pooling import recorded_pooling
 from tasks.evaluate.benchmarks.registry import hub_task_type, main_metric
-from tasks.evaluate.report import paired_delta_intervals
+from tasks.evaluate.paired import paired_delta_intervals
 from tasks.publish import ExportError
 from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 

@@ -27,6 +27,11 @@ def metric_scale(metric: str) -> float:
     return 100.0 if tokens & (PERCENT_TOKENS | CORRELATION_TOKENS | MARGIN_TOKENS) else 1.0
 
 
+def pair_label(src: str, tgt: str | None) -> str:
+    """A language, or a language pair as "src → tgt"."""
+    return src if tgt is None else f"{src} → {tgt}"
+
+
 def is_number(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 

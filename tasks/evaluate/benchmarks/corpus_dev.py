@@ -73,7 +73,7 @@ def word_map(evaluation: Evaluation, wide: pl.DataFrame, pivot: str) -> Any:
     """Single-word concepts (the pivot text has no space) with their translations, for the report's embedding map."""
     import polars as pl
 
-    from tasks.evaluate.report import WordMap
+    from tasks.evaluate.figures import WordMap
 
     langs = [c for c in wide.columns if c != "group_id"]
     single = wide.filter(~pl.col(pivot).str.contains(r"\s") & (pl.sum_horizontal(pl.col(langs).is_not_null()) >= 3))

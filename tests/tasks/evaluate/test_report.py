@@ -1,4 +1,4 @@
-"""Tests for tasks.evaluate.report: the Markdown/HTML report and its PNG figures."""
+"""Tests for tasks.evaluate.report and tasks.evaluate.figures: the Markdown/HTML report and its PNG figures."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tasks.evaluate.report import (
+from tasks.evaluate.figures import (
     DELTA_INTERVALS_FILE,
     EMBEDDING_MAP_FILE,
     HIST_LEGEND_INCHES,
@@ -19,14 +19,13 @@ from tasks.evaluate.report import (
     HIST_PANEL_INCHES,
     MAP_INCHES,
     SIMILARITY_HISTOGRAM_FILE,
-    EvaluationReport,
     PairSimilarities,
     WordMap,
-    build_report,
     embedding_map,
-    paired_delta_intervals,
     similarity_histogram,
 )
+from tasks.evaluate.paired import paired_delta_intervals
+from tasks.evaluate.report import EvaluationReport, build_report
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.reporting.figures import DPI
 

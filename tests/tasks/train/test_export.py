@@ -208,7 +208,7 @@ def test_the_card_has_the_sections_of_a_sentence_transformers_card_and_labels_it
     # the evaluation computed paired bootstrap intervals: the card gives them, from the same items
     import pyarrow.parquet as pq
 
-    from tasks.evaluate.report import paired_delta_intervals
+    from tasks.evaluate.paired import paired_delta_intervals
     from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE
 
     folder = published.store.attached_dir("evaluate", published.evaluate)
