@@ -4,7 +4,9 @@
 #               pytest, ruff, ...), then lint and run the test suite
 # Each install has its own stamp: `make test` after `make demo` adds the test extra.
 # `make install` is the developer's install (the test extra: what `make test` runs on).
-#   make test-fast  lint, then everything not marked slow (no end-to-end Prefect or subprocess runs)
+#   make test-fast  lint, then everything not marked slow (each under a second on 2 cores; the
+#                   whole of it a few minutes); it prints the 10 slowest, so a test that grew slow
+#                   gets its `@pytest.mark.slow`
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -37,7 +39,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 test-fast: lint
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q --durations=10
 
 # Every benchmark's ratios into docs/benchmarks.md (QUICK=1 for small sizes).
 benchmarks: install

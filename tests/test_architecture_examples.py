@@ -93,6 +93,7 @@ def test_each_example_is_one_registered_class(modules: dict[str, object]) -> Non
     assert BENCHMARKS["pair_cosine"].__module__ == "docs_example_benchmark"
 
 
+@pytest.mark.slow
 def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[str, object], tmp_path: Path) -> None:
     from flows.config import load_config
     from storage import ArtifactStore

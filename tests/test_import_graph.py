@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("tasks", "flows", "storage")
 
@@ -173,6 +175,7 @@ KNOWN_PACKAGE_CYCLES: list[list[str]] = []
 (each module's imports point one way, the packages' both ways), so it is checked on its own."""
 
 
+@pytest.mark.slow
 def test_no_cycles_between_packages() -> None:
     assert cycles(package_graph(graph())) == KNOWN_PACKAGE_CYCLES
 
@@ -183,6 +186,7 @@ STAGE_ORDER = ("tasks.corpus", "tasks.base_model", "tasks.translate", "tasks.ali
 FLOOR = ("tasks", "tasks.encoders", "tasks.reporting")
 
 
+@pytest.mark.slow
 def test_stage_packages_import_only_upstream_stages_and_the_floor() -> None:
     packages = package_graph(graph())
     wrong = []
@@ -272,6 +276,7 @@ def private_imports_of_tests() -> set[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_tests_import_no_private_name_of_the_package() -> None:
     assert private_imports_of_tests() - PRIVATE_IMPORTS_ALLOWED == set()
     assert PRIVATE_IMPORTS_ALLOWED <= private_imports_of_tests(), "an allowed private import is gone: remove it from the list"

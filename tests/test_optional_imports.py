@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = ("prefect", "faiss", "s3fs", "ctranslate2")
 
@@ -73,6 +75,7 @@ WORK = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_train_align_and_encode_run_without_prefect_faiss_s3fs_and_ctranslate2() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", BLOCK + WORK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -142,6 +142,7 @@ def test_make_demo_installs_xlembed_without_extras_and_make_test_adds_the_test_e
     assert len(stamps) == 2, f"demo and test installs share a stamp: {stamps}"
 
 
+@pytest.mark.slow
 def test_constraints_pin_public_versions_and_the_license_is_an_spdx_expression():
     from packaging.licenses import canonicalize_license_expression
 

@@ -44,6 +44,7 @@ def test_answer_margin_is_the_relative_gap_between_the_two_best_answers():
     assert answer_margin(np.zeros(4), np.zeros(4), allowed, max_answer_tokens=2) == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_context_region_is_the_pair_encodings_context_and_cls(tiny_aligner):
     tokenizer = tiny_aligner.tokenizer
     enc = tokenizer("the river ¶ city ¶ bright", "la rivière ville claire")

@@ -20,6 +20,7 @@ def lines(path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
+@pytest.mark.slow
 def test_every_size_is_a_prefix_of_the_largest_and_the_sides_are_line_aligned(corpus):
     small, large = corpus[2_000], corpus[5_000]
     for lang in ("en", "kk"):
@@ -39,6 +40,7 @@ def test_sentences_have_realistic_lengths_and_the_noise_a_crawl_has(corpus):
     assert "" in english  # empty lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("near", [False, True])
 def test_a_tiny_run_of_the_real_stage_counts_every_row(corpus, tmp_path, near):
     result = measure(corpus[2_000], near, str(tmp_path / "store"), cap_gib=8)

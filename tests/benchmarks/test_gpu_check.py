@@ -21,12 +21,14 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_without_cuda_it_says_so_in_one_line_and_exits_nonzero() -> None:
     done = run(env={**ENV, "CUDA_VISIBLE_DEVICES": ""})
     assert done.returncode == 2
     assert done.stdout.strip().count("\n") == 0 and "no CUDA device visible" in done.stdout and "--cpu" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_cpu_smoke_runs_every_step_and_prints_the_table() -> None:
     done = run("--cpu", "--repeat", "1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -53,6 +53,7 @@ def test_xlmr_shapes_have_the_published_parameter_counts(shape, published):
     assert parameter_count(xlmr_config(shape), XLMRobertaModel) == pytest.approx(published, rel=0.01)
 
 
+@pytest.mark.slow
 def test_small_vocabulary_tokenizer_in_a_full_vocabulary_model_converts_to_ctranslate2(tmp_path):
     """The tiny tokenizer is far smaller than the model's vocabulary: the checkpoint keeps the
     model's size and CTranslate2 pads its vocabulary to it, so the converted model translates."""

@@ -34,6 +34,7 @@ def invoke(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 
 
+@pytest.mark.slow
 def test_export_by_stage_name_and_by_key_prefix(tmp_path, published):
     by_ref = invoke("export", "train", str(tmp_path / "a"), "--root", str(published.root))
     assert by_ref.exit_code == 0, by_ref.output
@@ -63,6 +64,7 @@ def test_other_stages_and_bad_targets_are_clear_errors(tmp_path, published):
     assert taken.exit_code == 2 and "not an empty folder" in taken.output
 
 
+@pytest.mark.slow
 def test_export_from_an_s3_root(tmp_path, published, s3_root, monkeypatch):  # noqa: F811 - fixture
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     remote = ArtifactStore(s3_root)

@@ -191,6 +191,7 @@ def test_query_errors_are_one_line(built: dict, tmp_path: Path) -> None:
     assert "write .parquet or .csv" in artifacts("query", "SELECT 1", "-o", str(tmp_path / "x.json"), root=root, code=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sql", "tried"),
     [

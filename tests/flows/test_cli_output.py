@@ -21,6 +21,7 @@ def _commands(group, path=()):
             yield (*path, name)
 
 
+@pytest.mark.slow
 def test_every_help_text_reads_in_80_columns():
     import typer.main
     from typer.testing import CliRunner
@@ -57,6 +58,7 @@ def piped_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"result": result, "root": root, "config": config, "env": env, "tmp": tmp}
 
 
+@pytest.mark.slow
 def test_a_run_into_a_pipe_prints_plain_lines_and_whole_uris(piped_run):
     from storage import ArtifactStore
 
@@ -84,6 +86,7 @@ def _tty_env(env: dict) -> dict:
     return {**env, "TTY_COMPATIBLE": "1", "COLUMNS": "80", "NO_COLOR": "1"}
 
 
+@pytest.mark.slow
 def test_artifacts_show_starts_with_a_summary_and_tables_fit_80_columns(piped_run):
     root = str(piped_run["root"])
     for command in (["artifacts", "show", "corpus"], ["artifacts", "head", "corpus"]):

@@ -164,6 +164,7 @@ def s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_root_pulled_from_s3_on_another_machine_is_cached(
     toy_pipeline: dict, toy_stages: dict, s3_root: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,6 +195,7 @@ def test_a_root_pulled_from_s3_on_another_machine_is_cached(
 # ------------------------------------------------------------------ the scheduled rebuild
 
 
+@pytest.mark.slow
 def test_scheduled_rebuild_on_recopied_sources_computes_nothing(toy_pipeline: dict, prefect_server: None) -> None:
     """The `xlembed-rebuild` deployment's flow, run twice on a real Prefect server with the
     sources copied afresh in between: the second run builds no shard and commits nothing."""

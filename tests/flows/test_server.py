@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import cli, subprocess_env, write_config, write_corpus_text
 
 from flows.server import plain_prefect_setup
@@ -22,6 +23,7 @@ print("server code imported here:", "prefect.server.api.server" in sys.modules)
 """
 
 
+@pytest.mark.slow
 def test_a_run_starts_the_server_beside_itself_and_never_imports_the_server_code(tmp_path: Path) -> None:
     config = write_config(tmp_path / "toy.toml", tmp_path / "artifacts", write_corpus_text(tmp_path / "data"))
     env = subprocess_env(tmp_path)
@@ -57,6 +59,7 @@ def test_no_early_server_when_prefect_is_told_to_use_another(tmp_path: Path, mon
     assert not plain_prefect_setup()  # settings files here may say otherwise: leave it to Prefect
 
 
+@pytest.mark.slow
 def test_the_server_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
     import os
     import signal

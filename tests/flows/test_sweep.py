@@ -229,6 +229,7 @@ TOML_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=60)
 @given(
     st.dictionaries(
@@ -450,6 +451,7 @@ name = "old"
 """
 
 
+@pytest.mark.slow
 def test_report_has_paired_intervals_the_untrained_base_and_a_figure(tmp_path: Path) -> None:
     config = write_grid(tmp_path / "train.toml", TRAINING_CONFIG)
     grid = load_grid(write_grid(tmp_path / "g.toml", REPORT_GRID), config=config)

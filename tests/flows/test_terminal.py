@@ -121,6 +121,7 @@ def toy_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"result": result, "root": root, "config": config, "env": env}
 
 
+@pytest.mark.slow
 def test_run_json_prints_only_json_and_no_task_run_chatter(toy_run: dict) -> None:
     result = toy_run["result"]
     record = json.loads(result.stdout)  # nothing else on stdout

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN = '''
@@ -103,6 +105,7 @@ def run_worker(tmp_path: Path, site: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_process_that_never_imported_the_plugin_finds_it_through_its_entry_point(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
@@ -113,6 +116,7 @@ def test_a_process_that_never_imported_the_plugin_finds_it_through_its_entry_poi
     assert result == {"kind": "tsv_plugin", "texts": ["Good morning.", "Қайырлы таң.", "Thank you.", "Рақмет."], "imported": True}
 
 
+@pytest.mark.slow
 def test_without_the_entry_point_the_kind_is_unknown_and_a_broken_plugin_is_named(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()

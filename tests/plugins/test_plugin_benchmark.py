@@ -129,6 +129,7 @@ def independent_cosines(model_dir: Path) -> tuple[float, float]:
     return matched, matched - shifted
 
 
+@pytest.mark.slow
 def test_a_benchmark_registered_by_a_test_module_runs_through_the_evaluate_stage(pipeline: dict) -> None:
     store, config = pipeline["store"], pipeline["config"]
     assert type(config.benchmarks[0]) is PairSimilarityBenchmark

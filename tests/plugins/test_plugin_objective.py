@@ -121,6 +121,7 @@ def test_its_settings_join_the_key_only_while_it_trains() -> None:
     )
 
 
+@pytest.mark.slow
 def test_it_trains_through_the_real_trainer(inputs: TrainInputs, tmp_path: Path) -> None:
     trainer = Trainer(config(pull_to_pivot={"weight": 0.5, "scale": 2.0, "anchor": 0.1}), inputs)
     assert trainer.frozen is not None  # declared needs_frozen_model

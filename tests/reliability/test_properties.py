@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +48,7 @@ sentences = st.text(
 )
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     src=st.dictionaries(ids, sentences, min_size=1, max_size=8),
@@ -97,6 +99,7 @@ toml_bits = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, database=None)
 @given(st.lists(toml_bits, max_size=12).map("".join))
 def test_config_loader_fails_only_with_config_errors(text: str) -> None:

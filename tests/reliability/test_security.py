@@ -68,6 +68,7 @@ def unsafe_loading(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_pickle_or_unsafe_loading_in_the_code(record) -> None:
     files = python_files(*PRODUCTION)
     assert len(files) > 20
@@ -112,6 +113,7 @@ def test_trust_remote_code_is_off_unless_configured() -> None:
         EncoderSpec("some/model", trust_remote_code="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_artifacts_hold_no_pickles(tmp_path: Path, model_cache: Path, record) -> None:
     from tests.reliability.driver import run as run_spec
     from tests.reliability.scenarios import scenario
@@ -137,6 +139,7 @@ def test_artifacts_hold_no_pickles(tmp_path: Path, model_cache: Path, record) ->
 segments = st.sampled_from(["..", ".", "", "a", "data", "files", "x.parquet", "/", "\\", "C:", "~", "%2e%2e", "..\\..", "\x00"])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, database=None)
 @given(st.lists(segments, min_size=1, max_size=6).map("/".join))
 def test_manifest_file_paths_never_leave_the_artifact(path: str) -> None:

@@ -59,6 +59,7 @@ def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_disk_full_on_a_small_tmpfs_fails_clearly_commits_nothing_and_resumes(tmp_path: Path, record) -> None:
     from tasks.corpus import CORPUS_STAGE
 
@@ -96,6 +97,7 @@ def _limit_file_size(limit: int):
     return apply
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage,limit", [("corpus", 20_000), ("base_model", 60_000)])
 def test_file_size_limit_in_a_subprocess_fails_clearly_and_resumes(
     stage: str, limit: int, tmp_path: Path, model_cache: Path, record
@@ -204,6 +206,7 @@ def toy_store(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> di
     return {"root": tmp / "root", "spec": spec}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(CORRUPTIONS))
 def test_corrupt_parquet_is_found_by_verify_and_refused_by_readers(
     how: str, toy_store: dict, tmp_path: Path, model_cache: Path, record
@@ -237,6 +240,7 @@ def test_corrupt_parquet_is_found_by_verify_and_refused_by_readers(
     )
 
 
+@pytest.mark.slow
 def test_corrupt_model_weights_are_refused_before_loading(tmp_path: Path, model_cache: Path, record) -> None:
     spec = scenario("base_model").spec(str(tmp_path / "root"), tmp_path / "data", model_cache)
     subprocess.run(
@@ -264,6 +268,7 @@ def test_corrupt_model_weights_are_refused_before_loading(tmp_path: Path, model_
     )
 
 
+@pytest.mark.slow
 def test_corrupt_parquet_on_s3_is_refused(
     s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_s3fs: None, record
 ) -> None:

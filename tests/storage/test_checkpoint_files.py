@@ -28,6 +28,7 @@ def test_files_round_trip_by_relative_name(store: ArtifactStore, tmp_path: Path)
     assert files.names() == [] and files.read("latest.json") is None
 
 
+@pytest.mark.slow
 def test_commit_removes_the_artifacts_checkpoints_only(store: ArtifactStore, kit):
     manifest = kit.build(store, "train", {"steps": 4}, commit=False)
     mine, other = store.checkpoint_files("train", manifest.key), store.checkpoint_files("train", "c" * 64)

@@ -63,6 +63,7 @@ def line_with(text: str, needle: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_ls(cli: Cli, populated: dict[str, Manifest]) -> None:
     out = cli("ls").stdout
     assert cli.root in out
@@ -79,6 +80,7 @@ def test_ls(cli: Cli, populated: dict[str, Manifest]) -> None:
     assert corpus.key[:12] not in only and current.key[:12] in only
 
 
+@pytest.mark.slow
 def test_ls_empty_root_and_root_from_environment(
     cli: Cli, populated: dict[str, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,6 +96,7 @@ def test_ls_empty_root_and_root_from_environment(
     assert populated["current"].key[:12] in result.stdout
 
 
+@pytest.mark.slow
 def test_show(cli: Cli, populated: dict[str, Manifest]) -> None:
     old = populated["old"]
     out = cli("show", STAGE, old.key[:10], "-n", "3").stdout
@@ -113,6 +116,7 @@ def test_show(cli: Cli, populated: dict[str, Manifest]) -> None:
     assert "id-00000" not in out
 
 
+@pytest.mark.slow
 def test_show_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree
     assert "give a KEY" in cli("show", STAGE, code=2).output
@@ -120,6 +124,7 @@ def test_show_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactSt
     assert "no committed" in cli("show", STAGE, "ffffffffff", code=2).output
 
 
+@pytest.mark.slow
 def test_diff(cli: Cli, populated: dict[str, Manifest]) -> None:
     old, current = populated["old"], populated["current"]
     out = cli("diff", STAGE, old.key[:12], current.key[:12]).stdout
@@ -134,6 +139,7 @@ def test_diff(cli: Cli, populated: dict[str, Manifest]) -> None:
     assert "no differences" in same
 
 
+@pytest.mark.slow
 def test_verify(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, request: pytest.FixtureRequest) -> None:
     out = cli("verify").stdout
     assert "4 artifacts verified" in out
@@ -162,6 +168,7 @@ def test_verify(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, 
     assert "1 artifacts verified" in cli("verify", "corpus").stdout
 
 
+@pytest.mark.slow
 def test_gc(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     old, stray = populated["old"], populated["stray"]
     dry = cli("gc").stdout
@@ -196,6 +203,7 @@ def test_gc_include_partial(cli: Cli, store: ArtifactStore, kit: Any) -> None:
     assert store.uncommitted_keys() == []
 
 
+@pytest.mark.slow
 def test_refs_and_rollback(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     old, current, stray = populated["old"], populated["current"], populated["stray"]
     refs = cli("refs").stdout
@@ -215,6 +223,7 @@ def test_refs_and_rollback(cli: Cli, populated: dict[str, Manifest], store: Arti
     assert "demo" in line_with(cli("ls").stdout, stray.key[:12])
 
 
+@pytest.mark.slow
 def test_rollback_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     assert "no ref nobody/embed" in cli("rollback", "nobody", STAGE, code=2).output
     assert "no earlier version" in cli("rollback", "demo", "corpus", code=2).output
@@ -230,6 +239,7 @@ def test_root_with_credentials_is_refused(bad: str) -> None:
     assert "not allowed" in result.output
 
 
+@pytest.mark.slow
 def test_secret_never_appears(s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path) -> None:
     store = ArtifactStore(s3_root)
     cli = Cli(s3_root)
@@ -262,6 +272,7 @@ def test_secret_never_appears(s3_root: str, s3_server: Any, kit: Any, read_all: 
         assert s3_server.secret.encode() not in blob
 
 
+@pytest.mark.slow
 def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[str, Manifest]) -> None:
     """DuckDB reads the Parquet files through the store's filesystem: from the folder, or from moto."""
 
@@ -279,6 +290,7 @@ def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[st
     assert "id-00004" in out and "id-00005" not in out  # the corpus has 5 rows
 
 
+@pytest.mark.slow
 def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     out = cli("query", "SELECT * FROM nope", code=2).output
     assert "unknown table 'nope'; available: corpus, embed (or STAGE@KEY for any version)" in out
@@ -287,6 +299,7 @@ def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[
     assert "| 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
 
 
+@pytest.mark.slow
 def test_query_refuses_what_lies_outside_the_store(
     cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, tmp_path: Path
 ) -> None:
@@ -305,6 +318,7 @@ def test_query_refuses_what_lies_outside_the_store(
         ), out
 
 
+@pytest.mark.slow
 def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, kit: Any, tmp_path: Path) -> None:
     from html.parser import HTMLParser
     from urllib.parse import unquote
@@ -352,6 +366,7 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
 
 
 # ------------------------------------------------------------ issue 15: the store's own checks
+@pytest.mark.slow
 def test_rollback_walks_back_through_history(cli: Cli, store: ArtifactStore, kit: Any) -> None:
     """Rolling back twice goes two versions back (it used to flip between the last two)."""
     built = [kit.build(store, STAGE, {"model": f"v{i}"}, rows=2) for i in range(3)]
@@ -372,6 +387,7 @@ def test_rollback_walks_back_through_history(cli: Cli, store: ArtifactStore, kit
     cli("rollback", "demo", STAGE, "--steps", "0", code=2)
 
 
+@pytest.mark.slow
 def test_verify_checks_refs_and_stage_names(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     store.delete("corpus", populated["corpus"].key)  # refs/demo/corpus now points at nothing
     result = cli("verify", code=1)
@@ -381,6 +397,7 @@ def test_verify_checks_refs_and_stage_names(cli: Cli, populated: dict[str, Manif
     assert "no stage 'nosuch'" in cli("ls", "nosuch", code=2).output
 
 
+@pytest.mark.slow
 def test_a_truncated_manifest_is_reported_and_the_rest_listed(
     cli: Cli, populated: dict[str, Manifest], store: ArtifactStore
 ) -> None:
@@ -467,6 +484,7 @@ def test_wrong_credentials_and_unknown_protocols_are_one_line() -> None:
     assert unknown.exit_code == 1 and "unknown protocol nosuchproto://" in unknown.output
 
 
+@pytest.mark.slow
 def test_argument_values_are_validated(cli: Cli, populated: dict[str, Manifest]) -> None:
     for args in (
         ["show", STAGE, "-n", "-1"],

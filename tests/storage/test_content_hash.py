@@ -85,6 +85,7 @@ def test_default_location_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch
     assert content_hash.default_index_path() == tmp_path / "xlembed" / "hash-index.sqlite"
 
 
+@pytest.mark.slow
 def test_threads_and_processes_share_the_index(tmp_path: Path, own_index: Path) -> None:
     files = [write(tmp_path / f"f{i}", str(i).encode() * 1000) for i in range(40)]
     expected = [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]

@@ -230,6 +230,7 @@ def reversed_dicts(value: Any) -> Any:
     return value
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     stage=names,
@@ -249,6 +250,7 @@ def test_key_is_a_deterministic_order_insensitive_function(
     assert artifact_key(stage, code_version, {"wrapped": config}, inputs, prints) != key
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(a=configs, b=configs)
 def test_keys_equal_exactly_when_canonical_configs_equal(a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -256,6 +258,7 @@ def test_keys_equal_exactly_when_canonical_configs_equal(a: dict[str, Any], b: d
     assert (artifact_key("s", "1", a, {}) == artifact_key("s", "1", b, {})) is same
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=json_values)
 def test_canonical_json_round_trips_and_ignores_order(value: Any) -> None:

@@ -31,6 +31,7 @@ def test_a_committed_artifact_refuses_every_write(store: ArtifactStore, kit: Any
     assert {f.path: f.sha256 for f in store.manifest("embed", committed.key).files} == before
 
 
+@pytest.mark.slow
 def test_set_ref_with_a_stale_expected_key_fails_and_leaves_the_ref(store: ArtifactStore, kit: Any) -> None:
     a, b, c = (kit.build(store, config={"v": i}) for i in range(3))
     store.set_ref("demo", "embed", a.key, expected=None)
@@ -45,6 +46,7 @@ def test_set_ref_with_a_stale_expected_key_fails_and_leaves_the_ref(store: Artif
         store.set_ref("demo", "embed", c.key, expected=None)  # "create" when it exists
 
 
+@pytest.mark.slow
 def test_concurrent_ref_updates_lose_no_version(store: ArtifactStore, kit: Any) -> None:
     versions = [kit.build(store, config={"v": i}).key for i in range(6)]
     barrier = threading.Barrier(len(versions))
@@ -68,6 +70,7 @@ def test_concurrent_ref_updates_lose_no_version(store: ArtifactStore, kit: Any) 
     assert ref.history[0].key == ref.key
 
 
+@pytest.mark.slow
 def test_rebuild_keys_and_the_version_a_ref_chose(store: ArtifactStore, kit: Any) -> None:
     first = kit.build(store, config={"v": 1})
     store.set_ref("demo", "embed", first.key)
@@ -92,6 +95,7 @@ def _refs(store: ArtifactStore, kit: Any, keys: list[str]) -> None:
         store.set_ref("demo", "embed", key)
 
 
+@pytest.mark.slow
 def test_copy_refs_fast_forwards_keeps_what_is_ahead_and_refuses_divergence(local_root: str, s3_root: str, kit: Any) -> None:
     local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
     keys = [kit.build(local, config={"v": i}).key for i in range(4)]
@@ -133,6 +137,7 @@ def test_copy_refs_fast_forwards_keeps_what_is_ahead_and_refuses_divergence(loca
     assert any(h.key == keys[0] for h in merged.history), "the remote's own head was dropped"
 
 
+@pytest.mark.slow
 def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_refused(
     local_root: str, s3_root: str, kit: Any
 ) -> None:
@@ -167,6 +172,7 @@ def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_ref
     assert ref.key == other.key and {old.key, new.key, other.key} <= {h.key for h in ref.history}
 
 
+@pytest.mark.slow
 def test_push_over_a_damaged_remote_copy_repairs_it(local_root: str, s3_root: str, kit: Any) -> None:
     local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
     built = kit.build(local, rows=9)
@@ -183,6 +189,7 @@ def test_push_over_a_damaged_remote_copy_repairs_it(local_root: str, s3_root: st
     assert remote.verify("embed", built.key) == []
 
 
+@pytest.mark.slow
 def test_push_fails_naming_a_damaged_remote_file_it_cannot_restore(local_root: str, s3_root: str, kit: Any) -> None:
     local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
     built = kit.build(local, rows=9)
@@ -198,6 +205,7 @@ def test_push_fails_naming_a_damaged_remote_file_it_cannot_restore(local_root: s
     assert entry.path in message and "different build" in message
 
 
+@pytest.mark.slow
 def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any, root: str) -> None:
     kept = kit.build(store, config={"v": 1})
     loose = kit.build(store, config={"v": 2})
@@ -221,6 +229,7 @@ def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any,
     assert store.is_committed("embed", kept.key) and not store.is_committed("embed", loose.key)
 
 
+@pytest.mark.slow
 def test_gc_collects_around_a_damaged_manifest(store: ArtifactStore, kit: Any, root: str) -> None:
     loose = kit.build(store, config={"v": 1})
     damaged = kit.build(store, config={"v": 2})
@@ -231,6 +240,7 @@ def test_gc_collects_around_a_damaged_manifest(store: ArtifactStore, kit: Any, r
     assert store.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
 
 
+@pytest.mark.slow
 def test_refs_set_independently_to_the_same_key_agree(local_root: str, s3_root: str, kit: Any) -> None:
     """Two stores that built one config each point their ref at the same key: a push merges the
     histories and refuses nothing."""

@@ -169,6 +169,7 @@ def test_paths_reject_traversal(store: ArtifactStore, kit: Any) -> None:
 
 
 # ------------------------------------------------------------ shard files
+@pytest.mark.slow
 def test_write_shard_files_splits_into_whole_part_files(store: ArtifactStore, kit: Any, scratch_tmp: Path) -> None:
     key = kit.key(STAGE, {"split": True})
     tables = [kit.table(0, 3), kit.table(3, 3).to_batches()[0], kit.table(6, 3), kit.table(9, 1), kit.table(10, 0)]
@@ -254,6 +255,7 @@ def test_commit_and_read_back(store: ArtifactStore, kit: Any) -> None:
     assert store.stages() == [STAGE]
 
 
+@pytest.mark.slow
 def test_read_table_and_iter_batches_round_trip(store: ArtifactStore, kit: Any) -> None:
     manifest = kit.build(store, rows=11, shards=("s0", "s1"), max_rows_per_file=4)
     expected = kit.table(0, 11)
@@ -318,6 +320,7 @@ def test_first_committer_wins(store: ArtifactStore, kit: Any) -> None:
     assert store.list_manifests() == [first]
 
 
+@pytest.mark.slow
 def test_concurrent_commits_agree_on_one_manifest(store: ArtifactStore, kit: Any) -> None:
     base = kit.build(store, rows=4, commit=False)
     candidates = [base.model_copy(update={"created_at": f"2024-01-01T00:00:{i:02d}+00:00"}) for i in range(8)]
@@ -403,6 +406,7 @@ def test_verify_sound_artifact(store: ArtifactStore, kit: Any) -> None:
     assert store.verify(STAGE, manifest.key) == []
 
 
+@pytest.mark.slow
 def test_verify_detects_a_flipped_byte(store: ArtifactStore, kit: Any, outside: Any) -> None:
     manifest = kit.build(store, rows=10)
     entry = manifest.files[1]
@@ -415,6 +419,7 @@ def test_verify_detects_a_flipped_byte(store: ArtifactStore, kit: Any, outside: 
     assert problems[0].startswith(entry.path) and "sha256" in problems[0]
 
 
+@pytest.mark.slow
 def test_verify_detects_a_truncated_file(store: ArtifactStore, kit: Any, outside: Any) -> None:
     manifest = kit.build(store, rows=10)
     entry = manifest.files[0]
@@ -423,6 +428,7 @@ def test_verify_detects_a_truncated_file(store: ArtifactStore, kit: Any, outside
     assert store.verify(STAGE, manifest.key) == [f"{entry.path}: 100 bytes, manifest says {entry.bytes}"]
 
 
+@pytest.mark.slow
 def test_verify_detects_a_deleted_file(store: ArtifactStore, kit: Any, outside: Any) -> None:
     manifest = kit.build(store, rows=10)
     entries = manifest.files
@@ -431,6 +437,7 @@ def test_verify_detects_a_deleted_file(store: ArtifactStore, kit: Any, outside: 
     assert store.verify(STAGE, manifest.key) == [f"{entries[0].path}: missing", f"{entries[2].path}: missing"]
 
 
+@pytest.mark.slow
 def test_verify_detects_a_wrong_row_count(store: ArtifactStore, kit: Any) -> None:
     manifest = kit.build(store, rows=6, commit=False)
     lying = manifest.model_copy(update={"files": [manifest.files[0].model_copy(update={"rows": 99}), *manifest.files[1:]]})
@@ -438,6 +445,7 @@ def test_verify_detects_a_wrong_row_count(store: ArtifactStore, kit: Any) -> Non
     assert store.verify(STAGE, manifest.key) == [f"{manifest.files[0].path}: 4 rows, manifest says 99"]
 
 
+@pytest.mark.slow
 def test_verify_sees_changes_after_a_listing(store: ArtifactStore, kit: Any, outside: Any) -> None:
     """Directory listings cached by the S3 filesystem must not hide a change made elsewhere."""
     manifest = kit.build(store, rows=10)
@@ -449,6 +457,7 @@ def test_verify_sees_changes_after_a_listing(store: ArtifactStore, kit: Any, out
 
 
 # -------------------------------------------------------------------- refs
+@pytest.mark.slow
 def test_refs_history_newest_first(store: ArtifactStore, kit: Any) -> None:
     a = kit.build(store, config={"v": 1}, rows=2)
     b = kit.build(store, config={"v": 2}, rows=3)
@@ -470,6 +479,7 @@ def test_refs_history_newest_first(store: ArtifactStore, kit: Any) -> None:
     assert ref.history[0].at >= ref.history[-1].at
 
 
+@pytest.mark.slow
 def test_set_ref_to_an_uncommitted_key_raises(store: ArtifactStore, kit: Any) -> None:
     committed = kit.build(store, config={"v": 1}, rows=2)
     pending = kit.build(store, config={"v": 2}, rows=2, commit=False)
@@ -488,6 +498,7 @@ def test_set_ref_to_an_uncommitted_key_raises(store: ArtifactStore, kit: Any) ->
         store.set_ref("demo", STAGE, "../" + committed.key[3:])
 
 
+@pytest.mark.slow
 def test_ref_history_is_bounded(store: ArtifactStore, kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "REF_HISTORY_LIMIT", 3)
     a = kit.build(store, config={"v": 1}, rows=1)
@@ -498,6 +509,7 @@ def test_ref_history_is_bounded(store: ArtifactStore, kit: Any, monkeypatch: pyt
     assert ref is not None and [h.key for h in ref.history] == [a.key, b.key, a.key]
 
 
+@pytest.mark.slow
 def test_list_refs(store: ArtifactStore, kit: Any) -> None:
     assert store.list_refs() == []
     embed = kit.build(store, STAGE, {"v": 1}, rows=1)
@@ -516,6 +528,7 @@ def test_list_refs(store: ArtifactStore, kit: Any) -> None:
 
 
 # ------------------------------------------------------------ maintenance
+@pytest.mark.slow
 def test_garbage_lists_unreferenced_artifacts_only(store: ArtifactStore, kit: Any) -> None:
     old = kit.build(store, config={"v": 1}, rows=1)
     current = kit.build(store, config={"v": 2}, rows=1)
@@ -534,6 +547,7 @@ def test_garbage_lists_unreferenced_artifacts_only(store: ArtifactStore, kit: An
     assert store.fs.exists(art_path(store, STAGE, partial.key, partial.files[0].path))
 
 
+@pytest.mark.slow
 def test_garbage_with_no_refs_is_everything(store: ArtifactStore, kit: Any) -> None:
     a = kit.build(store, config={"v": 1}, rows=1)
     assert store.garbage() == [(STAGE, a.key)]
@@ -571,6 +585,7 @@ def test_delete_removes_the_manifest_before_the_data(local_root: str, kit: Any) 
     assert store.read_table(STAGE, keep.key).num_rows == 9
 
 
+@pytest.mark.slow
 def test_delete(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     doomed = kit.build(store, config={"v": 1}, rows=9)
     keep = kit.build(store, config={"v": 2}, rows=9)
@@ -600,6 +615,7 @@ def test_an_unreadable_manifest_is_an_error_not_an_absence(local_root: str, kit:
     assert (Path(store.artifact_dir(STAGE, odd.key)) / odd.files[0].path).exists()
 
 
+@pytest.mark.slow
 def test_resolve_prefixes(store: ArtifactStore, kit: Any) -> None:
     # find two configs whose keys share a first hex digit, and one whose key does not
     seen: dict[str, dict[str, int]] = {}
@@ -635,6 +651,7 @@ def test_resolve_prefixes(store: ArtifactStore, kit: Any) -> None:
         store.resolve(STAGE, "Z" * 64)
 
 
+@pytest.mark.slow
 def test_a_second_process_sees_new_commits(root: str, kit: Any) -> None:
     """A long-lived store (and its cached filesystem) must see what another writer committed."""
     reader = ArtifactStore(root)
@@ -704,6 +721,7 @@ def test_manifest_parsing_is_strict(kit: Any) -> None:
         Ref.model_validate_json(json.dumps({"pipeline": "p", "stage": "s", "key": "../x"}))
 
 
+@pytest.mark.slow
 def test_hostile_manifest_in_the_store_is_not_followed(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     key = "a" * 64
     data = _manifest_json(kit, path="../../../../outside.parquet")
@@ -715,6 +733,7 @@ def test_hostile_manifest_in_the_store_is_not_followed(store: ArtifactStore, kit
     assert read_all(store) == before
 
 
+@pytest.mark.slow
 def test_no_credentials_are_written(s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path) -> None:
     store = ArtifactStore(s3_root)
     a = kit.build(store, config={"v": 1}, rows=5)

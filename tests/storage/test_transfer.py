@@ -13,6 +13,7 @@ from storage import ArtifactStore, StoreError
 from storage.transfer import copy_artifact
 
 
+@pytest.mark.slow
 def test_push_then_pull_round_trip(local_root: str, s3_root: str, kit: Any, tmp_path: Path) -> None:
     local = ArtifactStore(local_root)
     first = kit.build(local, config={"v": 1}, rows=9)
@@ -39,6 +40,7 @@ def test_push_then_pull_round_trip(local_root: str, s3_root: str, kit: Any, tmp_
     assert copy.read_ref("demo", "embed").key == second.key
 
 
+@pytest.mark.slow
 def test_corrupt_source_file_is_not_copied(local_root: str, s3_root: str, kit: Any) -> None:
     local = ArtifactStore(local_root)
     manifest = kit.build(local, config={"v": 3}, rows=6)

@@ -253,6 +253,7 @@ _short_strings = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(_short_strings)
 def test_to_flores_returns_a_flores_code_or_raises(text: str) -> None:
@@ -278,6 +279,7 @@ def _group_literals(path: Path) -> list[int]:
     return lines
 
 
+@pytest.mark.slow
 def test_the_group_prefix_is_spelled_once() -> None:
     from tasks.languages import GROUP_PREFIX, group_code, is_group_code
 

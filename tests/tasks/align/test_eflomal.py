@@ -10,6 +10,7 @@ from tests.tasks.align.conftest import DATA, flores_rows
 pytest.importorskip("eflomal")
 
 
+@pytest.mark.slow
 def test_eflomal_on_flores_rows_and_the_gold_set() -> None:
     from tasks.align.backends.eflomal_backend import EflomalAligner, EflomalSettings
 

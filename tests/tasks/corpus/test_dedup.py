@@ -156,6 +156,7 @@ def sampled(tmp_path: Path, store: str, lines: int, sample: int, batch: int) -> 
     return run_corpus(tmp_path, store, [source], filters={"near_dedupe": True}, read_batch_lines=batch)
 
 
+@pytest.mark.slow
 def test_sampling_with_near_dedupe_is_exact_and_does_not_depend_on_batches(tmp_path: Path) -> None:
     runs = [sampled(tmp_path, f"b{batch}", 2000, 40, batch) for batch in (7, 256, 5000)]
     (manifest, rows), *others = runs

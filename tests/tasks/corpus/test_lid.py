@@ -187,6 +187,7 @@ def test_lid_unset_keeps_the_key_of_configs_written_before_it(tmp_path: Path) ->
     )
 
 
+@pytest.mark.slow
 def test_fasttext_model_file_is_keyed_by_content_not_path(tmp_path: Path, fasttext_model: Path) -> None:
     copy = tmp_path / "elsewhere.bin"
     copy.write_bytes(fasttext_model.read_bytes())

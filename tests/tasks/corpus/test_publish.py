@@ -317,6 +317,7 @@ def test_push_of_a_folder_without_a_card_is_refused(tmp_path: Path, hub: FakeHub
     assert hub.requests == []
 
 
+@pytest.mark.slow
 def test_cli_export_by_stage_name_and_push_through_hf_endpoint(
     corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, hub: FakeHub
 ) -> None:

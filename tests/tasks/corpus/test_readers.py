@@ -132,6 +132,7 @@ invalid_line = st.sampled_from([b"\xff", b"a\xfe", b"\xe2\x82", b"\xc0\xaf", b"x
 line = st.one_of(valid_line.map(lambda s: s.encode()), invalid_line)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     lines=st.lists(line, max_size=30),

@@ -87,6 +87,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sampled_lid, "PENDING_SAMPLES", 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("near_dedupe", "min_langs", "dedupe"),  # min_langs None: all three languages; 2: LID may null a row and keep the group
     [(False, None, True), (True, None, True), (False, 2, True), (True, 2, True), (False, 2, False)],

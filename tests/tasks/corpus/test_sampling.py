@@ -206,6 +206,7 @@ def test_group_selector_dedupes_across_batches_without_sampling() -> None:
 uint64s = st.integers(0, 2**64 - 1)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     batches=st.lists(st.one_of(st.lists(uint64s, max_size=40), st.lists(st.integers(0, 30), max_size=40)), max_size=25),
@@ -288,6 +289,7 @@ def peak_growth_mb(tmp_path: Path, lines: int) -> tuple[float, int]:
     return result["peak_mb"], size
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux only")
 def test_sampling_a_stream_keeps_memory_flat(tmp_path: Path) -> None:
     small_mb, _ = peak_growth_mb(tmp_path, 200_000)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from tasks.corpus.sampling import SeenHashes
 
 
+@pytest.mark.slow
 def test_a_merge_of_two_levels_allocates_little_more_than_the_merged_level():
     rng = np.random.default_rng(0)
     seen = SeenHashes()

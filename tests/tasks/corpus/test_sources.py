@@ -79,6 +79,7 @@ def test_a_config_round_trips_through_its_dump() -> None:
     assert CorpusConfig.model_validate(dumped) == config
 
 
+@pytest.mark.slow
 def test_no_module_outside_the_sources_names_a_source_class_or_kind() -> None:
     classes = {cls.__name__ for kind, cls in SOURCES.items() if kind in BUILT_IN}
     named = []

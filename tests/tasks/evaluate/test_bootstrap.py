@@ -135,6 +135,7 @@ def seed_sweep(rng: np.random.Generator, shuffle: bool) -> list[VariantResult]:
     return out
 
 
+@pytest.mark.slow
 def test_regenerating_a_sweep_report_gives_identical_bytes_in_any_row_order() -> None:
     first = build_comparison(seed_sweep(np.random.default_rng(0), shuffle=False), baseline="base", untrained_base="base")
     again = build_comparison(seed_sweep(np.random.default_rng(0), shuffle=False), baseline="base", untrained_base="base")
@@ -170,6 +171,7 @@ def test_evaluate_report_intervals_do_not_depend_on_row_order() -> None:
     assert ordered == shuffled
 
 
+@pytest.mark.slow
 def test_spearman_difference_is_resampled_by_sentence_pair() -> None:
     rng = np.random.default_rng(5)
     gold = rng.uniform(0, 5, 300)

@@ -338,6 +338,7 @@ def test_evaluations_without_outcomes_get_no_interval_and_no_error() -> None:
     assert old_base.figure is None  # no interval to draw
 
 
+@pytest.mark.slow
 def test_untrained_base_table_compares_every_trained_variant_with_the_base() -> None:
     base_pairs = {KAZ_ENG: EVEN, TEL_ENG: EVEN}
     base_items = outcomes(base_pairs)
@@ -393,6 +394,7 @@ def _as_tatoeba(items: pa.Table) -> pa.Table:
     return relabelled.cast(ITEMS_SCHEMA)
 
 
+@pytest.mark.slow
 def test_untrained_base_note_says_when_in_domain_and_out_of_domain_disagree() -> None:
     def both(dev: np.ndarray, tatoeba: np.ndarray) -> pa.Table:
         return pa.concat_tables(

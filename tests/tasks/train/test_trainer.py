@@ -52,6 +52,7 @@ def inputs(tiny_model_dir, corpus_table, alignment_table):
     return TrainInputs(corpus_table, alignment_table, tiny_model_dir)
 
 
+@pytest.mark.slow
 def test_all_objectives_train_and_export_loads_in_transformers_and_sentence_transformers(inputs, tmp_path):
     trainer, metrics = run(config(), inputs, tmp_path)
     out = tmp_path / "run" / "out"
@@ -110,6 +111,7 @@ def test_with_dropout_on_grad_cache_changes_the_gradient_so_the_key_holds_it(inp
     assert float((cached - plain).norm() / plain.norm()) > 0.05
 
 
+@pytest.mark.slow
 def test_unsupervised_dueam_and_rtl_from_the_pivot_train(inputs, tmp_path):
     """The ablations' other settings through the real step: DuEAM on random pairs only, RTL en->xx."""
     cfg = config(steps=2, eval_every=0, objectives={
@@ -124,6 +126,7 @@ def test_unsupervised_dueam_and_rtl_from_the_pivot_train(inputs, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
+@pytest.mark.slow
 def test_stopped_run_resumes_to_identical_weights(inputs, tmp_path):
     cfg = config(steps=4, checkpoint_every=2, dropout=0.1)
     full, full_metrics = run(cfg, inputs, tmp_path, "full")
@@ -135,6 +138,7 @@ def test_stopped_run_resumes_to_identical_weights(inputs, tmp_path):
     assert full_metrics["final_losses"] == resumed_metrics["final_losses"]
 
 
+@pytest.mark.slow
 def test_a_stop_request_ends_the_step_keeps_it_as_a_checkpoint_and_resumes_to_identical_weights(inputs, tmp_path):
     """Ctrl-C (tasks/stop.py): polled before the first step and after each; here after step 2."""
     cfg = config(steps=4, checkpoint_every=4, dropout=0.1)
@@ -151,6 +155,7 @@ def test_a_stop_request_ends_the_step_keeps_it_as_a_checkpoint_and_resumes_to_id
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_sigkilled_process_resumes_to_identical_weights(inputs, tmp_path, tiny_model_dir, corpus_table, alignment_table):
     import pyarrow.parquet as pq
 
@@ -238,6 +243,7 @@ def test_a_non_finite_loss_read_steps_later_still_stops_before_any_checkpoint_of
     assert latest["step"] == 4
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, corpus_table, alignment_table):
     import pyarrow.parquet as pq
 
@@ -260,6 +266,7 @@ def test_two_gloo_processes_match_one_process(inputs, tmp_path, tiny_model_dir, 
         torch.testing.assert_close(ddp[k], v, atol=2e-5, rtol=1e-4, msg=k)
 
 
+@pytest.mark.slow
 def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(
     tmp_path, tiny_model_dir, corpus_table, alignment_table
 ):
@@ -289,6 +296,7 @@ def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 
+@pytest.mark.slow
 def test_interpolation_exports_the_weighted_mean_of_trained_and_base_weights(inputs, tmp_path, tiny_model_dir):
     """WiSE-FT: the exported tensors are alpha * trained + (1 - alpha) * base; alpha = 1 keeps the trained ones."""
     from safetensors.torch import load_file
@@ -322,6 +330,7 @@ class Lines:
         self.lines.append(line)
 
 
+@pytest.mark.slow
 def test_progress_lines_name_step_losses_lr_speed_and_eta(inputs, tmp_path):
     progress = Lines()
     cfg = config(steps=4, log_every=2, objectives={k: ALL[k] for k in ("translation_ranking", "word_translation_ranking")})
@@ -337,6 +346,7 @@ def test_progress_lines_name_step_losses_lr_speed_and_eta(inputs, tmp_path):
     assert " · lr " in line and " examples/s · " in line and "ETA 0:00:00" in line
 
 
+@pytest.mark.slow
 def test_tensorboard_event_files_hold_per_objective_losses_and_survive_resume(inputs, tmp_path):
     from tasks.train.reporters import read_scalars
 
@@ -381,6 +391,7 @@ def _plugin_events(logdir):
     return found
 
 
+@pytest.mark.slow
 def test_objectives_that_need_alignments_are_named_when_there_are_none(inputs, caplog):
     objectives = {"translation_ranking": {"weight": 1.0}, "word_translation_ranking": {"weight": 0.2}}
     with caplog.at_level("WARNING", logger="tasks.train.trainer"):

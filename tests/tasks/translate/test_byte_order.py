@@ -47,6 +47,7 @@ def sizes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     return request.param
 
 
+@pytest.mark.slow
 def test_order_is_pyarrows_and_pythons_string_order(sizes: str) -> None:
     rng = random.Random(17)
     for _ in range(400):
@@ -59,6 +60,7 @@ def test_order_is_pyarrows_and_pythons_string_order(sizes: str) -> None:
         assert order.tolist() == pc.sort_indices(array).to_pylist()
 
 
+@pytest.mark.slow
 def test_a_duplicate_is_found_wherever_it_is(sizes: str) -> None:
     rng = random.Random(3)
     for _ in range(400):

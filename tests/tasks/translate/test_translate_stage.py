@@ -62,6 +62,7 @@ def test_every_target_in_corpus_long_format(setup: Setup, tmp_path: Path) -> Non
     assert manifest.shards == ["part-00000", "part-00001", "part-00002"]
 
 
+@pytest.mark.slow
 def test_one_translator_per_process_reused_across_shards_and_runs(setup: Setup, tmp_path: Path) -> None:
     engine.release_translators()
     store = setup.store(tmp_path)
@@ -73,6 +74,7 @@ def test_one_translator_per_process_reused_across_shards_and_runs(setup: Setup, 
     assert engine.cached_translators() == 2
 
 
+@pytest.mark.slow
 def test_k_of_pool_drawn_per_row_with_the_seed(setup: Setup, tmp_path: Path) -> None:
     store = setup.store(tmp_path)
     _, table = run_translate(store, setup, translate_config(k=3, seed=42))
@@ -136,6 +138,7 @@ run_stage(ArtifactStore(sys.argv[1]), stage, config, {"corpus": sys.argv[3], "tr
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_stage_then_rerun_gives_identical_output(setup: Setup, tmp_path: Path) -> None:
     config = translate_config(k=3, shard_rows=3)
     reference = setup.store(tmp_path / "a")
