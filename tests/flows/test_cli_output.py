@@ -74,6 +74,7 @@ def test_a_run_into_a_pipe_prints_plain_lines_and_whole_uris(piped_run):
     assert plan[0].split() == ["stage", "action", "key", "why"] and plan[1].split()[:2] == ["corpus", "compute"]
 
 
+@pytest.mark.slow
 def test_a_run_into_a_pipe_shows_progress_lines_and_no_notice_noise(piped_run):
     err = piped_run["result"].stderr
     # progress of every shard in a log line, in its unit, with an end line
@@ -115,6 +116,7 @@ def test_artifacts_show_starts_with_a_summary_and_tables_fit_80_columns(piped_ru
     assert json.loads(as_json.stdout)["stage"] == "corpus"
 
 
+@pytest.mark.slow
 def test_a_table_in_a_pipe_is_markdown_rows_one_line_each(piped_run):
     head = subprocess.run(cli("artifacts", "head", "corpus", "-n", "3", "--root", str(piped_run["root"])), env=piped_run["env"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip

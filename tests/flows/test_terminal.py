@@ -132,6 +132,7 @@ def test_run_json_prints_only_json_and_no_task_run_chatter(toy_run: dict) -> Non
     assert "Prefect collects anonymous usage data" not in result.stderr
 
 
+@pytest.mark.slow
 def test_flags_are_taken_before_or_after_the_subcommand(toy_run: dict, toy_stages: dict) -> None:
     from flows.cli import app
 
@@ -161,6 +162,7 @@ def test_flags_are_taken_before_or_after_the_subcommand(toy_run: dict, toy_stage
     os.environ.pop("XLEMBED_DEBUG", None)  # -v sets it for the process
 
 
+@pytest.mark.slow
 def test_an_empty_root_is_an_error_not_the_configs_root(toy_run: dict, toy_stages: dict) -> None:
     from flows.cli import app
 
