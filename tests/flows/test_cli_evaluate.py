@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+
+from tests.flows.toy_pipeline import REPO
 
 pytestmark = pytest.mark.slow
 

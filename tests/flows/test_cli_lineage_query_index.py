@@ -12,7 +12,6 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import write_config
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -20,6 +19,7 @@ from flows.config import load_config
 from flows.plan import make_plan
 from storage import ArtifactStore
 from tasks.stage import run_stage
+from tests.flows.toy_pipeline import write_config
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import cli, subprocess_env, write_config, write_corpus_text
 from rich.cells import cell_len
+
+from tests.flows.toy_pipeline import cli, subprocess_env, write_config, write_corpus_text
 
 BOX = set("┏┃┡│└┌┐┘╭╰━─═")
 

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import actions, build, plan_for, write_config, write_corpus_text
 
 from flows.config import load_config
 from flows.plan import make_plan
 from storage import ArtifactStore
 from storage.keys import KEY_SCHEME
+from tests.flows.toy_pipeline import actions, build, plan_for, write_config, write_corpus_text
 
 
 def copy_data(source: dict[str, Path], folder: Path) -> dict[str, Path]:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, cli, subprocess_env, write_config, write_corpus_text
+
+from tests.flows.toy_pipeline import REPO, cli, subprocess_env, write_config, write_corpus_text
 
 pytestmark = pytest.mark.slow
 

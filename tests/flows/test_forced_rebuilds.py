@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore, CorruptArtifact
-from tests.flows.conftest import actions, build, plan_for
+from tests.flows.toy_pipeline import actions, build, plan_for
 
 
 def _files(folder: Path) -> dict[Path, tuple[bytes, int]]:

@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+
+from tests.flows.toy_pipeline import REPO
 
 SCRIPT = """
 import sys, time

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, subprocess_env, write_config
 from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore
+from tests.flows.toy_pipeline import cli, subprocess_env, write_config
 
 pytestmark = pytest.mark.slow
 

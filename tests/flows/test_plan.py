@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import actions, build, plan_for, write_config
 
 from storage import ArtifactStore
+from tests.flows.toy_pipeline import actions, build, plan_for, write_config
 
 
 def test_fresh_pipeline_computes_everything_then_nothing(toy_pipeline: dict, toy_stages: dict) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, cli, subprocess_env, write_config
 
 from flows.config import ConfigError, PipelineSettings, load_config
 from storage import ArtifactStore
+from tests.flows.toy_pipeline import REPO, cli, subprocess_env, write_config
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None and importlib.util.find_spec("prefect_ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="prefect-ray / ray not installed (pip install 'xlembed[ray]')")

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli, subprocess_env, write_config, write_corpus_text
 
 from flows.server import plain_prefect_setup
+from tests.flows.toy_pipeline import cli, subprocess_env, write_config, write_corpus_text
 
 RUN_AND_REPORT = """
 import sys

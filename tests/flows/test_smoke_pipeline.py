@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cli, subprocess_env
 
 from storage import ArtifactStore
+from tests.flows.toy_pipeline import REPO, cli, subprocess_env
 
 STAGES = ["corpus", "translate_model", "translate", "base_model", "align", "train", "evaluate"]
 

@@ -14,7 +14,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -40,6 +39,7 @@ from flows.sweep import (
 from storage import ArtifactStore
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
+from tests.flows.toy_pipeline import write_config
 
 
 def write_grid(path: Path, text: str) -> Path:

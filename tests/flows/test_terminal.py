@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, subprocess_env, write_config, write_corpus_text
 from typer.testing import CliRunner
 
 from flows import terminal
 from flows.progress import progress_bar
+from tests.flows.toy_pipeline import cli, subprocess_env, write_config, write_corpus_text
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -186,7 +186,7 @@ def test_credentials_never_reach_manifests_prefect_or_logs(s3_server, tmp_path: 
     """`xlembed run` against moto with credentials in the environment, then every byte it wrote
     (bucket objects, the Prefect home with its database of logs and artifacts, the temp dir,
     stdout/stderr) is searched for the key id and the secret. A failing run too."""
-    from tests.flows.conftest import TOY_STAGES, write_corpus_text
+    from tests.flows.toy_pipeline import TOY_STAGES, write_corpus_text
 
     key_id, secret = f"AKIARELIABILITY{uuid.uuid4().hex[:8].upper()}", f"s3cr3t-{uuid.uuid4().hex}"
     prefix = uuid.uuid4().hex
