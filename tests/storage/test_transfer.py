@@ -47,7 +47,7 @@ def test_corrupt_source_file_is_not_copied(local_root: str, s3_root: str, kit: A
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
     remote = ArtifactStore(s3_root)
-    with pytest.raises(StoreError, match="does not match the manifest"):
+    with pytest.raises(StoreError, match="does not match its manifest"):
         copy_artifact(local, remote, "embed", manifest.key)
     assert not remote.is_committed("embed", manifest.key)  # nothing visible on the other side
 
