@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,12 +59,13 @@ def _precondition_failed(exc: BaseException) -> bool:
     )
 
 
-class StorageBackend:
+class StorageBackend(ABC):
     """The operations of one filesystem, every read fresh: other processes write here too
     (s3fs keeps directory listings, and the instance, for the life of the process)."""
 
     is_local = False
 
+    @abstractmethod
     def __init__(self, fs: Any, root_path: str) -> None:
         self.fs, self.root_path = fs, root_path
 
@@ -140,35 +142,46 @@ class StorageBackend:
     def prepare_root(self) -> None:
         """Make the root usable for writing, where that needs anything."""
 
+    @abstractmethod
     def check_root(self, root_uri: str, *, must_exist: bool) -> bool:
-        raise NotImplementedError
+        """Reach the root once; StoreErrors that name the fix (see `ArtifactStore.check_root`)."""
 
+    @abstractmethod
     def write_object(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
-        raise NotImplementedError
+        """Write the object whole; with `exclusive`, only if absent (False when it exists)."""
 
+    @abstractmethod
     def copy_local_file(self, local: str, dest: str) -> None:
-        raise NotImplementedError
+        """Place a copy of a local file at `dest`, whole; the local file stays."""
 
+    @abstractmethod
     def move_local_file(self, local: str, dest: str) -> None:
-        raise NotImplementedError
+        """Place a local file at `dest`, whole; the local file is gone afterwards."""
 
+    @abstractmethod
     def read_versioned(self, path: str) -> tuple[bytes | None, Any]:
-        raise NotImplementedError
+        """The object's bytes (None: absent) and a token for `write_if_unchanged`."""
 
+    @abstractmethod
     def write_if_unchanged(self, path: str, data: bytes, token: Any) -> bool:
-        raise NotImplementedError
+        """Replace the object only if it is still what `token` was read with (None: absent)."""
 
+    @abstractmethod
     def part_file_dir(self, dest: str) -> str | None:
-        raise NotImplementedError
+        """Where a file bound for `dest` is written before it is moved there (None: the system's)."""
 
+    @abstractmethod
     def verified_path(self, path: str, check: FileCheck) -> contextlib.AbstractContextManager[str]:
-        raise NotImplementedError
+        """A local path to the stored file's bytes, passed through `check` before it is handed out."""
 
+    @abstractmethod
     def sizes(self, base: str, names: Iterable[str]) -> dict[str, int]:
-        raise NotImplementedError
+        """Sizes of the files `base/name` that exist, by name."""
 
+    @abstractmethod
     def local_folder(self, base: str, names: list[str], cache: Path, check: Callable[[str, str, bool], None]) -> Path:
-        raise NotImplementedError
+        """A local folder holding `base/name` for each name, each passed through
+        `check(name, local_path, lasting)` (a remote root's are downloaded into `cache` once)."""
 
 
 class LocalFiles(StorageBackend):
