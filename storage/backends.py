@@ -65,7 +65,6 @@ class StorageBackend(ABC):
 
     is_local = False
 
-    @abstractmethod
     def __init__(self, fs: Any, root_path: str) -> None:
         self.fs, self.root_path = fs, root_path
 
