@@ -21,7 +21,6 @@ import datetime as dt
 import html
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 from storage.manifest import Manifest, Ref
@@ -206,7 +205,7 @@ def write_index(store: ArtifactStore, *, reports_dir: str | None = REPORTS_DIR) 
 
 def index_url(store: ArtifactStore) -> str:
     """Where the page lies, for a link: a file:// URI for a local root, s3://... for a bucket."""
-    return Path(store.root_uri, INDEX_FILE).as_uri() if store.is_local else f"{store.root_uri}/{INDEX_FILE}"
+    return store.url(INDEX_FILE)
 
 
 def _pipelines(page: _Page, refs: list[Ref], by_key: dict[tuple[str, str], Manifest], now: dt.datetime) -> None:
@@ -276,11 +275,7 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
 
 def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:
     base = f"{store.root_path.rstrip('/')}/{reports_dir}"
-    store.fs.invalidate_cache(base)
-    try:
-        found = sorted(p for p in store.fs.find(base) if p.endswith(REPORT_SUFFIXES))
-    except FileNotFoundError:
-        found = []
+    found = sorted(p for p in store.find(base) if p.endswith(REPORT_SUFFIXES))
     if not found:
         return
     page.parts.append(f"<h2>{_e(reports_dir.capitalize())}</h2>")

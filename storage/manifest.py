@@ -8,6 +8,7 @@ hostile manifest cannot point outside its artifact directory.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
@@ -110,6 +111,15 @@ class Manifest(BaseModel):
     @property
     def attached_files(self) -> list[FileEntry]:
         return [f for f in self.files if f.rows is None]
+
+
+@dataclass(frozen=True)
+class DamagedArtifact:
+    """An artifact whose manifest exists but cannot be parsed (truncated, edited by hand)."""
+
+    stage: str
+    key: str
+    problem: str
 
 
 class RefEntry(BaseModel):

@@ -98,19 +98,14 @@ def scan_artifact(store: ArtifactStore, stage: str, key: str) -> Any:
     if not entries:
         raise QueryError(f"{stage}/{key[:12]} has no table (it holds attached files only)")
     base = store.artifact_dir(stage, key)
-    folder = f"{base}/data"
-    store.fs.invalidate_cache(folder)
-    try:
-        listed = {info["name"].rstrip("/").rsplit("/", 1)[-1]: info.get("size") for info in store.fs.ls(folder, detail=True)}
-    except FileNotFoundError:
-        listed = {}
+    sizes = store.file_sizes(stage, key, [entry.path for entry in entries])
     for entry in entries:
-        size = listed.get(entry.path.rsplit("/", 1)[-1])
+        size = sizes.get(entry.path)
         if size != entry.bytes:
             what = "is missing" if size is None else f"has {size} bytes, its manifest says {entry.bytes}"
             raise CorruptArtifact(f"{stage}/{key}/{entry.path} {what}: not read (see `xlembed artifacts verify`)")
     paths = [f"{base}/{e.path}" for e in entries]
-    return ds.dataset(paths, format="parquet", filesystem=None if store.is_local else store.fs)
+    return ds.dataset(paths, format="parquet", filesystem=store.backend.arrow_filesystem)
 
 
 @dataclass

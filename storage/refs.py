@@ -13,27 +13,118 @@ rollback moves back to the first build.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from storage.errors import RefConflict, StoreError
-from storage.keys import attempt_key
+from storage.errors import ArtifactNotFound, RefConflict, StoreError
+from storage.keys import attempt_key, check_name
 from storage.manifest import Ref, RefEntry, parse_record
 
 if TYPE_CHECKING:
     from storage.store import ArtifactStore
 
+REFS_DIR = "refs"
+# a compare-and-swap on a local root holds this file's lock (S3 needs none: conditional PUTs)
+LOCK_FILE = ".lock"
+REF_HISTORY_LIMIT = 200
 # how often an update is retried when the ref moves under it; each retry re-reads it, and the
 # change function decides again (it refuses when the move is not one it may overwrite)
 CAS_RETRIES = 20
 MAX_ATTEMPTS = 10_000
+# `set_ref(expected=ANY_VALUE)`: move the ref whatever it points to now
+ANY_VALUE = object()
+
+
+def utc_now() -> str:
+    # microseconds: "the newest version" (of a ref, of a model's evaluations) must not tie when
+    # two are written within one second; ISO strings of either precision still sort by time
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class DamagedRef:
+    """A ref file that cannot be parsed: what it points to is unknown."""
+
+    pipeline: str
+    stage: str
+    problem: str
+
+
+def ref_path(store: ArtifactStore, pipeline: str, stage: str) -> str:
+    return f"{store.root_path}/{REFS_DIR}/{check_name(pipeline, 'pipeline')}/{check_name(stage, 'stage')}.json"
+
+
+def _short(key: object) -> str:
+    return key[:12] if isinstance(key, str) else "nothing"
+
+
+def read_ref(store: ArtifactStore, pipeline: str, stage: str) -> Ref | None:
+    path = ref_path(store, pipeline, stage)
+    data = store.backend.read_bytes(path)
+    return parse_record(Ref, data, path) if data is not None else None
+
+
+def set_ref(
+    store: ArtifactStore, pipeline: str, stage: str, key: str, note: str = "", *, expected: str | None | object = ANY_VALUE
+) -> Ref:
+    """Point `refs/{pipeline}/{stage}` at a committed key; the old value stays in the history.
+
+    `expected`: the key the caller read before (None: no ref yet). If the ref moved meanwhile
+    to anything but `key`, nothing is written and RefConflict names both keys (a ref moves
+    only by compare-and-swap, as git's `update-ref KEY OLD` does)."""
+    if not store.is_committed(stage, key):
+        raise ArtifactNotFound(f"cannot point {pipeline}/{stage} at uncommitted {stage}/{key}")
+    rebuild_of = store.manifest(stage, key).rebuild_of
+
+    def change(current: Ref | None) -> Ref | None:
+        if current is not None and current.key == key:
+            return None
+        was = current.key if current is not None else None
+        if expected is not ANY_VALUE and was != expected:
+            raise RefConflict(
+                f"refs/{pipeline}/{stage} moved from {_short(expected)} to {_short(was)} while this run built {key[:12]}; "
+                f"the ref was left as it is and {stage}/{key[:12]} is kept: "
+                f"`xlembed artifacts rollback {pipeline} {stage} --to {key[:12]}` points it there"
+            )
+        entry = RefEntry(key=key, at=utc_now(), note=note, config_key=rebuild_of)
+        history = [entry] + (current.history if current else [])
+        return Ref(pipeline=pipeline, stage=stage, key=key, history=history[:REF_HISTORY_LIMIT])
+
+    return update_ref(store, pipeline, stage, change)
+
+
+def write_ref(store: ArtifactStore, ref: Ref) -> Ref:
+    """Store a ref as given (history included), unconditionally: for tests and repairs;
+    copies between stores go through `copy_refs`, which merges."""
+    if not store.is_committed(ref.stage, ref.key):
+        raise ArtifactNotFound(f"cannot write ref {ref.pipeline}/{ref.stage}: {ref.stage}/{ref.key} is not committed here")
+    store.write_object(ref_path(store, ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
+    return ref
+
+
+def list_refs(store: ArtifactStore, damaged: list[DamagedRef] | None = None) -> list[Ref]:
+    """Every ref. A ref file that cannot be parsed raises, unless `damaged` is given: then it
+    is reported there and the others are still listed."""
+    base = f"{store.root_path}/{REFS_DIR}"
+    paths = [p for p in store.backend.find(base) if p.endswith(".json")]
+    refs = []
+    for path, blob in store.backend.read_many(paths).items():
+        try:
+            refs.append(parse_record(Ref, blob, path))
+        except StoreError as exc:
+            if damaged is None:
+                raise
+            pipeline, _, stage = path[len(base) + 1 :].removesuffix(".json").partition("/")
+            damaged.append(DamagedRef(pipeline, stage, str(exc)))
+    return sorted(refs, key=lambda r: (r.pipeline, r.stage))
 
 
 def update_ref(store: ArtifactStore, pipeline: str, stage: str, change: Callable[[Ref | None], Ref | None]) -> Ref | None:
     """Read the ref, compute its new value with `change` (None: leave it), write it only if the
     ref is still what was read; re-read and retry when another writer got there first."""
-    path = store._ref_path(pipeline, stage)
+    path = ref_path(store, pipeline, stage)
     for _ in range(CAS_RETRIES):
         data, token = store.read_versioned(path)
         current = parse_record(Ref, data, path) if data is not None else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from storage.manifest import FileEntry, Manifest
 from storage.refs import RefCopyResult, copy_refs
-from storage.store import ArtifactStore, StoreError, sha256_file
+from storage.store import ArtifactStore, CorruptArtifact, StoreError
 
 __all__ = ["CopyResult", "RefCopyResult", "copy_artifact", "copy_refs"]
 
@@ -32,13 +32,12 @@ class CopyResult:
 
 
 def _fetch_verified(source: ArtifactStore, stage: str, key: str, entry: FileEntry, local: str) -> None:
-    source.fs.get_file(f"{source.artifact_dir(stage, key)}/{entry.path}", local)
-    digest = sha256_file(local)
-    if digest != entry.sha256 or os.path.getsize(local) != entry.bytes:
-        raise StoreError(
-            f"{source.uri(stage, key)}/{entry.path}: sha256 {digest[:16]}… does not match the manifest "
-            f"({entry.sha256[:16]}…); not copied"
-        )
+    """The source's file at `local`, checked against its manifest as every read is; the error
+    names the source root (the destination has one of its own)."""
+    try:
+        source.fetch_verified(stage, key, entry, local)
+    except CorruptArtifact as exc:
+        raise CorruptArtifact(f"{source.root_uri}: {exc}") from None
 
 
 def copy_artifact(
@@ -58,7 +57,7 @@ def copy_artifact(
         for index, entry in enumerate(manifest.files):
             local = os.path.join(scratch, f"{index:06d}")
             _fetch_verified(source, stage, key, entry, local)
-            destination.put_local_file(local, f"{dst_base}/{entry.path}")
+            destination.copy_local_file(local, f"{dst_base}/{entry.path}")
             if progress is not None:
                 progress(entry.bytes)
     destination.commit(Manifest.model_validate(manifest.model_dump()))
@@ -88,7 +87,7 @@ def _repair_present(
         for index, path in enumerate(damaged):
             local = os.path.join(scratch, f"{index:06d}")
             _fetch_verified(source, stage, key, ours[path], local)
-            destination.put_local_file(local, f"{base}/{path}")
+            destination.copy_local_file(local, f"{base}/{path}")
     still = destination.verify(stage, key)
     if still:
         raise StoreError(f"{destination.uri(stage, key)} is still damaged after the repair: {still[0]}")

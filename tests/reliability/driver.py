@@ -62,8 +62,8 @@ def install_hooks(stages: list[str] | tuple[str, ...] = ()) -> None:
         setattr(owner, name, wrapped)
 
     around(store, "write_object", "write-record")
-    around(store, "put_local_file", "put-file")
-    around(store, "_put_local_file", "place-part")
+    around(store, "copy_local_file", "put-file")
+    around(store, "move_local_file", "place-part")
     around(part, "write", "part-write")
     original_fsync = os.fsync
 

@@ -167,7 +167,7 @@ def test_write_errors_remove_their_temporary_files(tmp_path: Path, monkeypatch: 
         shutil, "copyfile", lambda a, b: (Path(b).write_bytes(b"half"), (_ for _ in ()).throw(OSError(27, "File too large")))[1]
     )
     with pytest.raises(StoreWriteError, match="File too large"):
-        store.put_local_file(str(source), f"{store.artifact_dir('embed', key)}/files/weights.bin")
+        store.copy_local_file(str(source), f"{store.artifact_dir('embed', key)}/files/weights.bin")
     assert temporaries(tmp_path / "root") == []
 
 

@@ -16,7 +16,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import ValidationError
 
-import storage.store as store_module
+import storage.refs as refs_module
 from storage import (
     ArtifactNotFound,
     ArtifactStore,
@@ -500,7 +500,7 @@ def test_set_ref_to_an_uncommitted_key_raises(store: ArtifactStore, kit: Any) ->
 
 @pytest.mark.slow
 def test_ref_history_is_bounded(store: ArtifactStore, kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_module, "REF_HISTORY_LIMIT", 3)
+    monkeypatch.setattr(refs_module, "REF_HISTORY_LIMIT", 3)
     a = kit.build(store, config={"v": 1}, rows=1)
     b = kit.build(store, config={"v": 2}, rows=1)
     for key in (a.key, b.key, a.key, b.key, a.key):
@@ -575,7 +575,7 @@ def test_delete_removes_the_manifest_before_the_data(local_root: str, kit: Any) 
     doomed = kit.build(store, config={"v": 1}, rows=9)
     keep = kit.build(store, config={"v": 2}, rows=9)
     manifest_path = art_path(store, STAGE, doomed.key, "manifest.json")
-    store.fs = _RecordingFS(manifest_path)
+    store.backend.fs = _RecordingFS(manifest_path)
     store.delete(STAGE, doomed.key)
     # the first removal takes the manifest; when the data goes, the artifact is already uncommitted
     assert store.fs.events[0] == ("rm_file", True)
@@ -663,7 +663,7 @@ def test_a_second_process_sees_new_commits(root: str, kit: Any) -> None:
     fs_class = type(reader.fs)
     writer = ArtifactStore(root)
     if not reader.is_local:  # a separate S3 connection with its own listing cache
-        writer.fs = fs_class(skip_instance_cache=True)
+        writer.backend.fs = fs_class(skip_instance_cache=True)
         assert writer.fs is not reader.fs
     second = kit.build(writer, config={"v": 2}, rows=1)
     third = kit.build(writer, "corpus", {"v": 3}, rows=1)

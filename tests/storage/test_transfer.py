@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from storage import ArtifactStore, StoreError
+from storage import ArtifactStore, CorruptArtifact
 from storage.transfer import copy_artifact
 
 
@@ -49,9 +49,23 @@ def test_corrupt_source_file_is_not_copied(local_root: str, s3_root: str, kit: A
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
     remote = ArtifactStore(s3_root)
-    with pytest.raises(StoreError, match="does not match the manifest"):
+    with pytest.raises(CorruptArtifact, match="does not match its manifest") as caught:
         copy_artifact(local, remote, "embed", manifest.key)
+    assert str(caught.value).startswith(f"{local_root}: embed/{manifest.key}/{manifest.files[0].path} ")
     assert not remote.is_committed("embed", manifest.key)  # nothing visible on the other side
+
+
+def test_a_source_file_that_is_gone_is_one_line_naming_it(local_root: str, s3_root: str, kit: Any) -> None:
+    """The copy checks what it fetched as every read does: a missing file is a CorruptArtifact
+    naming the source root and the file, not fsspec's FileNotFoundError."""
+    remote = ArtifactStore(s3_root)
+    manifest = kit.build(remote, config={"v": 5}, rows=4)
+    victim = manifest.files[0].path
+    remote.fs.rm_file(f"{remote.artifact_dir('embed', manifest.key)}/{victim}")
+    local = ArtifactStore(local_root)
+    with pytest.raises(CorruptArtifact, match=f"^{s3_root}: embed/{manifest.key}/{victim} is missing"):
+        copy_artifact(remote, local, "embed", manifest.key)
+    assert not local.is_committed("embed", manifest.key)
 
 
 def test_head_prints_first_rows(local_root: str, kit: Any) -> None:
