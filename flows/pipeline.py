@@ -178,12 +178,12 @@ def commit_task(
             folder = f"{store.artifact_dir(stage_name, key)}/{entry.path.rsplit('/', 1)[0]}"
 
             def figure(name: str, folder: str = folder) -> bytes | None:
-                return store.fs.cat_file(f"{folder}/{name}") if store.fs.exists(f"{folder}/{name}") else None
+                return store.read_bytes(f"{folder}/{name}")
 
-            with store.fs.open(f"{store.artifact_dir(stage_name, key)}/{entry.path}", "rb") as f:
-                # the UI cannot follow links beside the report: the figures travel inside it
+            report = store.read_bytes(f"{store.artifact_dir(stage_name, key)}/{entry.path}")
+            if report is not None:  # the UI cannot follow links beside the report: the figures travel inside it
                 create_markdown_artifact(
-                    inline_figures(f.read().decode("utf-8"), figure),
+                    inline_figures(report.decode("utf-8"), figure),
                     key=f"{stage_name.replace('_', '-')}-report",
                     description=f"{stage_name} report {key[:12]}",
                 )

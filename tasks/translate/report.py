@@ -190,8 +190,10 @@ def summarize_translate(
     for record in records:
         for entry in record.files:
             if entry.path.startswith(f"files/{SAMPLES_DIR}/"):
-                with store.fs.open(f"{base}/{entry.path}", "rb") as f:
-                    parts.append(pq.read_table(f))
+                data = store.read_bytes(f"{base}/{entry.path}")
+                if data is None:
+                    raise FileNotFoundError(f"{base}/{entry.path}: a translate shard's samples file is missing")
+                parts.append(pq.read_table(pa.BufferReader(data)))
     dropped: dict[str, int] = {}
     for record in records:
         for reason, n in record.dropped.items():

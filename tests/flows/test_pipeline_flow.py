@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -47,8 +48,13 @@ def test_flow_runs_dag_publishes_artifacts_and_second_run_computes_nothing(toy_p
     assert all(store.verify(stage, key) == [] for stage, key in refs.items())
 
     with get_client(sync_client=True) as client:
-        keys = {a.key for a in client.read_artifacts()}
-    assert {"corpus-artifact", "lengths-artifact", "histogram-artifact", "corpus-drops", "toy-run"} <= keys
+        artifacts = {a.key: a for a in client.read_artifacts()}
+    assert {"corpus-artifact", "lengths-artifact", "histogram-artifact", "corpus-drops", "toy-run", "histogram-report"} <= set(
+        artifacts
+    )
+    # the stage's report.md is shown with its figure inlined: the UI cannot follow a link beside it
+    figure = (Path(store.artifact_dir("histogram", refs["histogram"])) / "files/report/lengths.png").read_bytes()
+    assert f"![Lengths](data:image/png;base64,{base64.b64encode(figure).decode('ascii')})" in artifacts["histogram-report"].data
 
     with get_client(sync_client=True) as client:
         flow_runs_before = len(client.read_flow_runs())
