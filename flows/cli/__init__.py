@@ -4,7 +4,8 @@ Exit codes: 0 success, 1 the run or a check failed, 2 bad usage or config.
 Heavy imports (Prefect, polars) happen only in the commands that need them, so
 `xlembed plan` and an up-to-date `xlembed run` answer quickly.
 
-One module per command group: `run` (plan, run, evaluate), `sweep`, `align`, `artifacts`,
+One module per command group: `run` (plan, run, evaluate), `sweep`, `align`, `artifacts`
+(inspection; it also registers `artifacts_admin`'s pull, push, verify, gc, refs and rollback),
 `deploy` (deploy, serve) and `export`; `common` holds the apps and what they share.
 """
 

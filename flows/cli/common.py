@@ -1,5 +1,5 @@
 """What every command of the `xlembed` command line shares: the Typer apps, the output
-consoles, the argument types, and one-line errors."""
+consoles, the argument types, one-line errors, and finding an artifact from a stage, key or ref."""
 
 from __future__ import annotations
 
@@ -267,6 +267,80 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
         raise fail(str(exc), 1) from None
     except StoreError as exc:
         raise fail(str(exc), 2) from None
+
+
+def _age(created_at: str) -> str:
+    from storage.index import format_age
+
+    return format_age(created_at)
+
+
+def _size(n: int) -> str:
+    from storage.index import format_size
+
+    return format_size(n)
+
+
+def _known_stage(store: Any, stage: str) -> str:
+    """A stage name given on the command line must name a stage present in the store."""
+    stages = store.stages()
+    if stage not in stages:
+        raise fail(f"no stage {stage!r} in {store.root_uri}; stages there: {', '.join(stages) or 'none'}", 2)
+    return stage
+
+
+def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> str:
+    from storage import StoreError
+
+    _known_stage(store, stage)
+    try:
+        if key:
+            return store.resolve(stage, key)
+        refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
+        if pipeline is not None and not refs:
+            pipelines = sorted({r.pipeline for r in store.list_refs() if r.stage == stage})
+            raise fail(
+                f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}",
+                2,
+            )
+        if len({r.key for r in refs}) != 1:
+            raise fail(f"give a KEY (or --pipeline): {len(refs)} refs point at {stage} artifacts", 2)
+        return refs[0].key
+    except StoreError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[str, str]:
+    """ARTIFACT on the command line: a stage name (its ref; the latest one when several
+    pipelines have one) or a key or unique key prefix of any stage."""
+    from storage import StoreError
+
+    stages = store.stages()
+    if artifact in stages:
+        refs = [r for r in store.list_refs() if r.stage == artifact]
+        if pipeline is not None or len({r.key for r in refs}) <= 1:
+            return artifact, _resolve(store, artifact, None, pipeline) if refs or pipeline else _no_ref(store, artifact)
+        latest = max(refs, key=lambda r: r.history[0].at if r.history else "")
+        return artifact, latest.key
+    found = []
+    for stage in stages:
+        try:
+            found.append((stage, store.resolve(stage, artifact)))
+        except StoreError:
+            continue
+    if len(found) != 1:
+        what = f"is ambiguous: {', '.join(f'{s} {k[:12]}' for s, k in found)}" if found else "names no stage and no artifact key"
+        raise fail(f"{artifact!r} {what} in {store.root_uri} (stages: {', '.join(stages) or 'none'})", 2)
+    return found[0]
+
+
+def _report_damaged_refs(damaged: list[Any]) -> None:
+    for item in damaged:
+        err.print(Text(f"damaged ref refs/{item.pipeline}/{item.stage}: {item.problem} (skipped)"), highlight=False)
+
+
+def _no_ref(store: Any, stage: str) -> str:
+    raise fail(f"no ref points at a {stage} artifact in {store.root_uri}; give its key (xlembed artifacts ls {stage})", 2)
 
 
 def print_plan_notes(plan: Any) -> None:

@@ -8,8 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.text import Text
 
-from flows.cli.artifacts import _resolve_artifact, _size
-from flows.cli.common import StoreRootOpt, _one_line, _store, app, err, fail, out
+from flows.cli.common import StoreRootOpt, _one_line, _resolve_artifact, _size, _store, app, err, fail, out
 
 
 @app.command("export")
