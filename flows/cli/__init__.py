@@ -5,7 +5,7 @@ Heavy imports (Prefect, polars) happen only in the commands that need them, so
 `xlembed plan` and an up-to-date `xlembed run` answer quickly.
 
 One module per command group: `run` (plan, run, evaluate), `sweep`, `align`, `artifacts`
-(inspection; it also registers `artifacts_admin`'s pull, push, verify, gc, refs and rollback),
+(inspection), `artifacts_admin` (pull, push, verify, gc, refs, rollback),
 `deploy` (deploy, serve) and `export`; `common` holds the apps and what they share.
 """
 
@@ -20,7 +20,8 @@ from rich.text import Text
 from flows.cli import run  # noqa: F401, I001 - plan, run, evaluate
 from flows.cli import sweep  # noqa: F401
 from flows.cli import align  # noqa: F401
-from flows.cli import artifacts  # noqa: F401
+from flows.cli import artifacts  # noqa: F401 - ls, show, head, lineage, query, index, diff
+from flows.cli import artifacts_admin  # noqa: F401 - pull, push, verify, gc, refs, rollback
 from flows.cli import deploy  # noqa: F401 - deploy, serve
 from flows.cli import export  # noqa: F401
 from flows.cli.common import ROOT_ENV, app, err

@@ -1,7 +1,6 @@
 """`xlembed artifacts ...`: the command group, and the commands that look into the artifact store
 (ls, show, head, lineage, query, index, diff). Copying between stores and keeping one in order
-(pull, push, verify, gc, refs, rollback) live in `flows.cli.artifacts_admin`; the end of this
-module registers both modules' commands in the order the help lists them."""
+(pull, push, verify, gc, refs, rollback) live in `flows.cli.artifacts_admin`."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli import artifacts_admin
 from flows.cli.common import (
     MODE,
     JsonOpt,
@@ -41,6 +39,7 @@ from flows.cli.common import (
 MAX_ROWS = 2**31 - 1
 
 
+@artifacts_app.command("ls")
 def artifacts_ls(
     stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None, root: StoreRootOpt = "artifacts",
     verbose: VerboseOpt = False, quiet: QuietOpt = False, as_json: JsonOpt = False,
@@ -93,6 +92,7 @@ def artifacts_ls(
         err.print("no artifacts")
 
 
+@artifacts_app.command("show")
 def artifacts_show(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
@@ -154,6 +154,7 @@ def _manifest_summary(store: Any, m: Any) -> list[str]:
     return lines
 
 
+@artifacts_app.command("head")
 def artifacts_head(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
@@ -296,6 +297,7 @@ def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]],
     return branch
 
 
+@artifacts_app.command("lineage")
 def artifacts_lineage(
     stage: str,
     key: Annotated[Optional[str], typer.Argument(help="key or unique prefix; default: what the ref points to")] = None,
@@ -326,6 +328,7 @@ def artifacts_lineage(
     out.print(_lineage_tree(tree, record, set()), highlight=False)
 
 
+@artifacts_app.command("query")
 def artifacts_query(
     sql: Annotated[
         str,
@@ -411,6 +414,7 @@ def _write_result(relation: Any, output: Path) -> int:
     return rows
 
 
+@artifacts_app.command("index")
 def artifacts_index(
     output: Annotated[
         Optional[Path],
@@ -442,6 +446,7 @@ def artifacts_index(
     out.print(f"{where}: {page.artifacts} artifacts, {len(page.links)} links", highlight=False, markup=False, soft_wrap=True)
 
 
+@artifacts_app.command("diff")
 def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "artifacts") -> None:
     """Differences between two versions of a stage: config, code, inputs, rows and drops."""
     from flows.plan import config_changes
@@ -468,23 +473,3 @@ def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "art
     out.print(f"{stage} {a.key[:12]} -> {b.key[:12]}")
     for line in lines or ["no differences"]:
         out.print(f"  {line}", highlight=False, markup=False)
-
-
-# Registered here rather than by decorators because the help's order mixes the two modules
-# (diff sits between push and verify); scripts and muscle memory know this order.
-for _name, _command in (
-    ("ls", artifacts_ls),
-    ("show", artifacts_show),
-    ("head", artifacts_head),
-    ("lineage", artifacts_lineage),
-    ("query", artifacts_query),
-    ("index", artifacts_index),
-    ("pull", artifacts_admin.artifacts_pull),
-    ("push", artifacts_admin.artifacts_push),
-    ("diff", artifacts_diff),
-    ("verify", artifacts_admin.artifacts_verify),
-    ("gc", artifacts_admin.artifacts_gc),
-    ("refs", artifacts_admin.artifacts_refs),
-    ("rollback", artifacts_admin.artifacts_rollback),
-):
-    artifacts_app.command(_name)(_command)

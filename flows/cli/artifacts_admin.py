@@ -1,5 +1,5 @@
 """`xlembed artifacts ...` commands that copy between artifact stores and keep one in order:
-pull, push, verify, gc, refs and rollback. `flows.cli.artifacts` registers them on the group."""
+pull, push, verify, gc, refs and rollback (the help lists them after the inspection commands)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,18 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli.common import StoreRootOpt, _known_stage, _report_damaged_refs, _resolve, _size, _store, err, fail, out
+from flows.cli.common import (
+    StoreRootOpt,
+    _known_stage,
+    _report_damaged_refs,
+    _resolve,
+    _size,
+    _store,
+    artifacts_app,
+    err,
+    fail,
+    out,
+)
 
 
 def _transfer(
@@ -85,6 +96,7 @@ TheirsOpt = Annotated[
 OursOpt = Annotated[bool, typer.Option("--ours", help="where a ref has diverged, keep the local version (histories are merged)")]
 
 
+@artifacts_app.command("pull")
 def artifacts_pull(
     remote: Annotated[str, typer.Argument(help="the root to copy from, e.g. s3://bucket/prefix")],
     stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
@@ -100,6 +112,7 @@ def artifacts_pull(
     _transfer(remote, root, stage, key, refs, _side(theirs, ours, force, "remote"), ("--theirs", "--ours"))
 
 
+@artifacts_app.command("push")
 def artifacts_push(
     remote: Annotated[str, typer.Argument(help="the root to copy to, e.g. s3://bucket/prefix")],
     stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
@@ -117,6 +130,7 @@ def artifacts_push(
     _transfer(root, remote, stage, key, refs, _side(theirs, ours, force, "local"), ("--ours", "--theirs"))
 
 
+@artifacts_app.command("verify")
 def artifacts_verify(
     stage: Annotated[Optional[str], typer.Argument(help="only this stage")] = None,
     key: Annotated[Optional[str], typer.Argument(help="only this key (or unique prefix)")] = None,
@@ -179,6 +193,7 @@ def artifacts_verify(
     out.print(f"{total} artifacts verified, and the refs")
 
 
+@artifacts_app.command("gc")
 def artifacts_gc(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="really delete (default: dry run)")] = False,
     keep_history: Annotated[bool, typer.Option(help="also keep what refs pointed to before")] = False,
@@ -203,6 +218,7 @@ def artifacts_gc(
         out.print(f"{len(doomed)} artifacts; run again with --yes to delete them")
 
 
+@artifacts_app.command("refs")
 def artifacts_refs(root: StoreRootOpt = "artifacts") -> None:
     """List named refs (pipeline/stage -> key) with how many versions each has had."""
     store = _store(root)
@@ -239,6 +255,7 @@ def _ref_position(ref: Any, versions: list[Any]) -> int:
     return next((i for i, v in enumerate(versions) if v.key == ref.key), 0)
 
 
+@artifacts_app.command("rollback")
 def artifacts_rollback(
     pipeline: Annotated[str, typer.Argument(help="the pipeline whose ref moves (its [pipeline] name)")],
     stage: Annotated[str, typer.Argument(help="the stage whose ref moves")],
