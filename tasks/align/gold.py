@@ -51,9 +51,6 @@ class AlignmentScores:
     sure: int
     possible: int
 
-    def as_dict(self) -> dict[str, float | int]:
-        return {k: getattr(self, k) for k in ("aer", "precision", "recall", "f1", "pairs", "predicted", "sure", "possible")}
-
 
 def parse_gold_line(line: str, *, zero_based: bool = False, where: str = "") -> GoldPair:
     sure, possible = set(), set()

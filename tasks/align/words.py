@@ -18,8 +18,6 @@ backends rely on that.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import regex
 
 # Scripts (ISO 15924, as in FLORES-200 codes) and Unicode script names written without spaces.
@@ -55,13 +53,3 @@ def split_words(text: str, lang: str) -> list[str]:
     """The words of `text` in language `lang` (FLORES-200 code), in order."""
     pattern = _UNSPACED if is_unspaced(lang) else _SPACED
     return pattern.findall(text)
-
-
-@lru_cache(maxsize=64)
-def _pattern(lang: str) -> regex.Pattern[str]:
-    return _UNSPACED if is_unspaced(lang) else _SPACED
-
-
-def segment(texts: list[str], langs: list[str]) -> list[list[str]]:
-    """`split_words` for many sentences at once."""
-    return [_pattern(lang).findall(text) for text, lang in zip(texts, langs)]

@@ -10,7 +10,6 @@ first steps are not pulled towards 0) over the raw values drawn faint.
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import matplotlib
 import matplotlib.style
@@ -116,14 +115,3 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
             return png_bytes(fig)
-
-
-def curves_summary(curves: pa.Table) -> dict[str, Any]:
-    """The first and last dev accuracy and the number of steps, for the figure's caption."""
-    steps = curves.column("step").to_pylist()
-    dev = sorted(
-        (s, v)
-        for s, m, v in zip(steps, curves.column("metric").to_pylist(), curves.column("value").to_pylist())
-        if m == "dev_accuracy"
-    )
-    return {"steps": max(steps) if steps else 0, "dev_first": dev[0] if dev else None, "dev_last": dev[-1] if dev else None}
