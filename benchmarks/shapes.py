@@ -61,30 +61,18 @@ _PAD, _BOS, _EOS = 1, 0, 2
 
 def nllb_config(shape: NllbShape, *, pad: int = _PAD, bos: int = _BOS, eos: int = _EOS):  # -> M2M100Config
     """The M2M100 configuration of an NLLB-200 checkpoint of `shape` (pre-norm, scaled embeddings, relu)."""
-    from transformers import M2M100Config
+    from tasks.translate.tiny import nllb_config as config_of_shape
 
-    return M2M100Config(
+    return config_of_shape(
         vocab_size=shape.vocab_size,
         d_model=shape.d_model,
-        encoder_layers=shape.layers,
-        decoder_layers=shape.layers,
-        encoder_attention_heads=shape.heads,
-        decoder_attention_heads=shape.heads,
-        encoder_ffn_dim=shape.ffn_dim,
-        decoder_ffn_dim=shape.ffn_dim,
-        max_position_embeddings=shape.max_positions,
-        activation_function="relu",
-        scale_embedding=True,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        encoder_layerdrop=0.0,
-        decoder_layerdrop=0.0,
-        pad_token_id=pad,
-        bos_token_id=bos,
-        eos_token_id=eos,
-        decoder_start_token_id=eos,
-        tie_word_embeddings=True,
+        layers=shape.layers,
+        heads=shape.heads,
+        ffn_dim=shape.ffn_dim,
+        max_positions=shape.max_positions,
+        pad=pad,
+        bos=bos,
+        eos=eos,
     )
 
 

@@ -55,26 +55,34 @@ def build_tokenizer(vocab_size: int):  # -> transformers.NllbTokenizer
     return NllbTokenizer(vocab=model["vocab"], merges=merges, src_lang="eng_Latn")
 
 
-def build_tiny_nllb(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
-    """Write a transformers checkpoint (safetensors, config, tokenizer) of a tiny random NLLB model."""
-    import torch
-    from transformers import M2M100Config, M2M100ForConditionalGeneration
+def nllb_config(
+    *,
+    vocab_size: int,
+    d_model: int,
+    layers: int,
+    heads: int,
+    ffn_dim: int,
+    max_positions: int,
+    pad: int,
+    bos: int,
+    eos: int,
+    init_std: float = 0.02,
+):  # -> M2M100Config
+    """The M2M100 configuration of an NLLB-200 checkpoint of this shape, as NLLB-200 builds its
+    own: pre-norm, scaled embeddings, relu, tied embeddings, no dropout (inference)."""
+    from transformers import M2M100Config
 
-    spec = spec or TinyModelSpec()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(spec.vocab_size)
-    config = M2M100Config(
-        vocab_size=len(tokenizer),
-        d_model=spec.d_model,
-        encoder_layers=spec.layers,
-        decoder_layers=spec.layers,
-        encoder_attention_heads=spec.heads,
-        decoder_attention_heads=spec.heads,
-        encoder_ffn_dim=spec.ffn_dim,
-        decoder_ffn_dim=spec.ffn_dim,
-        max_position_embeddings=spec.max_positions,
-        init_std=spec.init_std,
+    return M2M100Config(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim,
+        max_position_embeddings=max_positions,
+        init_std=init_std,
         activation_function="relu",
         scale_embedding=True,
         dropout=0.0,
@@ -82,11 +90,34 @@ def build_tiny_nllb(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
         activation_dropout=0.0,
         encoder_layerdrop=0.0,
         decoder_layerdrop=0.0,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id,
+        pad_token_id=pad,
+        bos_token_id=bos,
+        eos_token_id=eos,
+        decoder_start_token_id=eos,
         tie_word_embeddings=True,
+    )
+
+
+def build_tiny_nllb(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
+    """Write a transformers checkpoint (safetensors, config, tokenizer) of a tiny random NLLB model."""
+    import torch
+    from transformers import M2M100ForConditionalGeneration
+
+    spec = spec or TinyModelSpec()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(spec.vocab_size)
+    config = nllb_config(
+        vocab_size=len(tokenizer),
+        d_model=spec.d_model,
+        layers=spec.layers,
+        heads=spec.heads,
+        ffn_dim=spec.ffn_dim,
+        max_positions=spec.max_positions,
+        pad=tokenizer.pad_token_id,
+        bos=tokenizer.bos_token_id,
+        eos=tokenizer.eos_token_id,
+        init_std=spec.init_std,
     )
     generator = torch.Generator().manual_seed(spec.seed)
     with torch.random.fork_rng(devices=[]):
