@@ -199,9 +199,13 @@ def test_sigkill_mid_stage_resumes_without_recomputing(toy_pipeline: dict, tmp_p
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in done.items()), "a completed shard was recomputed"
     assert file_digests(toy_pipeline["root"]) == file_digests(reference_root)
     store = ArtifactStore(toy_pipeline["root"])
-    for m in store.list_manifests():  # every visible data file belongs to the manifest; a killed writer leaves only dot-temps
-        data = Path(store.artifact_dir(m.stage, m.key)) / "data"
-        assert {p.name for p in data.iterdir() if not p.name.startswith(".")} == {Path(f.path).name for f in m.files}
+    for m in store.list_manifests():  # every visible file belongs to the manifest; a killed writer leaves only dot-temps
+        folder = Path(store.artifact_dir(m.stage, m.key))
+        assert {p.name for p in (folder / "data").iterdir() if not p.name.startswith(".")} == {
+            Path(f.path).name for f in m.table_files
+        }
+        attached = {str(p.relative_to(folder)) for p in folder.glob("files/**/*") if p.is_file() and not p.name.startswith(".")}
+        assert attached == {f.path for f in m.attached_files}
     assert all(store.verify(m.stage, m.key) == [] for m in store.list_manifests())
 
 
