@@ -5,7 +5,6 @@ written to manifests, Prefect artifacts or logs."""
 from __future__ import annotations
 
 import ast
-import os
 import posixpath
 import subprocess
 import sys
@@ -186,7 +185,7 @@ def test_credentials_never_reach_manifests_prefect_or_logs(s3_server, tmp_path: 
     """`xlembed run` against moto with credentials in the environment, then every byte it wrote
     (bucket objects, the Prefect home with its database of logs and artifacts, the temp dir,
     stdout/stderr) is searched for the key id and the secret. A failing run too."""
-    from tests.flows.toy_pipeline import TOY_STAGES, write_corpus_text
+    from tests.flows.toy_pipeline import subprocess_env, write_corpus_text
 
     key_id, secret = f"AKIARELIABILITY{uuid.uuid4().hex[:8].upper()}", f"s3cr3t-{uuid.uuid4().hex}"
     prefix = uuid.uuid4().hex
@@ -198,22 +197,17 @@ def test_credentials_never_reach_manifests_prefect_or_logs(s3_server, tmp_path: 
         f"[lengths]\nshards = 2\n[histogram]\nbucket = 10\n",
         encoding="utf-8",
     )
-    home, scratch = tmp_path / "prefect-home", tmp_path / "scratch"
-    home.mkdir()
+    scratch = tmp_path / "scratch"
     scratch.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(
-        PYTHONPATH=str(REPO),
-        XLEMBED_STAGES=TOY_STAGES,
-        PREFECT_HOME=str(home),
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        XLEMBED_PROGRESS="0",
+    env = subprocess_env(
+        tmp_path,
         TMPDIR=str(scratch),
         AWS_ACCESS_KEY_ID=key_id,
         AWS_SECRET_ACCESS_KEY=secret,
         PREFECT_LOGGING_LEVEL="DEBUG",
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
     )
+    home = Path(env["PREFECT_HOME"])
     command = [sys.executable, "-m", "flows.cli", "run", str(config)]
     ok = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
     assert ok.returncode == 0, ok.stderr[-3000:]
