@@ -185,15 +185,12 @@ def summarize_translate(
     config: TranslateConfig, store: ArtifactStore, key: str, records: list[ShardRecord], workdir: Path
 ) -> dict[str, Path]:
     """The stage's `summarize` hook: report/report.md and report/report.html from all shards."""
-    base = store.artifact_dir("translate", key)
     parts = []
     for record in records:
         for entry in record.files:
             if entry.path.startswith(f"files/{SAMPLES_DIR}/"):
-                data = store.read_bytes(f"{base}/{entry.path}")
-                if data is None:
-                    raise FileNotFoundError(f"{base}/{entry.path}: a translate shard's samples file is missing")
-                parts.append(pq.read_table(pa.BufferReader(data)))
+                with store.verified_path("translate", key, entry) as local:
+                    parts.append(pq.read_table(local))
     dropped: dict[str, int] = {}
     for record in records:
         for reason, n in record.dropped.items():
