@@ -14,6 +14,7 @@ import errno
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task, unmapped
@@ -171,22 +172,28 @@ def commit_task(
         key=f"{stage_name.replace('_', '-')}-artifact",
         description=f"{stage_name} artifact {key[:12]}",
     )
-    for entry in manifest.attached_files:  # a stage's own human report (evaluate) goes to the UI too
-        if entry.path.endswith("report.md"):
+    attached = {entry.path: entry for entry in manifest.attached_files}
+
+    def read_attached(path: str) -> bytes | None:
+        """An attached file's bytes, checked against the manifest; None when the manifest lists no such file."""
+        if path not in attached:
+            return None
+        with store.verified_path(stage_name, key, attached[path]) as local:
+            return Path(local).read_bytes()
+
+    for path in attached:  # a stage's own human report (evaluate) goes to the UI too
+        if path.endswith("report.md"):
             from tasks.reporting.figures import inline_figures
 
-            folder = f"{store.artifact_dir(stage_name, key)}/{entry.path.rsplit('/', 1)[0]}"
-
-            def figure(name: str, folder: str = folder) -> bytes | None:
-                return store.read_bytes(f"{folder}/{name}")
-
-            report = store.read_bytes(f"{store.artifact_dir(stage_name, key)}/{entry.path}")
-            if report is not None:  # the UI cannot follow links beside the report: the figures travel inside it
-                create_markdown_artifact(
-                    inline_figures(report.decode("utf-8"), figure),
-                    key=f"{stage_name.replace('_', '-')}-report",
-                    description=f"{stage_name} report {key[:12]}",
-                )
+            folder = path.rsplit("/", 1)[0]
+            # the UI cannot follow links beside the report: the figures travel inside it
+            create_markdown_artifact(
+                inline_figures(
+                    read_attached(path).decode("utf-8"), lambda name, folder=folder: read_attached(f"{folder}/{name}")
+                ),
+                key=f"{stage_name.replace('_', '-')}-report",
+                description=f"{stage_name} report {key[:12]}",
+            )
     create_table_artifact(
         [{"reason": r, "rows": n} for r, n in manifest.dropped.items()] or [{"reason": "(none)", "rows": 0}],
         key=f"{stage_name.replace('_', '-')}-drops",
