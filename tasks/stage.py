@@ -498,7 +498,9 @@ def resolve_inputs(store: ArtifactStore, stage: Stage[Any], input_keys: Mapping[
     return {name: InputArtifact(store, name, input_keys[name]) for name in (*stage.inputs, *optional)}
 
 
-_ONE_AT_A_TIME = threading.Lock()
+# Re-entrant: a shard may build another artifact of its stage first (an interpolated train
+# artifact builds the trained one it derives from: tasks/train/stage.py).
+_ONE_AT_A_TIME = threading.RLock()
 
 
 def run_shard(

@@ -51,17 +51,19 @@ def _put_bytes(store: ArtifactStore, dest: str, data: bytes) -> None:
 def _evaluation_extras(store: ArtifactStore, stage: str, key: str) -> dict[str, Any]:
     """What an evaluate artifact attaches besides its metrics, as tables (None where it has none):
     "items" and "base_items" (per-query outcomes of the scored model and of the untrained base
-    scored beside it) and "base_metrics". Evaluations older than the outcomes have no items."""
+    scored beside it), "base_metrics" and "sts_items" (per-pair STS cosines). Evaluations older
+    than the outcomes have no items."""
     import pyarrow.parquet as pq
 
     from tasks.evaluate.schema import ITEM_KEY
-    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR
+    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR, STS_ITEMS_FILE
 
     item_columns = [*ITEM_KEY, "correct"]  # margins are not compared
     wanted = {
         "items": (ITEMS_FILE, item_columns),
         "base_items": (BASE_ITEMS_FILE, item_columns),
         "base_metrics": (f"{REPORT_DIR}/base_metrics.parquet", None),
+        "sts_items": (STS_ITEMS_FILE, None),  # the trade-off figure's similarity axis
     }
     attached = {entry.path.removeprefix("files/") for entry in store.manifest(stage, key).attached_files}
     if not attached & {file for file, _ in wanted.values()}:
@@ -85,6 +87,7 @@ def write_report(
     sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
     from tasks.evaluate.compare import VariantResult, build_comparison
     from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
+    from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE
 
     baseline = plan.grid.check_baseline(baseline) if baseline is not None else plan.grid.baseline
     results = []
@@ -106,6 +109,8 @@ def write_report(
                 base_metrics=extras.get("base_metrics"),
                 base_items=extras.get("base_items"),
                 trained="train" in vplan.config.stages,
+                sts_items=extras.get("sts_items"),
+                screening=tuple(store.manifest(metrics_stage, key).metrics.get("screening", ())) if key else (),
             )
         )
     untrained = next((r.name for r in results if r.name == UNTRAINED_VARIANT and not r.trained), None)
@@ -123,6 +128,8 @@ def write_report(
     _put_text(store, f"{folder}/report.html", comparison.html)
     if comparison.figure is not None:
         _put_bytes(store, f"{folder}/{INTERVALS_FIGURE_FILE}", comparison.figure)
+    if comparison.tradeoff_figure is not None:
+        _put_bytes(store, f"{folder}/{TRADEOFF_FIGURE_FILE}", comparison.tradeoff_figure)
     summary = {
         "sweep": plan.grid.name,
         "grid": str(plan.grid.path),
@@ -144,6 +151,8 @@ def write_report(
         "untrained_base": comparison.untrained,
         # paired bootstrap 95% intervals of each delta (display units), see tasks/evaluate/compare.py
         "intervals": comparison.intervals,
+        # each trained variant's change in retrieval against its change in monolingual STS (tasks/evaluate/tradeoff.py)
+        "tradeoff": comparison.tradeoff,
     }
     _put_text(store, f"{folder}/sweep.json", json.dumps(summary, indent=2, ensure_ascii=False, default=str))
     for vplan in plan.variants:

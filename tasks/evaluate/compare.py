@@ -53,11 +53,12 @@ import polars as pl
 import pyarrow as pa
 
 from storage.keys import canonical_json
-from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric
+from tasks.evaluate.benchmarks.registry import headline_metric, in_domain, item_metric, screening_sentence
 from tasks.evaluate.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapInterval, Stratum, paired_bootstrap
 from tasks.evaluate.figures import INTERVALS_FIGURE_FILE, IntervalRow, intervals_figure
 from tasks.evaluate.paired import MEAN, XX_YY_CODE, headline_strata, mean_outcomes, pair_strata, paired_differences
 from tasks.evaluate.retrieval import dataset_pivot
+from tasks.evaluate.tradeoff import UnitChange, tradeoff_section
 from tasks.languages import GROUP_PREFIX, is_group_code
 from tasks.reporting.tables import (
     CSS,
@@ -133,6 +134,8 @@ class VariantResult:
     base_metrics: pa.Table | None = None  # the untrained base, scored in the same evaluation (METRICS_SCHEMA)
     base_items: pa.Table | None = None  # ... and its per-query outcomes
     trained: bool | None = None  # False: the pipeline trains nothing (the variant is an untrained model itself)
+    sts_items: pa.Table | None = None  # per-pair STS cosines (STS_ITEMS_SCHEMA), for the trade-off figure
+    screening: tuple[str, ...] = ()  # its evaluation scored seeded subsets (EvaluateConfig.screening_notes)
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,8 @@ class Comparison:
     intervals: list[dict[str, Any]] = field(default_factory=list)
     untrained: dict[str, float | None] | None = None  # column spec -> the untrained base's value (raw units)
     figure: bytes | None = None  # PNG (INTERVALS_FIGURE_FILE): deltas and intervals against the baseline
+    tradeoff_figure: bytes | None = None  # PNG (TRADEOFF_FIGURE_FILE): retrieval against monolingual similarity
+    tradeoff: list[dict[str, Any]] = field(default_factory=list)  # its points, display units
 
 
 # ---------------------------------------------------------------------------- values
@@ -388,12 +393,15 @@ def build_comparison(
     untrained_base: str | None = None,
     single_seed: bool = False,
     resamples: int = DEFAULT_RESAMPLES,
+    tradeoff_column: str | None = None,
 ) -> Comparison:
     """Render the comparison of `results` (in the order given).
 
     `untrained_base`: a variant whose pipeline trains nothing, shown as the untrained base;
     without it, the base scored beside the first trained variant that has one.
-    `single_seed`: the grid opted out of seeds; the title says its differences are not claims."""
+    `single_seed`: the grid opted out of seeds; the title says its differences are not claims.
+    `tradeoff_column`: the retrieval column (a spec) the trade-off figure puts on x; default: the
+    first column with per-query outcomes (tasks/evaluate/tradeoff.py)."""
     names = [r.name for r in results]
     if len(set(names)) != len(names):
         raise ValueError(f"variant names repeat: {names}")
@@ -532,7 +540,12 @@ def build_comparison(
             s_rows.append(line)
         seed_table = Table(s_header, s_rows, s_numeric)
 
-    untrained, untrained_table, untrained_note = _untrained_section(results, units, chosen, values, untrained_base, intervals)
+    changes: list[UnitChange] = []
+    untrained, untrained_table, untrained_note = _untrained_section(
+        results, units, chosen, values, untrained_base, intervals, changes
+    )
+    reference = next((r for r in results if r.name == untrained_base), None)
+    tradeoff = tradeoff_section(chosen, changes, reference.sts_items if reference is not None else None, tradeoff_column)
 
     # The figure: each unit against the baseline, for the columns with intervals.
     figure = None
@@ -564,8 +577,15 @@ def build_comparison(
             f" {NO_INTERVAL}: an evaluation without per-sentence outcomes (evaluated before they were recorded)."
         )
     heading = title + (f" ({ONE_SEED_NOTE})" if single_seed else "")
-    md = [f"# {md_escape(heading)}", "", md_escape(intro), ""]
-    ht = [f"<h1>{html_escape(heading)}</h1>", f'<p class="note">{html_escape(intro)}</p>']
+    md = [f"# {md_escape(heading)}", ""]
+    ht = [f"<h1>{html_escape(heading)}</h1>"]
+    screening = list(dict.fromkeys(note for r in results for note in r.screening))
+    if screening:  # before anything else: these numbers choose what to confirm, they prove nothing
+        line = screening_sentence(screening)
+        md += [f"**{md_escape(line)}**", ""]
+        ht.append(f"<p><strong>{html_escape(line)}</strong></p>")
+    md += [md_escape(intro), ""]
+    ht.append(f'<p class="note">{html_escape(intro)}</p>')
     if common:
         shared = "; ".join(f"{k} = {_setting(v)}" for k, v in common.items())
         md += [f"Every variant sets: {md_escape(shared)}", ""]
@@ -593,6 +613,9 @@ def build_comparison(
             f'<p class="note">{html_escape(untrained_note)}</p>',
             html_table(untrained_table),
         ]
+    if tradeoff is not None:
+        md += tradeoff.markdown
+        ht += tradeoff.html
     if figure is not None:
         import base64
 
@@ -633,6 +656,8 @@ def build_comparison(
         intervals.records,
         untrained,
         figure,
+        tradeoff.figure if tradeoff is not None else None,
+        tradeoff.points if tradeoff is not None else [],
     )
 
 
@@ -669,8 +694,10 @@ def _untrained_section(
     values: Mapping[str, Mapping[str, float | None]],
     untrained_base: str | None,
     intervals: _Intervals,
+    against: list[UnitChange],
 ) -> tuple[dict[str, float | None] | None, Table | None, str]:
-    """The untrained base's values, and the table of every trained variant (or seed group) against it."""
+    """The untrained base's values, and the table of every trained variant (or seed group) against
+    it; `against` is filled with each one's changes (for the trade-off figure)."""
     by_name = {r.name: r for r in results}
     reference: tuple[pa.Table, pa.Table | None, str] | None = None
     if untrained_base is not None and by_name[untrained_base].metrics is not None:
@@ -698,6 +725,7 @@ def _untrained_section(
     rows = [first]
     disagreements: list[str] = []
     own_base_differs = False
+    against.clear()
     for unit, rs in units:
         if all(r.name == untrained_base or r.trained is False for r in rs):
             continue  # an untrained model: the Variants table already compares it
@@ -710,6 +738,9 @@ def _untrained_section(
         )
         base = _Side(f"untrained base of {unit.name}", base_values, mean_outcomes([items for _, items in bases]), len(rs))
         found = intervals.get(unit, base, "untrained base")
+        against.append(
+            UnitChange(unit.name, rs, {c.spec: _difference(unit.values[c.spec], base_values[c.spec]) for c in chosen}, found)
+        )
         line = [Cell(unit.name), Cell(str(len(rs)), "num")]
         for c in chosen:
             value = unit.values[c.spec]

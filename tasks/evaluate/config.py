@@ -75,6 +75,10 @@ class EvaluateConfig(StageConfig):
             raise ValueError(f"baseline must be an evaluate artifact key or a prefix of 4+ hex digits, got {value!r}")
         return value
 
+    def screening_notes(self) -> list[str]:
+        """One line per benchmark scored on a seeded subset (`subset`): such an evaluation is a screen."""
+        return [note for bench in self.benchmarks if (note := bench.screening_note()) is not None]
+
     @model_validator(mode="after")
     def _groups_known(self) -> EvaluateConfig:
         from tasks.evaluate.groups import LANGUAGE_GROUPS

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tasks.evaluate.benchmarks.registry import screening_sentence
 from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval
 from tasks.evaluate.figures import PairSimilarities, WordMap, report_figures
 from tasks.evaluate.paired import DeltaInterval, StsDeltaInterval, paired_delta_intervals, sts_delta_intervals
@@ -358,6 +359,7 @@ def build_report(
     baseline_sts_items: pa.Table | None = None,
     curves: pa.Table | None = None,
     base_similarities: Sequence[PairSimilarities] = (),
+    screening: Sequence[str] = (),
 ) -> EvaluationReport:
     """Render the evaluate stage's metrics (and optional baseline and figure inputs) as Markdown + HTML + PNGs.
 
@@ -374,6 +376,8 @@ def build_report(
     `curves` (the train artifact's curves table) adds the training curves figure; with a
     baseline, the headline levels of both models are plotted beside the changes, and
     `base_similarities` (the baseline's cosines of the same pairs) are overlaid on the histograms.
+    `screening` (`EvaluateConfig.screening_notes`): the benchmarks scored on seeded subsets; the
+    report then opens by saying it is a screen, not a claim.
     """
     rows = metric_rows(metrics, "metrics")
     base_name = baseline_name or "baseline"
@@ -391,6 +395,10 @@ def build_report(
     sts_deltas = sts_delta_intervals(sts_items, baseline_sts_items, seed=seed) if sts_paired else []
     md: list[str] = [f"# {md_escape(title)}", ""]
     ht: list[str] = [f"<h1>{html_escape(title)}</h1>"]
+    if screening:
+        line = screening_sentence(screening)
+        md += [f"**{md_escape(line)}**", ""]
+        ht.append(f"<p><strong>{html_escape(line)}</strong></p>")
     disagreement = disagreement_sentence(deltas)
     if disagreement:  # first thing a reader sees: the benchmarks do not tell one story
         md += [md_escape(disagreement), ""]

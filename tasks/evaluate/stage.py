@@ -280,6 +280,7 @@ class _Evaluation:
             sts_items=sts_items,
             baseline_sts_items=baseline_sts_items,
             curves=self._training_curves(),
+            screening=self.config.screening_notes(),
             base_similarities=base_similarities if base_metrics is not None and not self.config.baseline else (),
         )
         folder = self.context.workdir / REPORT_DIR
@@ -408,6 +409,8 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     if "train" in inputs:
         _attach_model_card(config, inputs, context, metrics, base_metrics, items, base_items)
     context.metrics = {"headline": headline_metrics(metrics), "metric_rows": metrics.num_rows, "item_rows": items.num_rows}
+    if screening := config.screening_notes():
+        context.metrics["screening"] = screening
     if leakage.num_rows:
         from tasks.evaluate.leakage import leakage_summary
 

@@ -199,7 +199,9 @@ class TrainConfig(StageConfig):
         json_schema_extra=KEYED_UNLESS_DEFAULT,
         description=(
             "alpha of the exported weights alpha * trained + (1 - alpha) * base (WiSE-FT, Wortsman et al. 2022): "
-            "keeps what the base does well out of domain; 1.0 = the trained weights as they are"
+            "keeps what the base does well out of domain; 1.0 = the trained weights as they are. Below 1 nothing is "
+            "trained: the same config at 1.0 is its own (cached) artifact, and this one is derived from it, so "
+            "changing alpha costs no training"
         ),
     )
     eval_every: int = Field(default=0, ge=0, description="dev retrieval every N steps (0: only at the end)")

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, stage_key
+from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, run_stage, stage_key
 from tasks.train.config import TrainConfig
 
 try:
@@ -202,7 +202,37 @@ def exclusive_checkpoints(directory: Path) -> Iterator[Path]:
         handle.close()
 
 
+def build_interpolated_shard(config: TrainConfig, inputs: Inputs, context: ShardContext) -> list[Any]:
+    """WiSE-FT without training: the weights of this config at `interpolation = 1.0` (its own
+    train artifact, found cached or built here first) mixed with the base model's.
+
+    The artifact holds the trained artifact's files (curves, dev metrics: measured before
+    interpolation) with the model's weights replaced by alpha * trained + (1 - alpha) * base;
+    `metrics.json` names the trained artifact it was derived from."""
+    from tasks.train.interpolation import base_weights, interpolate_model_folder
+
+    alpha = config.interpolation
+    trained_config = config.model_copy(update={"interpolation": 1.0})
+    store = inputs["corpus"].store
+    input_keys = {name: artifact.key for name, artifact in inputs.items()}
+    trained_ref, _ = run_stage(store, TRAIN_STAGE, trained_config, input_keys)
+    log.info("train: interpolation %g of the trained weights %s with the base; nothing is trained", alpha, trained_ref.key[:12])
+    trained_dir = store.attached_dir(TRAIN_STAGE.name, trained_ref.key)
+    out_dir = context.workdir / "out"
+    shutil.copytree(trained_dir, out_dir)
+    interpolate_model_folder(out_dir / "model", base_weights(inputs["base_model"].local_dir()), alpha)
+    metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+    metrics.update(interpolation=alpha, trained_artifact=trained_ref.key)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True), encoding="utf-8")
+    write_model_card(config, inputs, metrics, out_dir / "model" / "README.md")
+    context.metrics = {k: v for k, v in metrics.items() if k not in ("dropped", "languages")}
+    context.attach_dir(out_dir)
+    return []
+
+
 def _build_and_cleanup(config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
+    if config.interpolation < 1.0:
+        return build_interpolated_shard(config, inputs, context)
     with exclusive_checkpoints(checkpoint_dir_for(config, artifact_key(config, inputs, context))) as checkpoints:
         context.raise_if_built_elsewhere()  # a concurrent run of this key may have finished while we waited
         result = build_train_shard(config, inputs, shard, context, checkpoints)

@@ -100,6 +100,11 @@ class Trainer:
     ) -> None:
         from transformers import AutoTokenizer
 
+        if config.interpolation < 1.0:
+            raise ValueError(
+                f"interpolation {config.interpolation}: the trainer trains the weights as they are (interpolation 1.0); "
+                "the train stage derives WiSE-FT weights from them (tasks/train/interpolation.py)"
+            )
         self.config, self.inputs, self.rank, self.world = config, inputs, rank, world
         self.should_stop = should_stop  # polled after every step (Ctrl-C: tasks/stop.py)
         if config.torch_threads:
@@ -458,8 +463,6 @@ class Trainer:
             from safetensors.torch import load_file
 
             self.model.load_state_dict(load_file(str(best)))
-        if config.interpolation < 1.0:
-            self._interpolate_with_base(config.interpolation)
         out_dir.mkdir(parents=True, exist_ok=True)
         metrics = self._metrics(state, train_seconds)
         save_model(self.model, self.tokenizer, out_dir / "model", pooling=config.pooling, max_length=config.max_length,
@@ -478,19 +481,6 @@ class Trainer:
         if self.world > 1:
             asked = bool(sum_over_processes(torch.tensor([float(asked)], device=self.device))[0] > 0)
         return asked
-
-    @torch.no_grad()
-    def _interpolate_with_base(self, alpha: float) -> None:
-        """WiSE-FT: the encoder's weights become alpha * trained + (1 - alpha) * base, tensor by tensor.
-
-        The base is read again from its directory (a frozen copy may not exist); tensors the
-        base lacks (the language-ID embedding) keep their trained values.
-        """
-        base = load_transformer(self.inputs.base_dir).state_dict()
-        for name, tensor in self.model.transformer.state_dict().items():
-            start = base.get(name)
-            if start is not None and tensor.is_floating_point() and start.shape == tensor.shape:
-                tensor.mul_(alpha).add_(start.to(tensor.device, tensor.dtype), alpha=1.0 - alpha)
 
     def _metrics(self, state: dict[str, Any], train_seconds: float) -> dict[str, Any]:
         steps = self.config.steps

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from tasks.registry import literal_kind, register_unique, validate_kind
-from tasks.stage import Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
+from tasks.stage import KEYED_UNLESS_DEFAULT, Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
 
 __all__ = [
     "BENCHMARKS",
@@ -46,6 +47,8 @@ __all__ = [
     "main_metric",
     "path_fingerprint",
     "register_benchmark",
+    "screening_sample",
+    "screening_sentence",
     "validate_benchmark",
 ]
 
@@ -114,6 +117,40 @@ class Benchmark(StageConfig):
     # The model hub's task type of its results (the model card's `model-index`): "bitext-mining" for
     # finding translations, "sentence-similarity", "pair-classification", ...
     hub_task_type: ClassVar[str] = "sentence-similarity"
+    # Whether `score` honours `subset` (the benchmarks that do take their items through `subset_indices`).
+    supports_subset: ClassVar[bool] = False
+    # What one item of a set is, for the report's screening note ("pairs", "sentence pairs", ...).
+    subset_unit: ClassVar[str] = "items"
+
+    subset: int | None = Field(
+        default=None, ge=2, json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "screening: score a seeded sample of N items of each set, the same items for every model (the base "
+            "included) and both directions of a pair together; the report says so and calls it a screen, never a "
+            "claim. Unset: every item"
+        ),
+    )  # fmt: skip
+    subset_seed: int = Field(default=0, json_schema_extra=KEYED_UNLESS_DEFAULT, description="the subset's sample seed")
+
+    @model_validator(mode="after")
+    def _subset_supported(self) -> Benchmark:
+        if self.subset is not None and not self.supports_subset:
+            raise ValueError(f"benchmark {self.kind_name()!r} cannot score a subset (subset = {self.subset}): unset it")
+        return self
+
+    def subset_indices(self, n_items: int, set_name: str) -> np.ndarray | None:
+        """The sorted indices of the screening sample of a set of `n_items` items (None: score
+        them all). `set_name` names the set: sets that must share items (line-aligned languages)
+        pass one name."""
+        if self.subset is None or n_items <= self.subset:
+            return None
+        return screening_sample(n_items, self.subset, self.subset_seed, set_name)
+
+    def screening_note(self) -> str | None:
+        """One line for the report when this benchmark scores a subset; None when it scores everything."""
+        if self.subset is None:
+            return None
+        return f"{self.kind_name()}: at most {self.subset} {self.subset_unit} per set (seeded sample, seed {self.subset_seed})"
 
     @classmethod
     def kind_name(cls) -> str:
@@ -144,6 +181,24 @@ class Benchmark(StageConfig):
     def score(self, evaluation: Evaluation) -> None:
         """Score the evaluation's encoder: add metric rows (and items, sentences, pair similarities) to `evaluation`."""
         raise NotImplementedError(f"benchmark {self.kind_name()!r} does not implement score()")
+
+
+def screening_sample(n_items: int, size: int, seed: int, set_name: str) -> np.ndarray:
+    """`size` of `n_items` indices, sorted, drawn by a generator seeded with `seed` and a hash of
+    `set_name`: the same sample for every model, every run and every machine."""
+    import hashlib
+
+    name_hash = int.from_bytes(hashlib.sha256(set_name.encode("utf-8")).digest()[:8], "little")
+    rng = np.random.default_rng([seed, name_hash])
+    return np.sort(rng.choice(n_items, size=size, replace=False))
+
+
+def screening_sentence(notes: Sequence[str]) -> str:
+    """The line that says a report or comparison scored seeded subsets (a screen), and what that means."""
+    return (
+        f"A screen, not a claim: scored on seeded subsets ({'; '.join(notes)}), the same items for every model; "
+        "intervals cover these items only, and retrieval among fewer candidates is easier than on the full sets."
+    )
 
 
 def path_fingerprint(root: Path) -> dict[str, Any]:

@@ -87,6 +87,8 @@ class StsbMultiMtBenchmark(Benchmark):
 
     main_metric: ClassVar[str] = "spearman"
     row_benchmark: ClassVar[str | None] = "sts"
+    supports_subset: ClassVar[bool] = True
+    subset_unit: ClassVar[str] = "sentence pairs (the same rows in every language)"
 
     kind: Literal["stsb_multi_mt"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
@@ -148,6 +150,14 @@ class StsbMultiMtBenchmark(Benchmark):
         if self.max_pairs is not None:
             sets = {code: self._first(evaluation, pairs) for code, pairs in sets.items()}
             pivot = None if pivot is None else self._first(None, pivot)
+        # the files are line-aligned: one sample of rows for every language and the pivot, so a
+        # cross-lingual set still pairs a sentence with its own translation's partner
+        chosen = self.subset_indices(len(next(iter(sets.values()))), f"stsb-multi-mt-{self.split}")
+        if chosen is not None:
+            for pairs in sets.values():
+                evaluation.context.drop("sts_pair_outside_subset", len(pairs) - len(chosen))
+            sets = {code: _rows(pairs, chosen) for code, pairs in sets.items()}
+            pivot = None if pivot is None else _rows(pivot, chosen)
         benchmark = self.rows_name()
         for pairs in sets.values():
             lang = pairs.src_lang
@@ -167,3 +177,15 @@ class StsbMultiMtBenchmark(Benchmark):
                 benchmark, self.dataset(True), src, tgt,
                 evaluation.encode(pivot.sentence1, src), evaluation.encode(pairs.sentence2, tgt), pivot.scores,
             )  # fmt: skip
+
+
+def _rows(pairs: StsPairs, indices: np.ndarray) -> StsPairs:
+    """The pairs at `indices` (sorted), in order."""
+    import dataclasses
+
+    return dataclasses.replace(
+        pairs,
+        sentence1=tuple(pairs.sentence1[i] for i in indices),
+        sentence2=tuple(pairs.sentence2[i] for i in indices),
+        scores=pairs.scores[indices],
+    )

@@ -207,6 +207,8 @@ class TatoebaBenchmark(Benchmark):
     main_metric: ClassVar[str] = "accuracy_mean"
     item_metric: ClassVar[str | None] = "accuracy_mean"
     hub_task_type: ClassVar[str] = "bitext-mining"
+    supports_subset: ClassVar[bool] = True
+    subset_unit: ClassVar[str] = "translation pairs (both directions)"
 
     kind: Literal["tatoeba"]
     path: ConfigPath = Field(json_schema_extra=CONTENT_KEYED)
@@ -254,6 +256,12 @@ class TatoebaBenchmark(Benchmark):
             if self.max_pairs is not None and len(pairs) > self.max_pairs:
                 evaluation.context.drop("tatoeba_pair_beyond_max_pairs", len(pairs) - self.max_pairs)
                 pairs = dataclasses.replace(pairs, src=pairs.src[: self.max_pairs], tgt=pairs.tgt[: self.max_pairs])
+            chosen = self.subset_indices(len(pairs), f"tatoeba:{lang}")
+            if chosen is not None:  # a pair is one item: both its directions stay together
+                evaluation.context.drop("tatoeba_pair_outside_subset", len(pairs) - len(chosen))
+                pairs = dataclasses.replace(
+                    pairs, src=tuple(pairs.src[i] for i in chosen), tgt=tuple(pairs.tgt[i] for i in chosen)
+                )
             src, tgt = evaluation.encode(pairs.src, pairs.src_lang), evaluation.encode(pairs.tgt, pairs.tgt_lang)
             names = {"src_lang": pairs.src_lang, "tgt_lang": pairs.tgt_lang, "benchmark": "tatoeba"}
             evaluation.add_scores([score_pair(src, tgt, dataset="tatoeba", **names)])

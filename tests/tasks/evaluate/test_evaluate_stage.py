@@ -792,3 +792,74 @@ def test_stsb_multi_mt_max_pairs_scores_the_first_pairs_and_counts_the_rest(buil
     sts = metrics.filter(pl.col("benchmark") == "sts")
     assert sts.height == 3 and set(sts["n"]) == {5}
     assert manifest.dropped["sts_pair_beyond_max_pairs"] == 2 * 3  # per language (en, fr), not per set
+
+
+# ----------------------------------------------------------------------------- screening subsets (issue 39)
+
+
+def test_a_subset_is_seeded_stable_and_the_same_for_every_set_name_and_model() -> None:
+    from tasks.evaluate.benchmarks.registry import screening_sample
+
+    first = screening_sample(1000, 200, 0, "tatoeba:afr")
+    assert np.array_equal(first, screening_sample(1000, 200, 0, "tatoeba:afr"))  # every run, every model
+    assert np.all(np.diff(first) > 0) and first.size == 200  # sorted, no repeats
+    assert not np.array_equal(first, screening_sample(1000, 200, 0, "tatoeba:amh"))  # each set its own sample
+    assert not np.array_equal(first, screening_sample(1000, 200, 1, "tatoeba:afr"))  # the seed changes it
+
+
+def test_subset_is_keyed_only_when_set_and_refused_where_a_benchmark_cannot_honour_it(built: dict) -> None:
+    from tasks.stage import keyed_config
+
+    bench = {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}
+    plain = EvaluateConfig.model_validate({"benchmarks": [bench]})
+    assert keyed_config(plain) == keyed_config(EvaluateConfig.model_validate({"benchmarks": [{**bench, "subset_seed": 0}]}))
+    assert keyed_config(plain) != keyed_config(EvaluateConfig.model_validate({"benchmarks": [{**bench, "subset": 4}]}))
+    with pytest.raises(ValueError, match="cannot score a subset"):
+        EvaluateConfig.model_validate({"benchmarks": [{"kind": "corpus_dev", "pivot": "eng_Latn", "subset": 4}]})
+
+
+@pytest.mark.slow
+def test_tatoeba_subset_scores_the_seeded_pairs_in_both_directions_for_base_and_trained_alike(built: dict) -> None:
+    from tasks.evaluate.benchmarks.registry import screening_sample
+
+    metrics, manifest = evaluate(built, [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"], "subset": 5}])
+    chosen = screening_sample(len(SENTENCES["kaz"]), 5, 0, "tatoeba:kaz")
+    model_dir = built["store"].attached_dir("base_model", built["inputs"]["base_model"])
+    forward, backward = independent_accuracy(
+        model_dir, [SENTENCES["kaz"][i] for i in chosen], [SENTENCES["eng"][i] for i in chosen]
+    )
+    assert value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_src_tgt") == pytest.approx(forward)
+    assert value(metrics, benchmark="tatoeba", src_lang="kaz_Cyrl", metric="accuracy_tgt_src") == pytest.approx(backward)
+    assert manifest.dropped["tatoeba_pair_outside_subset"] == len(SENTENCES["kaz"]) - 5
+    assert manifest.metrics["screening"] == [
+        "tatoeba: at most 5 translation pairs (both directions) per set (seeded sample, seed 0)"
+    ]
+    report = (built["store"].attached_dir("evaluate", manifest.key) / "report" / "report.md").read_text(encoding="utf-8")
+    assert "A screen, not a claim" in report.split("\n\n")[1]  # right under the title
+
+
+@pytest.mark.slow
+def test_stsb_multi_mt_subset_takes_the_same_rows_in_every_language(built: dict, tmp_path: Path) -> None:
+    import scipy.stats
+
+    from tasks.evaluate.benchmarks.registry import screening_sample
+
+    folder = stsb_folder(tmp_path)
+    metrics, manifest = evaluate(built, [{"kind": "stsb_multi_mt", "path": str(folder), "subset": 4}])
+    import csv
+
+    parsed = {code: list(csv.reader(lines)) for code, lines in STSB.items()}
+    chosen = screening_sample(len(parsed["en"]), 4, 0, "stsb-multi-mt-dev")
+    model = sentence_transformer(built["store"].attached_dir("base_model", built["inputs"]["base_model"]))
+
+    def spearman(first: list[str], second: list[str], gold: list[float]) -> float:
+        a = model.encode(first, normalize_embeddings=True)
+        b = model.encode(second, normalize_embeddings=True)
+        return float(scipy.stats.spearmanr((a * b).sum(1), gold).statistic)
+
+    gold = [float(parsed["en"][i][2]) for i in chosen]
+    fr_en = spearman([parsed["en"][i][0] for i in chosen], [parsed["fr"][i][1] for i in chosen], gold)
+    assert value(metrics, benchmark="sts", src_lang="eng_Latn", tgt_lang="fra_Latn") == pytest.approx(fr_en, abs=1e-6)
+    fr = spearman([parsed["fr"][i][0] for i in chosen], [parsed["fr"][i][1] for i in chosen], gold)
+    assert value(metrics, benchmark="sts", src_lang="fra_Latn", tgt_lang="fra_Latn") == pytest.approx(fr, abs=1e-6)
+    assert manifest.dropped["sts_pair_outside_subset"] == 2 * (len(parsed["en"]) - 4)

@@ -296,22 +296,9 @@ def test_a_stop_request_stops_torchrun_workers_together_with_a_checkpoint(
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 
-@pytest.mark.slow
-def test_interpolation_exports_the_weighted_mean_of_trained_and_base_weights(inputs, tmp_path, tiny_model_dir):
-    """WiSE-FT: the exported tensors are alpha * trained + (1 - alpha) * base; alpha = 1 keeps the trained ones."""
-    from safetensors.torch import load_file
-
-    tr = {"translation_ranking": {"weight": 1.0}, "base_regularization": {"weight": 0.5}}
-    full, _ = run(config(objectives=tr, eval_every=0), inputs, tmp_path, "full")
-    half, metrics = run(config(objectives=tr, eval_every=0, interpolation=0.25), inputs, tmp_path, "half")
-    assert metrics["interpolation"] == 0.25 and "loss/base_regularization" in metrics["final_losses"]
-    trained = load_file(str(tmp_path / "full" / "out" / "model" / "model.safetensors"))
-    mixed = load_file(str(tmp_path / "half" / "out" / "model" / "model.safetensors"))
-    base = load_file(str(tiny_model_dir / "model.safetensors"))
-    name = next(k for k in trained if "encoder.layer.0.attention.self.query.weight" in k)
-    base_name = next(k for k in base if k.endswith("encoder.layer.0.attention.self.query.weight"))
-    assert not torch.allclose(trained[name], base[base_name])  # training moved it
-    torch.testing.assert_close(mixed[name], 0.25 * trained[name] + 0.75 * base[base_name], rtol=1e-5, atol=1e-6)
+def test_the_trainer_refuses_interpolation_the_stage_derives_it(inputs):
+    with pytest.raises(ValueError, match="derives WiSE-FT weights"):
+        Trainer(config(interpolation=0.5), inputs)
 
 
 class Lines:
