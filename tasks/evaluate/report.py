@@ -227,6 +227,35 @@ def _describe(delta: DeltaInterval) -> str:
     return f"{delta.name} {change} pp (95% interval {bounds}, {verdict})"
 
 
+def tradeoff_sentence(deltas: Sequence[DeltaInterval], sts_deltas: Sequence[StsDeltaInterval], base_name: str) -> str | None:
+    """The two changes a user weighs, in one sentence: finding translations across languages (each
+    out-of-domain retrieval headline) and ranking sentence pairs by similarity (each STS dataset's
+    mean over its sets, with its worst language within one language); None without both."""
+    retrieval = [d for d in deltas if d.kind == "all" and not d.in_domain]
+    similarity = [d for d in sts_deltas if d.label == "all sets"] or [d for d in sts_deltas if "–" not in d.label]
+    if not retrieval or not similarity:
+        return None
+
+    def spearman(interval: BootstrapInterval) -> str:
+        verdict = "significant" if interval.significant else "not significant"
+        return f"{interval.delta * 100:+.1f} (95% interval {interval.low * 100:+.1f} to {interval.high * 100:+.1f}, {verdict})"
+
+    across = "; ".join(_describe(d) for d in retrieval)
+    within = []
+    for d in similarity:
+        text = f"{d.benchmark}/{d.dataset} {spearman(d.spearman)}"
+        sets = [s for s in sts_deltas if (s.benchmark, s.dataset) == (d.benchmark, d.dataset) and s.label != "all sets"]
+        monolingual = [s for s in sets if "–" not in s.label]
+        if len(monolingual) > 1:
+            worst = min(monolingual, key=lambda s: s.spearman.delta)
+            text += f" (lowest language {worst.label} {worst.spearman.delta * 100:+.1f})"
+        within.append(text)
+    return (
+        f"Against {base_name}: across languages (retrieval accuracy) {across}; "
+        f"similarity ranking (Spearman ×100, mean over sets) {'; '.join(within)}."
+    )
+
+
 def disagreement_sentence(deltas: Sequence[DeltaInterval]) -> str | None:
     """One sentence when an in-domain headline (all languages, accuracy) improves significantly
     while an out-of-domain one does not (falls or stays within noise), or the other way round;
@@ -399,6 +428,10 @@ def build_report(
         line = screening_sentence(screening)
         md += [f"**{md_escape(line)}**", ""]
         ht.append(f"<p><strong>{html_escape(line)}</strong></p>")
+    tradeoff = tradeoff_sentence(deltas, sts_deltas, base_name)
+    if tradeoff:  # what a user picks an encoder on: both changes, side by side
+        md += [md_escape(tradeoff), ""]
+        ht.append(f"<p><strong>{html_escape(tradeoff)}</strong></p>")
     disagreement = disagreement_sentence(deltas)
     if disagreement:  # first thing a reader sees: the benchmarks do not tell one story
         md += [md_escape(disagreement), ""]

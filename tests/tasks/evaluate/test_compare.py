@@ -476,3 +476,72 @@ def test_with_xx_yy_pairs_the_columns_keep_to_the_pivot_and_xx_yy_gets_its_inter
         assert record["low"] <= record["delta"] <= record["high"]
     trained_row = next(line for line in report.markdown.splitlines() if line.startswith("| trained "))
     assert "no CI" not in trained_row
+
+
+def sts_items(cosines: Mapping[str, np.ndarray], gold: np.ndarray) -> pa.Table:
+    """Per-pair STS cosines (STS_ITEMS_SCHEMA) of monolingual sets, one per language."""
+    from tasks.evaluate.schema import STS_ITEMS_SCHEMA
+
+    parts = []
+    for lang, cosine in cosines.items():
+        n = cosine.size
+        parts.append(
+            pa.table(
+                {
+                    "benchmark": ["sts"] * n, "dataset": ["stsb-multi-mt-dev"] * n, "src_lang": [lang] * n,
+                    "tgt_lang": [lang] * n, "item": np.arange(n, dtype=np.int32), "cosine": cosine, "gold": gold,
+                },
+                schema=STS_ITEMS_SCHEMA,
+            )
+        )  # fmt: skip
+    return pa.concat_tables(parts)
+
+
+def test_tradeoff_puts_each_variant_at_its_retrieval_and_similarity_change_against_the_untrained_base() -> None:
+    """x: the retrieval column's change against the base (points), y: the mean over monolingual
+    STS sets of the change in Spearman (x100), each with its paired interval; seed groups are one
+    point, their cosines averaged per pair first."""
+    import scipy.stats
+
+    from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE
+
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 300)
+    noisy = {lang: gold + rng.normal(0, 3.0, 300) for lang in ("eng_Latn", "spa_Latn")}  # the base: far from gold
+    close = {lang: gold + rng.normal(0, 0.5, 300) for lang in ("eng_Latn", "spa_Latn")}  # a model that ranks better
+    base = scored("base", {KAZ_ENG: EVEN, TEL_ENG: EVEN}, trained=False, sts_items=sts_items(noisy, gold))
+    runs = [
+        scored(f"keeps_seed-{s}", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, group="keeps", seed=s, trained=True,
+               sts_items=sts_items(close, gold))
+        for s in (1, 2)
+    ]  # fmt: skip
+    drifts = scored("drifts", {KAZ_ENG: ALL, TEL_ENG: ALL}, trained=True, sts_items=sts_items(noisy, gold))
+    report = build_comparison([base, *runs, drifts], baseline="base", untrained_base="base")
+    assert report.tradeoff_figure is not None and report.tradeoff_figure.startswith(b"\x89PNG")
+    assert f"![trade-off]({TRADEOFF_FIGURE_FILE})" in report.markdown
+    points = {p["variant"]: p for p in report.tradeoff}
+    assert set(points) == {"keeps", "drifts"}
+    assert points["keeps"]["seeds"] == 2
+    assert points["keeps"]["retrieval_delta"] == pytest.approx(40.0)  # 90% against 50%, in points
+    assert points["drifts"]["retrieval_delta"] == pytest.approx(50.0)
+    by_hand = np.mean(
+        [
+            scipy.stats.spearmanr(close[lang], gold).statistic - scipy.stats.spearmanr(noisy[lang], gold).statistic
+            for lang in close
+        ]
+    )
+    assert points["keeps"]["similarity_delta"] == pytest.approx(100 * by_hand)
+    assert points["keeps"]["similarity_low"] > 0  # a real gain in similarity
+    assert points["drifts"]["similarity_delta"] == pytest.approx(0.0)
+    assert points["drifts"]["similarity_low"] == pytest.approx(0.0) and points["drifts"]["similarity_high"] == pytest.approx(0.0)
+
+
+def test_a_comparison_of_screened_evaluations_opens_by_saying_it_is_a_screen() -> None:
+    note = "tatoeba: at most 150 translation pairs (both directions) per set (seeded sample, seed 0)"
+    results = [
+        scored("base", {KAZ_ENG: EVEN, TEL_ENG: EVEN}, trained=False, screening=(note,)),
+        scored("tr", {KAZ_ENG: NINETY, TEL_ENG: NINETY}, trained=True, screening=(note,)),
+    ]
+    md = build_comparison(results, baseline="base", untrained_base="base").markdown
+    assert md.split("\n\n")[1].startswith("**A screen, not a claim: scored on seeded subsets (tatoeba: at most 150")
+    assert "A screen" not in build_comparison([scored("a", {KAZ_ENG: EVEN}), scored("b", {KAZ_ENG: ODD})]).markdown

@@ -439,3 +439,28 @@ def test_interval_statistic_is_the_mean_over_languages() -> None:
         paired_delta_intervals(pa.concat_tables([trained, trained.slice(0, 1)]), base)
     with pytest.raises(ValueError, match="baseline items table lacks columns"):
         paired_delta_intervals(trained, base.drop_columns(["margin"]))
+
+
+def test_the_headline_states_both_the_retrieval_and_the_similarity_change() -> None:
+    """Issue 39: a single model's report says, in one sentence at its top, what it gained across
+    languages and what it did to similarity within one, with the lowest language."""
+    from tasks.evaluate.bootstrap import BootstrapInterval
+    from tasks.evaluate.paired import DeltaInterval, StsDeltaInterval
+    from tasks.evaluate.report import tradeoff_sentence
+
+    def interval(delta: float, low: float, high: float) -> BootstrapInterval:
+        return BootstrapInterval(delta, low, high, 100, 2, 0.95)
+
+    retrieval = [DeltaInterval("tatoeba", "tatoeba", "all", "all languages", interval(0.03, 0.025, 0.035))]
+    sts = [
+        StsDeltaInterval("sts", "stsb-multi-mt-dev", "all sets", interval(-0.04, -0.05, -0.03)),
+        StsDeltaInterval("sts", "stsb-multi-mt-dev", "eng_Latn", interval(-0.02, -0.03, -0.01)),
+        StsDeltaInterval("sts", "stsb-multi-mt-dev", "arb_Arab", interval(-0.09, -0.11, -0.07)),
+    ]
+    sentence = tradeoff_sentence(retrieval, sts, "the untrained base")
+    assert sentence == (
+        "Against the untrained base: across languages (retrieval accuracy) tatoeba/tatoeba +3.0 pp (95% interval +2.5 to +3.5, "
+        "significant); similarity ranking (Spearman ×100, mean over sets) sts/stsb-multi-mt-dev -4.0 (95% interval -5.0 to -3.0, "
+        "significant) (lowest language arb_Arab -9.0)."
+    )
+    assert tradeoff_sentence(retrieval, [], "base") is None and tradeoff_sentence([], sts, "base") is None
