@@ -47,6 +47,7 @@ from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.corpus.sources import SOURCES, Licence
 from tasks.languages import ISO639_1_TO_3
 from tasks.publish import ExportError
+from tasks.publish.permissions import readable_by_all
 from tasks.registry import lookup
 
 Layout = Literal["multiway", "pairs", "both"]
@@ -324,6 +325,7 @@ def export_dataset(
                 writer._writer.close()
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    readable_by_all(partial)
     if target.exists():
         target.rmdir()
     partial.rename(target)

@@ -40,6 +40,7 @@ from tasks.encoders.pooling import recorded_pooling
 from tasks.evaluate.benchmarks.registry import hub_task_type, main_metric
 from tasks.evaluate.paired import paired_delta_intervals
 from tasks.publish import ExportError
+from tasks.publish.permissions import readable_by_all
 from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,7 @@ def export_trained_model(
         save_sentence_transformer(model_dir, staging, pooling=pooling, max_seq_length=max_seq_length,
                                   prefix=str(config.get("prefix", "")))  # fmt: skip
         (staging / "README.md").write_text(card, encoding="utf-8")
+        readable_by_all(staging)
         if out_dir.exists():
             out_dir.rmdir()  # empty (checked above)
         os.replace(staging, out_dir)

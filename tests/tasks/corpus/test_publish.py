@@ -100,6 +100,7 @@ def test_export_loads_with_datasets_offline_and_holds_every_row(
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     store, manifest = corpus
     result = export_dataset(store, "corpus", manifest.key, tmp_path / "dataset")
+    assert {p.stat().st_mode & 0o777 for p in (tmp_path / "dataset").rglob("*") if p.is_file()} == {0o644}
     expected = artifact_groups(store, manifest)
     assert result.groups == len(expected) == manifest.metrics["groups"]
     # the pivot is the language with most rows (English and Kazakh tie at 50; names break the tie)

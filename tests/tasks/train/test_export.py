@@ -154,6 +154,11 @@ def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, pub
     assert_truncates_at(stored, 24, auto_tokenizer=False)
     assert "**This folder is the train stage's output**" in train_card and "training max length, 24 tokens" in train_card
     assert "max_length=24, return_tensors='pt')" in train_card
+    # one mode for every file (safetensors writes model.safetensors 0600 on its own): readable on a shared disk
+    modes = {p.relative_to(result.folder).as_posix(): p.stat().st_mode & 0o777 for p in result.folder.rglob("*")}
+    assert modes["model.safetensors"] == 0o644
+    assert {mode for name, mode in modes.items() if (result.folder / name).is_file()} == {0o644}
+    assert {mode for name, mode in modes.items() if (result.folder / name).is_dir()} <= {0o755}
 
 
 def test_the_card_says_what_the_hub_and_a_reader_need(tmp_path, published):
