@@ -29,12 +29,50 @@ from flows.cli.common import ROOT_ENV, app, err
 __all__ = ["app", "entrypoint"]
 
 
+class _ReaderGone(Exception):
+    """Standard output's reader closed the pipe (`xlembed artifacts ls | head -1`)."""
+
+
+class _PipeAwareStdout:
+    """Standard output whose closed pipe raises `_ReaderGone`: click turns a BrokenPipeError into
+    exit 1, and a reader that stopped reading is not a failure of the command (cat, ls and git exit
+    quietly too)."""
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _ReaderGone from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _ReaderGone from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _quiet_exit_on_closed_pipe() -> None:
+    # later writes (the interpreter's final flush) go nowhere instead of raising again
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
 def entrypoint() -> None:
     """Console script: store problems become one clear line, not a traceback."""
     from storage import StoreError
 
+    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment]
     try:
         app(prog_name="xlembed")
+    except _ReaderGone:
+        _quiet_exit_on_closed_pipe()
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
