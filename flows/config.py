@@ -35,7 +35,7 @@ class PipelineSettings(StrictScalars):
     name: str = Field(description="names the refs this pipeline moves: refs/{name}/{stage}")
     root: str = Field(default="artifacts", description="artifact root: a local folder or s3://bucket/prefix")
     stages: list[str] | None = Field(default=None, description="stages to run; default: every stage with a section")
-    max_workers: int = Field(default=2, ge=1, description="shards built at once by the flow's task runner")
+    max_workers: int = Field(default=2, ge=1, le=1024, description="shards built at once by the flow's task runner")
     task_runner: Literal["threads", "dask", "ray"] = Field(
         default="threads",
         description="where shards run: threads here, a Dask cluster (prefect-dask) or a Ray cluster (prefect-ray)",

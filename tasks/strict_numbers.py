@@ -10,6 +10,10 @@ strict, wherever they appear in a field's type (`int | None`, `list[float]`,
 - int: an integer, not a bool, a string or a float (`2.0`);
 - float: an integer or a float (TOML `lr = 1` stays valid), not a bool or a string;
 - bool: `true` or `false`, not 0/1 or "true".
+
+Every int is also bounded by ±MAX_CONFIG_INT (2**53, the largest integer a JSON manifest and a
+float keep exactly): `max_workers = 99999999999999999999` is a typo, not a setting. Fields with a
+meaningful range declare their own bounds on top (`max_workers` at most 1024, say).
 """
 
 from __future__ import annotations
@@ -17,15 +21,19 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from annotated_types import Interval
 from pydantic import BaseModel, Strict
 
 _SCALARS = (bool, int, float)
+MAX_CONFIG_INT = 2**53
 _BUILTIN_GENERICS = {list: list, dict: dict, tuple: tuple, set: set, frozenset: frozenset}
 
 
 def strict_scalars(annotation: Any) -> Any:
     """`annotation` with every int, float and bool inside it marked Strict (the same object when
     there is none)."""
+    if annotation is int:
+        return Annotated[int, Strict(), Interval(ge=-MAX_CONFIG_INT, le=MAX_CONFIG_INT)]
     if annotation in _SCALARS:
         return Annotated[annotation, Strict()]
     origin = get_origin(annotation)

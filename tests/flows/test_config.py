@@ -267,3 +267,28 @@ def test_allow_empty_names_stages_of_the_pipeline(tmp_path: Path) -> None:
     ).settings.allow_empty == ["corpus"]
     with pytest.raises(ConfigError, match="allow_empty names stage"):
         load_config(write(tmp_path, GOOD.replace('name = "p"', 'name = "p"\nallow_empty = ["train"]')))
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "where", "shown"),
+    [
+        ("pipeline", "max_workers = 99999999999999999999", "pipeline.max_workers", "99999999999999999999"),
+        ("pipeline", "max_workers = 5000", "pipeline.max_workers", "5000"),
+        ("corpus", "seed = 123456789012345678901234", "corpus.seed", "123456789012345678901234"),
+        ("corpus.sources", "sample = 100000000000000000000", "corpus.sources[0].sample", "100000000000000000000"),
+    ],
+)
+def test_integers_out_of_any_sane_range_are_one_line_errors(tmp_path: Path, section: str, line: str, where: str, shown: str) -> None:
+    """Issue 35: `max_workers = 99999999999999999999` was accepted. Every config integer is bounded
+    by 2**53 (what a JSON manifest keeps exactly), max_workers by 1024."""
+    text = (
+        GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n")
+        if section != "corpus.sources"
+        else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid config") and f"{where}: " in message, message
+    assert f"(got {shown})" in message and "less than or equal to" in message, message
