@@ -304,24 +304,30 @@ def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> s
                 2,
             )
         if len({r.key for r in refs}) != 1:
-            raise fail(f"give a KEY (or --pipeline): {len(refs)} refs point at {stage} artifacts", 2)
+            raise fail(_ambiguous_refs(stage, refs), 2)
         return refs[0].key
     except StoreError as exc:
         raise fail(str(exc), 2) from None
 
 
+def _ambiguous_refs(stage: str, refs: list[Any]) -> str:
+    """The refusal when a stage name matches refs of several pipelines at different artifacts: each ref, and what to give."""
+    listed = ", ".join(f"{r.pipeline}/{r.stage} -> {r.key[:12]}" for r in sorted(refs, key=lambda r: r.pipeline))
+    return f"{len(refs)} pipelines have a {stage} ref ({listed}): give --pipeline NAME or a key"
+
+
 def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[str, str]:
-    """ARTIFACT on the command line: a stage name (its ref; the latest one when several
-    pipelines have one) or a key or unique key prefix of any stage."""
+    """ARTIFACT on the command line: a stage name (its ref; refused, with the refs listed, when
+    refs of several pipelines point at different artifacts of it, as `artifacts head` does) or a
+    key or unique key prefix of any stage."""
     from storage import StoreError
 
     stages = store.stages()
     if artifact in stages:
         refs = [r for r in store.list_refs() if r.stage == artifact]
-        if pipeline is not None or len({r.key for r in refs}) <= 1:
-            return artifact, _resolve(store, artifact, None, pipeline) if refs or pipeline else _no_ref(store, artifact)
-        latest = max(refs, key=lambda r: r.history[0].at if r.history else "")
-        return artifact, latest.key
+        if refs or pipeline:
+            return artifact, _resolve(store, artifact, None, pipeline)
+        return artifact, _no_ref(store, artifact)
     found = []
     for stage in stages:
         try:

@@ -174,3 +174,32 @@ def test_a_failed_push_is_one_line_without_the_token(tmp_path, published, fake_h
     assert result.exit_code == 1
     assert "me/xl-encoder" in result.output and "is kept" in result.output and TOKEN not in result.output
     assert (tmp_path / "model" / "README.md").exists()
+
+
+def test_a_stage_name_with_refs_of_two_pipelines_is_refused_with_the_refs_listed(tmp_path):
+    """Issue 36: with the demo and the smoke run in one store, `export train DIR` took the last one
+    built without saying which; now it refuses as `artifacts head` does, and --pipeline picks."""
+    from tasks.corpus import CORPUS_STAGE
+    from tasks.corpus.config import CorpusConfig
+    from tasks.stage import run_stage
+
+    store = ArtifactStore(tmp_path / "artifacts")
+    keys = {}
+    for pipeline, lines in (("demo", ["a cat.", "a dog."]), ("smoke", ["a bird.", "a fish."])):
+        files = {}
+        for lang, prefix in (("eng_Latn", ""), ("fra_Latn", "le ")):
+            path = tmp_path / f"{pipeline}.{lang}"
+            path.write_text("\n".join(prefix + line for line in lines) + "\n", encoding="utf-8")
+            files[lang] = str(path)
+        config = CorpusConfig.model_validate(
+            {"sources": [{"name": pipeline, "kind": "text", "files": files}], "dev_fraction": 0.0}
+        )
+        ref, _ = run_stage(store, CORPUS_STAGE, config, {}, pipeline=pipeline)
+        keys[pipeline] = ref.key
+    refused = invoke("export", "corpus", str(tmp_path / "out"), "--root", str(store.root_uri))
+    assert refused.exit_code == 2, refused.output
+    assert "2 pipelines have a corpus ref" in refused.output and "--pipeline" in refused.output
+    assert f"demo/corpus -> {keys['demo'][:12]}" in refused.output and f"smoke/corpus -> {keys['smoke'][:12]}" in refused.output
+    assert not (tmp_path / "out").exists()
+    chosen = invoke("export", "corpus", str(tmp_path / "out"), "--root", str(store.root_uri), "--pipeline", "demo")
+    assert chosen.exit_code == 0 and keys["demo"][:12] in chosen.output, chosen.output
