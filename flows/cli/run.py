@@ -193,8 +193,21 @@ def run(
     cfg = _load(config, root)
     store, keys = _execute(cfg, config, only, from_stage, force, root)
     evaluation = _print_evaluation(store, keys["evaluate"]) if "evaluate" in keys else None
+    model = _print_model(store, keys, cfg.name) if "train" in keys else None
     if MODE.as_json:
-        print_json({"pipeline": cfg.name, "artifacts": _artifacts_record(store, keys), "evaluation": evaluation})
+        print_json({"pipeline": cfg.name, "artifacts": _artifacts_record(store, keys), "evaluation": evaluation, "model": model})
+
+
+def _print_model(store: Any, keys: dict[str, str], pipeline: str) -> dict[str, str]:
+    """The run's last lines: where the trained model is, and the command that exports it as a
+    sentence-transformers folder with its card (printed with -q too; returned for --json)."""
+    import shlex
+
+    folder = f"{store.uri('train', keys['train'])}/files/model"
+    command = f"xlembed export train {shlex.quote(pipeline)}-model --pipeline {shlex.quote(pipeline)} --root {shlex.quote(store.root_uri)}"
+    result_line(f"model: {folder}")
+    result_line(f"export it: {command}")
+    return {"key": keys["train"], "folder": folder, "export": command}
 
 
 @app.command()

@@ -46,6 +46,10 @@ def test_smoke_profile_runs_every_stage_end_to_end(tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     model_dir = store.attached_dir("train", refs["train"].key) / "model"
+    # the run's last lines say where the model is and how to get it out (issue 36)
+    last = run.stdout.strip().splitlines()[-2:]
+    assert last[0] == f"model: {store.uri('train', refs['train'].key)}/files/model", last
+    assert last[1] == f"export it: xlembed export train smoke-model --pipeline smoke --root {store.root_uri}", last
     vectors = SentenceTransformer(str(model_dir), device="cpu").encode(["a short test", "ein kurzer Test"])
     assert vectors.shape[0] == 2 and vectors.shape[1] == manifests["base_model"].metrics["dim"]
 
