@@ -20,6 +20,7 @@ from flows.cli.common import (
     RootOpt,
     VerboseOpt,
     _load,
+    _size,
     _store,
     app,
     check_root_option,
@@ -162,11 +163,20 @@ def _execute(
             table.add_column(column, justify="right" if column.startswith(("rows", "dropped")) else "left")
         for stage, key in keys.items():
             m = store.manifest(stage, key)
-            table.add_row(stage, key[:12], f"{m.rows_in:,}", f"{m.rows_out:,}", f"{sum(m.dropped.values()):,}")
+            table.add_row(stage, key[:12], f"{m.rows_in:,}", produced(m), f"{sum(m.dropped.values()):,}")
         out.print(table)
     for stage, key in keys.items():  # whole, one per line: the part a user copies
         result_line(f"{stage}: {store.uri(stage, key)}")
     return store, keys
+
+
+def produced(manifest: Any) -> str:
+    """What a stage produced, for the summary: its rows, or for a stage that writes files only (a
+    model) their count and size; "0 rows" there would read as a failure."""
+    if manifest.columns:
+        return f"{manifest.rows_out:,}"
+    files = manifest.attached_files
+    return f"{len(files)} files, {_size(sum(f.bytes for f in files))}"
 
 
 def _artifacts_record(store: Any, keys: dict[str, str]) -> dict[str, Any]:

@@ -188,3 +188,18 @@ def test_a_model_folder_with_only_a_pickle_checkpoint_stops_the_run_before_anyth
     assert (
         code == 2 and output.startswith(f"error: '{model}' names no stage and no artifact key in ") and output.count("\n") == 1
     ), output
+
+
+def test_a_model_stage_reports_what_it_wrote_not_zero_rows() -> None:
+    """Issue 36: `rows out 0` for the train stage read as a failure; a stage that writes files only
+    reports their count and size, a table stage its rows."""
+    from types import SimpleNamespace
+
+    from flows.cli.run import produced
+
+    model = SimpleNamespace(
+        columns=[], rows_out=0, attached_files=[SimpleNamespace(bytes=470_000_000), SimpleNamespace(bytes=17_000)]
+    )
+    assert produced(model) == "2 files, 448.2 MiB"
+    table = SimpleNamespace(columns=["lang", "text"], rows_out=43_824, attached_files=[])
+    assert produced(table) == "43,824"
