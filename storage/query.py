@@ -135,6 +135,7 @@ def sql_query(
     import duckdb
 
     rewritten, mentions = rewrite_table_names(sql)
+    check_one_select(rewritten)  # before any connection exists: a refused statement never runs in part
     connection = sandboxed_connection()
     registered: set[str] = set()
     for mention in mentions:
@@ -171,6 +172,27 @@ def sql_query(
     if relation is None:
         raise QueryError("SQL error: the statement returns no rows; artifacts query runs a SELECT over the store's tables")
     return QueryResult(connection, relation)
+
+
+def check_one_select(sql: str) -> None:
+    """Refuse, before anything executes, whatever is not exactly one SELECT (a `FROM t`, a `WITH`
+    or a `UNION` included): DuckDB's own parser says what each statement is, so COPY, EXPORT,
+    CREATE, ATTACH, SET, PRAGMA and a second statement after a SELECT are refused unrun."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"SQL error: {_first_line(exc)}") from None
+    if len(statements) != 1:
+        raise QueryError(
+            f"query refused: {len(statements)} statements; artifacts query runs one SELECT over the store's tables (nothing was run)"
+        )
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise QueryError(
+            f"query refused: {kind.name} statement; artifacts query runs one SELECT over the store's tables (nothing was run)"
+        )
 
 
 def refusal(exc: BaseException) -> QueryError | None:

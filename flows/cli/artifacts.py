@@ -32,6 +32,7 @@ from flows.cli.common import (
     out,
     output_mode,
     print_json,
+    refuse_inside_store,
 )
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
@@ -354,6 +355,8 @@ def artifacts_query(
     if output is not None and output.suffix.lower() not in (".parquet", ".csv"):
         raise fail(f"--output {output}: write .parquet or .csv", 2)
     store = _store(root)
+    if output is not None:
+        refuse_inside_store(store, output, "--output")
     committed = set(store.stages())
 
     def named(name: str) -> Any:

@@ -310,6 +310,18 @@ def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> s
         raise fail(str(exc), 2) from None
 
 
+def refuse_inside_store(store: Any, path: Path, what: str) -> None:
+    """Exit 2 when a local output `path` would land inside a local store's root: a file written
+    there could overwrite a committed artifact's file or a ref. (An s3:// root has no local
+    folder to land in.)"""
+    if not store.is_local:
+        return
+    root = Path(store.root_path).resolve()
+    target = path.expanduser().resolve()
+    if target == root or root in target.parents:
+        raise fail(f"{what} {path}: inside the artifact store {root}; write outside it", 2)
+
+
 def _ambiguous_refs(stage: str, refs: list[Any]) -> str:
     """The refusal when a stage name matches refs of several pipelines at different artifacts: each ref, and what to give."""
     listed = ", ".join(f"{r.pipeline}/{r.stage} -> {r.key[:12]}" for r in sorted(refs, key=lambda r: r.pipeline))

@@ -8,7 +8,18 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.text import Text
 
-from flows.cli.common import StoreRootOpt, _one_line, _resolve_artifact, _size, _store, app, err, fail, out
+from flows.cli.common import (
+    StoreRootOpt,
+    _one_line,
+    _resolve_artifact,
+    _size,
+    _store,
+    app,
+    err,
+    fail,
+    out,
+    refuse_inside_store,
+)
 
 
 @app.command("export")
@@ -62,6 +73,7 @@ def export(
     dataset: Parquet configs and a dataset card (docs/translate.md, "Publishing a corpus").
     """
     store = _store(root)
+    refuse_inside_store(store, directory, "DIR")
     stage, key = _resolve_artifact(store, artifact, pipeline)
     if stage in ("train", "evaluate"):
         _export_model(store, stage, key, directory, push=push, private=private, drop_language_embedding=drop_language_embedding)

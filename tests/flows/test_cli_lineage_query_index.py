@@ -201,8 +201,6 @@ def test_query_errors_are_one_line(built: dict, tmp_path: Path) -> None:
         ("SELECT * FROM read_parquet('{artifact}')", "{artifact}"),
         ("SELECT * FROM read_parquet('https://example.invalid/x.parquet')", "https://example.invalid/x.parquet"),
         ("SELECT * FROM 's3://some-bucket/x.parquet'", "s3://some-bucket/x.parquet"),
-        ("COPY (SELECT * FROM corpus) TO '{written}'", "{written}"),
-        ("ATTACH '{written}' AS other", "{written}"),
     ],
 )
 def test_query_reads_the_store_and_nothing_else(built: dict, tmp_path: Path, sql: str, tried: str) -> None:
@@ -225,7 +223,42 @@ def test_query_reads_the_store_and_nothing_else(built: dict, tmp_path: Path, sql
 
 def test_query_cannot_switch_the_sandbox_off(built: dict) -> None:
     text = artifacts("query", "SET enable_external_access = true", root=built["root"], code=2)
-    assert "query refused: it tries to change the setting 'enable_external_access'" in text, text
+    assert "query refused: SET statement" in text, text
+
+
+@pytest.mark.parametrize(
+    ("sql", "kind"),
+    [
+        ("COPY (SELECT * FROM corpus) TO '{written}'", "COPY statement"),
+        ("ATTACH '{written}' AS other", "ATTACH statement"),
+        ("EXPORT DATABASE '{folder}'", "EXPORT statement"),
+        ("CREATE TABLE t AS SELECT * FROM corpus", "CREATE statement"),
+        ("PRAGMA version", "PRAGMA statement"),
+        ("SELECT 1; EXPORT DATABASE '{folder}'", "2 statements"),
+    ],
+)
+def test_only_one_select_runs_and_a_refused_statement_never_ran(built: dict, tmp_path: Path, sql: str, kind: str) -> None:
+    """Issue 35: DuckDB ran part of a refused statement (EXPORT DATABASE created its folder before
+    the refusal). The statement is parsed first; anything but one SELECT exits 2, unrun."""
+    written, folder = tmp_path / "written.db", tmp_path / "exported"
+    text = artifacts("query", sql.format(written=written, folder=folder), root=built["root"], code=2)
+    assert f"query refused: {kind}" in text and "nothing was run" in text and len(text.strip().splitlines()) == 1, text
+    assert not written.exists() and not folder.exists()
+
+
+def test_query_output_and_export_never_land_inside_the_store(built: dict) -> None:
+    """Issue 35: `query -o` and `export` wrote wherever pointed, a committed artifact's folder included."""
+    root, store, keys = built["root"], built["store"], built["keys"]
+    committed = Path(store.artifact_dir("corpus", keys["corpus"])) / "files" / "x.parquet"
+    text = artifacts("query", "SELECT * FROM corpus", "-o", str(committed), root=root, code=2)
+    assert "inside the artifact store" in text and not committed.exists(), text
+    refs = Path(root) / "refs" / "out.csv"
+    assert "inside the artifact store" in artifacts("query", "SELECT 1 AS one", "-o", str(refs), root=root, code=2)
+    result = CliRunner().invoke(
+        app, ["export", keys["corpus"][:12], str(Path(root) / "corpus" / "exported"), "--root", str(root)]
+    )
+    assert result.exit_code == 2 and "inside the artifact store" in result.output, result.output
+    assert not (Path(root) / "corpus" / "exported").exists()
 
 
 # -------------------------------------------------------------------- index
