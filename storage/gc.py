@@ -64,8 +64,11 @@ def garbage(
         if keep_history:
             referenced.update((ref.stage, h.key) for h in ref.history)
     manifests = store.list_manifests(damaged=damaged)
-    protected = {d.stage for d in damaged_refs}
-    notes = [f"refs/{d.pipeline}/{d.stage} is malformed ({d.problem}): every {d.stage} artifact kept" for d in damaged_refs]
+    protected = {stage for d in damaged_refs for stage in d.stages}
+    notes = [
+        f"refs/{d.pipeline}/{d.stage} is malformed ({d.problem}): every {' and '.join(sorted(d.stages))} artifact kept"
+        for d in damaged_refs
+    ]
     notes += [f"{d.stage}/{d.key[:12]} kept: {d.problem}" for d in damaged]
     doomed = [(m.stage, m.key) for m in manifests if (m.stage, m.key) not in referenced and m.stage not in protected]
     if include_partial:

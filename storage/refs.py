@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from storage.errors import ArtifactNotFound, RefConflict, StoreError
-from storage.keys import attempt_key, check_name
+from storage.keys import NAME_PATTERN, attempt_key, check_name
 from storage.manifest import Ref, RefEntry, parse_record
 
 if TYPE_CHECKING:
@@ -45,11 +45,44 @@ def utc_now() -> str:
 
 @dataclass(frozen=True)
 class DamagedRef:
-    """A ref file that cannot be parsed: what it points to is unknown."""
+    """A ref file that cannot be parsed, or whose content disagrees with the path it sits at:
+    what it points to is unknown. `claimed_stage`: the stage its content names, when that
+    differs from the path's (gc keeps both stages' artifacts)."""
 
     pipeline: str
     stage: str
     problem: str
+    claimed_stage: str | None = None
+
+    @property
+    def stages(self) -> set[str]:
+        """Every stage whose artifacts the ref could concern."""
+        return {self.stage} | ({self.claimed_stage} if self.claimed_stage else set())
+
+
+class MisplacedRef(StoreError):
+    """A ref whose `pipeline` or `stage` disagrees with its path, or names an invalid one."""
+
+    def __init__(self, message: str, claimed_stage: str | None) -> None:
+        super().__init__(message)
+        self.claimed_stage = claimed_stage
+
+
+def parse_ref(data: bytes, path: str, pipeline: str, stage: str) -> Ref:
+    """A ref file's content, valid only when its pipeline and stage are valid names equal to the
+    ones its path `refs/{pipeline}/{stage}.json` gives: a ref copied or edited into the wrong
+    place would otherwise make `verify` blame another ref and `gc` delete what the path names."""
+    ref = parse_record(Ref, data, path)
+    for what, found, expected in (("pipeline", ref.pipeline, pipeline), ("stage", ref.stage, stage)):
+        problem = None
+        if not NAME_PATTERN.fullmatch(found):
+            problem = f"its {what} {found!r} is not a valid name"
+        elif found != expected:
+            problem = f"its {what} is {found!r} but it sits at refs/{pipeline}/{stage}.json"
+        if problem is not None:
+            claimed = ref.stage if NAME_PATTERN.fullmatch(ref.stage) and ref.stage != stage else None
+            raise MisplacedRef(f"malformed ref {path}: {problem}", claimed)
+    return ref
 
 
 def ref_path(store: ArtifactStore, pipeline: str, stage: str) -> str:
@@ -63,7 +96,7 @@ def _short(key: object) -> str:
 def read_ref(store: ArtifactStore, pipeline: str, stage: str) -> Ref | None:
     path = ref_path(store, pipeline, stage)
     data = store.backend.read_bytes(path)
-    return parse_record(Ref, data, path) if data is not None else None
+    return parse_ref(data, path, pipeline, stage) if data is not None else None
 
 
 def set_ref(
@@ -111,13 +144,16 @@ def list_refs(store: ArtifactStore, damaged: list[DamagedRef] | None = None) -> 
     paths = [p for p in store.backend.find(base) if p.endswith(".json")]
     refs = []
     for path, blob in store.backend.read_many(paths).items():
+        pipeline, _, stage = path[len(base) + 1 :].removesuffix(".json").partition("/")
         try:
-            refs.append(parse_record(Ref, blob, path))
+            for name, what in ((pipeline, "pipeline"), (stage, "stage")):
+                if not NAME_PATTERN.fullmatch(name):
+                    raise MisplacedRef(f"malformed ref {path}: its path names an invalid {what} {name!r}", None)
+            refs.append(parse_ref(blob, path, pipeline, stage))
         except StoreError as exc:
             if damaged is None:
                 raise
-            pipeline, _, stage = path[len(base) + 1 :].removesuffix(".json").partition("/")
-            damaged.append(DamagedRef(pipeline, stage, str(exc)))
+            damaged.append(DamagedRef(pipeline, stage, str(exc), getattr(exc, "claimed_stage", None)))
     return sorted(refs, key=lambda r: (r.pipeline, r.stage))
 
 

@@ -252,3 +252,34 @@ def test_refs_set_independently_to_the_same_key_agree(local_root: str, s3_root: 
     result = copy_refs(local, remote)
     assert result.conflicts == [] and remote.read_ref("demo", "embed").key == built.key
     assert {h.note for h in remote.read_ref("demo", "embed").history} == {"built here", "built there"}
+
+
+@pytest.mark.slow
+def test_a_ref_whose_content_disagrees_with_its_path_is_malformed_everywhere(store: ArtifactStore, kit: Any, root: str) -> None:
+    """Issue 35: a ref at refs/demo/embed.json whose content says stage `other` was trusted:
+    verify blamed another ref, plan and gc disagreed, and `gc --yes` deleted what the path names.
+    Now it is malformed wherever refs are read, and gc keeps both stages' artifacts."""
+    import json
+
+    embed = kit.build(store, config={"v": 1})
+    other = kit.build(store, stage="other", config={"v": 3})
+    store.set_ref("demo", "other", other.key)
+    misplaced = {"pipeline": "demo", "stage": "other", "key": other.key, "history": []}
+    store.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(misplaced).encode())
+    runner = CliRunner()
+    for command in (["ls"], ["refs"]):
+        result = runner.invoke(app, ["artifacts", *command, "--root", root])
+        assert result.exit_code == 0 and "refs/demo/embed" in result.output and "sits at refs/demo/embed.json" in result.output
+    verify = runner.invoke(app, ["artifacts", "verify", "--root", root])
+    assert verify.exit_code == 1 and "DAMAGED REF refs/demo/embed" in verify.output, verify.output
+    gc = runner.invoke(app, ["artifacts", "gc", "--yes", "--root", root])
+    assert gc.exit_code == 0 and "Traceback" not in gc.output, gc.output
+    assert store.is_committed("embed", embed.key), "gc deleted the artifact a malformed ref's path names"
+    assert store.is_committed("other", other.key)
+    assert "every embed and other artifact kept" in gc.output, gc.output
+    # a pipeline that is no valid name (`../..`) in the content: one line, no traceback
+    invalid = {**misplaced, "pipeline": "../..", "stage": "embed", "key": embed.key}
+    store.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(invalid).encode())
+    for command in (["verify"], ["refs"], ["gc"]):
+        result = runner.invoke(app, ["artifacts", *command, "--root", root])
+        assert "Traceback" not in result.output and "is not a valid name" in result.output, result.output
