@@ -11,8 +11,9 @@ strict, wherever they appear in a field's type (`int | None`, `list[float]`,
 - float: an integer or a float (TOML `lr = 1` stays valid), not a bool or a string;
 - bool: `true` or `false`, not 0/1 or "true".
 
-Every int is also bounded by ±MAX_CONFIG_INT (2**53, the largest integer a JSON manifest and a
-float keep exactly): `max_workers = 99999999999999999999` is a typo, not a setting. Fields with a
+Every int but a seed (a field named `seed` or `*_seed`) is also bounded by ±MAX_CONFIG_INT (2**53,
+the largest integer a float keeps exactly): `max_workers = 99999999999999999999` is a typo, not a
+setting. Fields with a
 meaningful range declare their own bounds on top (`max_workers` at most 1024, say).
 """
 
@@ -29,10 +30,13 @@ MAX_CONFIG_INT = 2**53
 _BUILTIN_GENERICS = {list: list, dict: dict, tuple: tuple, set: set, frozenset: frozenset}
 
 
-def strict_scalars(annotation: Any) -> Any:
+def strict_scalars(annotation: Any, *, bounded: bool = True) -> Any:
     """`annotation` with every int, float and bool inside it marked Strict (the same object when
-    there is none)."""
+    there is none); `bounded`: ints also within ±MAX_CONFIG_INT (seeds are not: any integer
+    seeds a generator, and a sample drawn with a large one must stay reproducible)."""
     if annotation is int:
+        if not bounded:
+            return Annotated[int, Strict()]
         return Annotated[int, Strict(), Interval(ge=-MAX_CONFIG_INT, le=MAX_CONFIG_INT)]
     if annotation in _SCALARS:
         return Annotated[annotation, Strict()]
@@ -41,9 +45,9 @@ def strict_scalars(annotation: Any) -> Any:
         return annotation
     args = get_args(annotation)
     if origin is Annotated:
-        inner = strict_scalars(args[0])
+        inner = strict_scalars(args[0], bounded=bounded)
         return annotation if inner is args[0] else Annotated[(inner, *args[1:])]
-    strict = tuple(a if a is Ellipsis else strict_scalars(a) for a in args)
+    strict = tuple(a if a is Ellipsis else strict_scalars(a, bounded=bounded) for a in args)
     if all(new is old for new, old in zip(strict, args)):
         return annotation
     if origin is Union or origin is types.UnionType:
@@ -64,8 +68,8 @@ class StrictScalars(BaseModel):
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         changed = False
-        for info in cls.model_fields.values():
-            strict = strict_scalars(info.annotation)
+        for name, info in cls.model_fields.items():
+            strict = strict_scalars(info.annotation, bounded=not name.endswith("seed"))
             if strict is not info.annotation:
                 info.annotation = strict
                 changed = True

@@ -274,7 +274,7 @@ def test_allow_empty_names_stages_of_the_pipeline(tmp_path: Path) -> None:
     [
         ("pipeline", "max_workers = 99999999999999999999", "pipeline.max_workers", "99999999999999999999"),
         ("pipeline", "max_workers = 5000", "pipeline.max_workers", "5000"),
-        ("corpus", "seed = 123456789012345678901234", "corpus.seed", "123456789012345678901234"),
+        ("corpus", "filters = { max_chars = 123456789012345678901234 }", "corpus.filters.max_chars", "123456789012345678901234"),
         ("corpus.sources", "sample = 100000000000000000000", "corpus.sources[0].sample", "100000000000000000000"),
     ],
 )
