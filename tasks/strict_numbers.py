@@ -13,8 +13,7 @@ strict, wherever they appear in a field's type (`int | None`, `list[float]`,
 
 Every int but a seed (a field named `seed` or `*_seed`) is also bounded by ±MAX_CONFIG_INT (2**53,
 the largest integer a float keeps exactly): `max_workers = 99999999999999999999` is a typo, not a
-setting. Fields with a
-meaningful range declare their own bounds on top (`max_workers` at most 1024, say).
+setting. Fields with a meaningful range declare their own bounds on top (`max_workers` at most 1024).
 """
 
 from __future__ import annotations

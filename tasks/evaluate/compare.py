@@ -540,9 +540,8 @@ def build_comparison(
             s_rows.append(line)
         seed_table = Table(s_header, s_rows, s_numeric)
 
-    changes: list[UnitChange] = []
-    untrained, untrained_table, untrained_note = _untrained_section(
-        results, units, chosen, values, untrained_base, intervals, changes
+    untrained, untrained_table, untrained_note, changes = _untrained_section(
+        results, units, chosen, values, untrained_base, intervals
     )
     reference = next((r for r in results if r.name == untrained_base), None)
     tradeoff = tradeoff_section(chosen, changes, reference.sts_items if reference is not None else None, tradeoff_column)
@@ -694,10 +693,9 @@ def _untrained_section(
     values: Mapping[str, Mapping[str, float | None]],
     untrained_base: str | None,
     intervals: _Intervals,
-    against: list[UnitChange],
-) -> tuple[dict[str, float | None] | None, Table | None, str]:
+) -> tuple[dict[str, float | None] | None, Table | None, str, list[UnitChange]]:
     """The untrained base's values, and the table of every trained variant (or seed group) against
-    it; `against` is filled with each one's changes (for the trade-off figure)."""
+    it, and each one's changes against it (for the trade-off figure)."""
     by_name = {r.name: r for r in results}
     reference: tuple[pa.Table, pa.Table | None, str] | None = None
     if untrained_base is not None and by_name[untrained_base].metrics is not None:
@@ -708,7 +706,7 @@ def _untrained_section(
         if r is not None:
             reference = (r.base_metrics, r.base_items, f"the base model as scored beside {r.name} in its evaluation")
     if reference is None or not chosen:
-        return None, None, ""
+        return None, None, "", []
     ref_metrics, ref_items, source = reference
     ref_rows = _metric_rows(ref_metrics)
     untrained = {c.spec: column_value(ref_rows, c) for c in chosen}
@@ -725,7 +723,7 @@ def _untrained_section(
     rows = [first]
     disagreements: list[str] = []
     own_base_differs = False
-    against.clear()
+    against: list[UnitChange] = []
     for unit, rs in units:
         if all(r.name == untrained_base or r.trained is False for r in rs):
             continue  # an untrained model: the Variants table already compares it
@@ -749,7 +747,7 @@ def _untrained_section(
         rows.append(line)
         disagreements += _disagreement(unit.name, chosen, found)
     if len(rows) == 1:
-        return untrained, None, ""
+        return untrained, None, "", against
     note = f"Untrained base: {source}. Δ vs base as above, with its interval where the column has one."
     if disagreements:  # the first thing to read: in-domain gains that do not carry out of domain, or the reverse
         note += " In-domain and out-of-domain results disagree: " + "; ".join(disagreements) + "."
@@ -758,4 +756,4 @@ def _untrained_section(
             " Some variants were scored against another untrained base (their evaluation settings or data differ):"
             " their Δ is against the base scored in their own evaluation."
         )
-    return untrained, Table(header, rows, numeric), note
+    return untrained, Table(header, rows, numeric), note, against

@@ -25,44 +25,36 @@ def interpolate_tensor(trained: torch.Tensor, base: torch.Tensor, alpha: float) 
     return alpha * trained + (1.0 - alpha) * base
 
 
-def interpolate_state(
-    trained: dict[str, torch.Tensor], base: dict[str, torch.Tensor], alpha: float
-) -> tuple[dict[str, torch.Tensor], list[str]]:
+def interpolate_state(trained: dict[str, torch.Tensor], base: dict[str, torch.Tensor], alpha: float) -> dict[str, torch.Tensor]:
     """Every floating tensor the base has in the same shape is interpolated; the others keep
-    their trained values (the language-ID embedding, integer buffers). Returns the new state and
-    the names kept as trained."""
+    their trained values (the language-ID embedding, integer buffers)."""
     out: dict[str, torch.Tensor] = {}
-    kept: list[str] = []
     for name, tensor in trained.items():
         start = base.get(name)
         if start is not None and tensor.is_floating_point() and start.shape == tensor.shape:
             out[name] = interpolate_tensor(tensor, start, alpha).contiguous()
         else:
             out[name] = tensor
-            kept.append(name)
-    return out, kept
+    return out
 
 
-def interpolate_model_folder(model_dir: Path, base_state: dict[str, torch.Tensor], alpha: float) -> list[str]:
+def interpolate_model_folder(model_dir: Path, base_state: dict[str, torch.Tensor], alpha: float) -> None:
     """Rewrite the checkpoint files of `model_dir` (a copy of the trained model folder) in place
-    with the interpolated weights; returns the tensor names kept as trained."""
+    with the interpolated weights."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
     files = sorted(model_dir.glob(WEIGHT_FILES))
     if not files:
         raise FileNotFoundError(f"{model_dir} holds no {WEIGHT_FILES} to interpolate")
-    kept: list[str] = []
     for path in files:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata()
             trained = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 - safe_open has no __iter__
-        mixed, kept_here = interpolate_state(trained, base_state, alpha)
-        kept += kept_here
+        mixed = interpolate_state(trained, base_state, alpha)
         tmp = path.with_name(path.name + ".tmp")
         save_file(mixed, str(tmp), metadata=metadata)
         tmp.replace(path)
-    return kept
 
 
 def base_weights(base_dir: Path) -> dict[str, torch.Tensor]:

@@ -91,6 +91,20 @@ def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
     assert "corpus.seed" in str(info.value) and "'forty-two'" in str(info.value)
 
 
+def invalid_config_message(tmp_path: Path, section: str, line: str) -> tuple[Path, str]:
+    """The error of GOOD with `line` added to `section` (`corpus.sources`: its first source): the
+    config's path and the message."""
+    text = (
+        GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n")
+        if section != "corpus.sources"
+        else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return path, str(info.value)
+
+
 @pytest.mark.parametrize(
     ("section", "line", "where", "shown"),
     [
@@ -108,15 +122,7 @@ def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
 def test_numbers_and_booleans_are_checked_not_coerced(tmp_path: Path, section: str, line: str, where: str, shown: str) -> None:
     """A quoted number, a boolean for a number or a number for a boolean is an error naming the
     file, the key and the value; pydantic's lax mode used to turn "2" and true into 2 and 1."""
-    text = (
-        GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n")
-        if section != "corpus.sources"
-        else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
-    )
-    path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    message = str(info.value)
+    path, message = invalid_config_message(tmp_path, section, line)
     assert message.startswith(f"{path}: invalid config") and f"{where}: " in message and f"(got {shown})" in message, message
     assert "unknown key" not in message, message
 
@@ -281,14 +287,6 @@ def test_allow_empty_names_stages_of_the_pipeline(tmp_path: Path) -> None:
 def test_integers_out_of_range_are_errors(tmp_path: Path, section: str, line: str, where: str, shown: str) -> None:
     """Issue 35: `max_workers = 99999999999999999999` was accepted. Every config integer is bounded
     by 2**53 (what a JSON manifest keeps exactly), max_workers by 1024."""
-    text = (
-        GOOD.replace(f"[{section}]\n", f"[{section}]\n{line}\n")
-        if section != "corpus.sources"
-        else GOOD.replace('kind = "cldr"', f'kind = "cldr"\n{line}')
-    )
-    path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    message = str(info.value)
+    path, message = invalid_config_message(tmp_path, section, line)
     assert message.startswith(f"{path}: invalid config") and f"{where}: " in message, message
     assert f"(got {shown})" in message and "less than or equal to" in message, message
