@@ -119,7 +119,9 @@ def test_show(cli: Cli, populated: dict[str, Manifest]) -> None:
 @pytest.mark.slow
 def test_show_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree
-    assert "give a KEY" in cli("show", STAGE, code=2).output
+    out = cli("show", STAGE, code=2).output
+    assert "2 pipelines have a embed ref" in out and "give --pipeline NAME or a key" in out
+    assert f"other/embed -> {populated['stray'].key[:12]}" in out
     assert f'"key": "{populated["stray"].key}"' in cli("show", STAGE, "--pipeline", "other", "--json").stdout
     assert "no committed" in cli("show", STAGE, "ffffffffff", code=2).output
 
@@ -295,7 +297,7 @@ def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[
     out = cli("query", "SELECT * FROM nope", code=2).output
     assert "unknown table 'nope'; available: corpus, embed (or STAGE@KEY for any version)" in out
     store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree: as `show`, ask which
-    assert "give a KEY (or --pipeline)" in cli("query", f"SELECT count(*) FROM {STAGE}", code=2).output
+    assert "give --pipeline NAME or a key" in cli("query", f"SELECT count(*) FROM {STAGE}", code=2).output
     assert "| 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
 
 
