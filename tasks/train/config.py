@@ -184,6 +184,13 @@ class TrainConfig(StageConfig):
     prefix: str = Field(default="", description="prepended to every text (e.g. 'query: ' for E5)")
     language_embedding: bool = Field(default=False, description="learned language-ID vector added to token embeddings")
     freeze_word_embeddings: bool = Field(default=False, description="keep the input embedding matrix fixed (fast on CPU)")
+    freeze_lower_layers: int = Field(
+        default=0, ge=0, le=1024, json_schema_extra=KEYED_UNLESS_DEFAULT,
+        description=(
+            "keep the embeddings and the lowest N transformer layers fixed, training only the layers above: "
+            "the sentence space moves less, and a step back-propagates through fewer layers"
+        ),
+    )  # fmt: skip
     dropout: float | None = Field(
         default=None, ge=0.0, lt=1.0,
         description="override the model's dropout; unset: keep it (0.1 for BERT, XLM-R, E5). Above 0, GradCache chunks and processes are keyed",

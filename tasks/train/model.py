@@ -69,6 +69,26 @@ class DualEncoder(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.transformer.get_input_embeddings()
 
+    def transformer_layers(self) -> nn.ModuleList:
+        """The stack of transformer layers, lowest first: the ModuleList as long as the config's
+        `num_hidden_layers` (`encoder.layer` in BERT, XLM-R and E5)."""
+        depth = getattr(self.transformer.config, "num_hidden_layers", None)
+        for _, module in self.transformer.named_modules():
+            if isinstance(module, nn.ModuleList) and len(module) == depth:
+                return module
+        raise ValueError(f"cannot find the {depth} transformer layers of {type(self.transformer).__name__}")
+
+    def freeze_lower(self, n_layers: int) -> None:
+        """Keep the embeddings and the lowest `n_layers` layers fixed (no gradient, no update)."""
+        if n_layers <= 0:
+            return
+        layers = self.transformer_layers()
+        if n_layers > len(layers):
+            raise ValueError(f"freeze_lower_layers = {n_layers}: the model has only {len(layers)} layers")
+        embeddings = getattr(self.transformer, "embeddings", None) or self.word_embeddings()
+        for module in (embeddings, *layers[:n_layers]):
+            module.requires_grad_(False)
+
     def token_states(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lang_ids: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -148,6 +148,7 @@ class Trainer:
         ).to(self.device)
         if config.freeze_word_embeddings:
             self.model.word_embeddings().weight.requires_grad_(False)
+        self.model.freeze_lower(config.freeze_lower_layers)
         unaligned = [
             name
             for name, section in config.objectives.active().items()

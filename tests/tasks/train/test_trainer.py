@@ -404,3 +404,23 @@ def test_curves_hold_a_step_0_dev_point_without_eval_every_and_the_png_plots_the
     assert step0 == metrics["dev_base"]["mean"]
     assert {"loss", "loss/translation_ranking", "lr", "grad_norm"} <= {c["metric"] for c in curves}
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_freeze_lower_layers_keeps_the_embeddings_and_those_layers_bit_for_bit_and_trains_the_rest(inputs, tmp_path):
+    objectives = {"translation_ranking": ALL["translation_ranking"]}
+    trainer = Trainer(config(steps=2, eval_every=0, freeze_lower_layers=1, objectives=objectives), inputs)
+    before = weights(trainer)
+    trainer.run(tmp_path / "out", tmp_path / "ckpt")
+    after = weights(trainer)
+    depth = len(trainer.model.transformer_layers())
+    assert depth >= 2, "the tiny model needs a layer above the frozen one"
+    frozen = [k for k in before if ".embeddings." in k or ".encoder.layer.0." in k]
+    trained = [k for k in before if f".encoder.layer.{depth - 1}." in k and k.endswith("weight")]
+    assert frozen and trained
+    assert all(torch.equal(before[k], after[k]) for k in frozen)
+    assert all(not torch.equal(before[k], after[k]) for k in trained)
+
+
+def test_freeze_lower_layers_beyond_the_model_depth_is_refused_before_training(inputs):
+    with pytest.raises(ValueError, match="freeze_lower_layers = 99: the model has only"):
+        Trainer(config(freeze_lower_layers=99, objectives={"translation_ranking": ALL["translation_ranking"]}), inputs)
