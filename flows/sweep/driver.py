@@ -69,6 +69,11 @@ def run_variants(
     nothing may compute (every step must be cached). A failed variant does not stop the others.
     """
     once = _ComputeOnce()
+    # Variants are driven at once so that shared steps wait for each other, but distinct stage
+    # runs are bounded by the pipeline's `max_workers` (a grid cannot change it): two trainings
+    # side by side on 2 cores take longer than one after the other, and each its own share of RAM.
+    max_workers = plan.variants[0].config.settings.max_workers if plan.variants else 1
+    computing = threading.BoundedSemaphore(max_workers)
 
     def drive(vplan: VariantPlan) -> VariantOutcome:
         outcome = VariantOutcome(vplan.variant.name, vplan.pipeline)
@@ -82,8 +87,9 @@ def run_variants(
                         raise RuntimeError(f"{step.stage} {step.key[:12]} is not cached and this run computes nothing")
 
                     def compute(step: StepPlan = step) -> None:
-                        log(f"{vplan.variant.name}: computing {step.stage} {step.key[:12]} ({'; '.join(step.reasons)})")
-                        run_step(vplan.config, store, step)
+                        with computing:
+                            log(f"{vplan.variant.name}: computing {step.stage} {step.key[:12]} ({'; '.join(step.reasons)})")
+                            run_step(vplan.config, store, step)
 
                     if once.ensure((step.stage, step.key), compute):
                         outcome.computed.append(step.stage)

@@ -355,6 +355,32 @@ def test_shared_steps_compute_once_even_when_variants_reach_them_together(toy_pi
     assert again.counts()["distinct_compute"] == 0
 
 
+def test_distinct_stage_runs_are_bounded_by_the_pipelines_max_workers(toy_pipeline: dict) -> None:
+    tmp = toy_pipeline["tmp"]
+    grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"histogram.bucket" = [2, 3, 4, 5, 6, 7]\n'))
+    store = ArtifactStore(toy_pipeline["root"])
+    plan = plan_sweep(toy_pipeline["config"], grid, store, toy_pipeline_stages())
+    assert plan.variants[0].config.settings.max_workers == 2
+    lock = threading.Lock()
+    running = [0]
+    most = [0]
+
+    def run_step(config, store, step) -> None:
+        from tasks.stage import run_stage
+
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # six histogram runs arrive together: at most two may be inside
+        run_stage(store, toy_pipeline_stages()[step.stage], config.stage_configs[step.stage], step.input_keys)
+        with lock:
+            running[0] -= 1
+
+    outcomes = run_variants(plan, store, run_step)
+    assert all(o.ok for o in outcomes.values()), outcomes
+    assert most[0] == 2
+
+
 def test_a_failing_variant_does_not_stop_the_others(toy_pipeline: dict) -> None:
     tmp = toy_pipeline["tmp"]
     grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"histogram.bucket" = [5, 10]\n'))
