@@ -73,7 +73,11 @@ def validate_named(
     try:
         return cls.model_validate({} if value is None else value, context=context)
     except ValidationError as exc:  # its location would be lost in the enclosing model's error: name the table
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(table)'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(table)'}: "
+            + ("no such setting (extra inputs are not permitted)" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in exc.errors()
+        )
         raise ValueError(f"{where}: {problems}") from None
 
 

@@ -22,7 +22,7 @@ from storage.user_cache import xlembed_cache_dir
 from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
 from tasks.registry import validate_named
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 if TYPE_CHECKING:
     from tasks.train.objectives import ObjectiveConfig
@@ -65,7 +65,7 @@ class ObjectivesConfig(StageConfig):
 
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
         # a weight-0 objective's options cannot change the weights: keep them out of the key
-        return {name: keyed_config(section) for name, section in self.active().items()}
+        return {name: data[name] for name in self.active()}
 
     @model_validator(mode="after")
     def _some_objective(self) -> ObjectivesConfig:
