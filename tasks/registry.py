@@ -1,7 +1,9 @@
-"""What the four extension-point registries share (objectives, align backends, corpus sources,
-benchmarks; docs/architecture.md "Extension points"): a name taken once, and a `kind = "..."` table
-validated as the config of the class its kind names. Each registry keeps its own checks of
-what a class must declare; this module only holds the parts that were copies of each other."""
+"""What the four extension-point registries share (objectives, aligners, corpus sources,
+benchmarks; docs/architecture.md "Extension points"). In each, the component is a pydantic
+settings class, registered under a name taken once, and a config's table is validated as the
+class its name selects: a `kind = "..."` in a `[[...]]` table (sources, benchmarks;
+`validate_kind`), or the table's own name (`[train.objectives.<name>]`, `[align.<backend>]`;
+`validate_named`). Each registry keeps its own checks of what a class must declare."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
 
 T = TypeVar("T", bound=type)
@@ -54,6 +57,28 @@ def validate_kind(value: Any, registry: Mapping[str, type], base: type, what: st
             f"{what}_kind", f"unknown {what} kind {{kind}}; known: {{known}}", {"kind": repr(value["kind"]), "known": known}
         )
     return cls.model_validate(value, context=context)
+
+
+def validate_named(
+    value: Any, registry: Mapping[str, type], name: str, where: str, what: str, context: dict[str, Any] | None = None
+) -> Any:
+    """The table `value` at `where` (`[train.objectives.dueam]`) as the config of the class
+    registered under `name`. Errors are one ValueError naming `where`, the unknown name (with the
+    known ones) or the fields at fault; `what` ("objective", "align backend") names the thing."""
+    cls = lookup(registry, name)
+    if cls is None:
+        raise ValueError(f"{where}: no such {what} (known: {', '.join(sorted(registry))})")
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls.model_validate({} if value is None else value, context=context)
+    except ValidationError as exc:  # its location would be lost in the enclosing model's error: name the table
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(table)'}: "
+            + ("no such setting (extra inputs are not permitted)" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in exc.errors()
+        )
+        raise ValueError(f"{where}: {problems}") from None
 
 
 # Plug-ins outside the package register when their module is imported. A process that did not

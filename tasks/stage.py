@@ -195,6 +195,10 @@ def _drop_unkeyed(model: Any, data: Any, where: str, locations: dict[str, Any]) 
                     locations[path] = data[name]
                 continue
             out[name] = _drop_unkeyed(getattr(model, name), data[name], path, locations)
+        # tables held under the name that selects them ([align.<backend>], [train.objectives.<name>])
+        for name, value in (model.__pydantic_extra__ or {}).items():
+            if isinstance(value, BaseModel):
+                out[name] = _drop_unkeyed(value, data[name], f"{where}.{name}" if where else name, locations)
         return model.keyed_view(out) if isinstance(model, StageConfig) else out
     if isinstance(model, (list, tuple)) and isinstance(data, list):
         return [_drop_unkeyed(m, d, f"{where}[{i}]", locations) for i, (m, d) in enumerate(zip(model, data))]

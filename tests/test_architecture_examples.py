@@ -93,6 +93,67 @@ def test_each_example_is_one_registered_class(modules: dict[str, object]) -> Non
     assert BENCHMARKS["pair_cosine"].__module__ == "docs_example_benchmark"
 
 
+def test_every_extension_point_has_one_shape(modules: dict[str, object]) -> None:
+    """In each registry, built-in or from the page, the registered class is the component's settings
+    (a StageConfig, selected by its name), and a built-in one is registered by one import line."""
+    from tasks.align.backends import ALIGN_BACKENDS
+    from tasks.corpus.sources import SOURCES
+    from tasks.evaluate.benchmarks import BENCHMARKS
+    from tasks.stage import StageConfig
+    from tasks.train.objectives import OBJECTIVES
+
+    packages = {"tasks/corpus/sources": SOURCES, "tasks/align/backends": ALIGN_BACKENDS,
+                "tasks/train/objectives": OBJECTIVES, "tasks/evaluate/benchmarks": BENCHMARKS}  # fmt: skip
+    for folder, registry in packages.items():
+        init = (REPO / folder / "__init__.py").read_text(encoding="utf-8")
+        for name, cls in registry.items():
+            assert issubclass(cls, StageConfig), f"{folder}: {name!r} registers {cls.__name__}, not its settings"
+            if cls.__module__.startswith("tasks."):
+                module = cls.__module__.rsplit(".", 1)[1]
+                lines = [
+                    line
+                    for line in init.splitlines()
+                    if re.match(rf"from \S+ import .*\b{module}\b|from \S+\.{module} import ", line)
+                ]
+                assert len(lines) == 1, f"{folder}/__init__.py registers {module} in {len(lines)} lines"
+
+
+def test_the_examples_validate_from_their_tables_and_name_them_in_errors(modules: dict[str, object], tmp_path: Path) -> None:
+    """The page's objective, backend and benchmark, chosen from config tables as a TOML writes them."""
+    from pydantic import ValidationError
+
+    from tasks.align.config import AlignConfig
+    from tasks.evaluate.config import EvaluateConfig
+    from tasks.stage import keyed_config
+    from tasks.train.config import TrainConfig
+
+    train = TrainConfig.model_validate({"objectives": {"pull_together": {"weight": 1.0, "rows": 0.25}}})
+    section = train.objectives.pull_together
+    assert isinstance(section, modules["objective"].PullTogether) and section.rows == 0.25
+    assert keyed_config(train)["objectives"]["pull_together"] == {"weight": 1.0, "rows": 0.25}
+    assert TrainConfig.model_validate(train.model_dump(mode="json")) == train
+    with pytest.raises(
+        ValidationError, match=r"\[train.objectives.pull_together\]: rows: Input should be less than or equal to 1"
+    ):
+        TrainConfig.model_validate({"objectives": {"pull_together": {"weight": 1.0, "rows": 2.0}}})
+    with pytest.raises(ValidationError, match="pull_together.*need"):  # its declared need of the pivot
+        TrainConfig.model_validate({"pivot_in_every_row": False, "objectives": {"pull_together": {"weight": 1.0}}})
+
+    align = AlignConfig.model_validate({"backend": "monotone", "monotone": {"score": 0.5}})
+    assert isinstance(align.settings, modules["aligner"].MonotoneSettings) and align.settings.score == 0.5
+    assert keyed_config(align)["monotone"] == {"score": 0.5}
+    with pytest.raises(ValidationError, match=r"\[align.monotone\]: scroe: no such setting"):
+        AlignConfig.model_validate({"backend": "monotone", "monotone": {"scroe": 0.5}})
+
+    (tmp_path / "pairs.tsv").write_text("өзен ұзын\tthe river is long\n", encoding="utf-8")
+    evaluate = EvaluateConfig.model_validate(
+        {"benchmarks": [{"kind": "pair_cosine", "path": str(tmp_path / "pairs.tsv"), "src_lang": "kk"}]}
+    )
+    assert isinstance(evaluate.benchmarks[0], modules["benchmark"].PairCosineBenchmark)
+    with pytest.raises(ValidationError, match="src_lang"):
+        EvaluateConfig.model_validate({"benchmarks": [{"kind": "pair_cosine", "path": str(tmp_path / "pairs.tsv")}]})
+
+
 @pytest.mark.slow
 def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[str, object], tmp_path: Path) -> None:
     from flows.config import load_config
@@ -155,7 +216,7 @@ def test_an_objectives_draw_is_rebuilt_from_the_step_alone(modules: dict[str, ob
 
     from tasks.train.batching import StepBatch, step_draws_rng
 
-    loss = modules["objective"].PullTogetherLoss(rows=0.5)
+    loss = modules["objective"].PullTogetherLoss(rows=0.5)  # its settings from keywords
     batch = StepBatch(np.zeros((64, 2), np.int64), np.zeros((64, 2), np.int64), np.full((64, 1, 2), -1, np.int32))
     first, again = (batch.draw({loss.name: loss.draw}, step_draws_rng(7, 3)).drawn[loss.name]["pulled"] for _ in range(2))
     other = batch.draw({loss.name: loss.draw}, step_draws_rng(7, 4)).drawn[loss.name]["pulled"]

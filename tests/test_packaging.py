@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tasks.align.backends import ALIGN_BACKENDS
 from tasks.extras import EXTRAS, MissingExtraError, require_extra
 from tasks.stage import PACKAGE_VERSION
 
@@ -63,12 +64,14 @@ def test_dependencies_are_ranges_and_constraints_pin_every_one():
 
 
 def test_every_extra_the_code_names_is_declared_and_the_test_extra_pulls_the_ones_tests_use():
-    assert set(EXTRAS) <= set(OPTIONAL)
-    assert self_extras("all") == set(EXTRAS)
+    # the table's extras and those the align backends declare themselves
+    named = {**EXTRAS, **{extra: modules for cls in ALIGN_BACKENDS.values() for extra, modules in cls.extras.items()}}
+    assert set(named) <= set(OPTIONAL)
+    assert self_extras("all") == set(named)
     # the tests run every optional part except mteb (its bridge is tested with mteb missing)
-    assert self_extras("test") == set(EXTRAS) - {"mteb"}
+    assert self_extras("test") == set(named) - {"mteb"}
     installed = importlib.metadata.packages_distributions()
-    for extra, modules in EXTRAS.items():
+    for extra, modules in named.items():
         declared = {canonical(r.name) for r in requirements(extra)}
         for module in modules:
             if module in installed:  # the extra installs the package that provides the module

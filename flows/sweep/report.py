@@ -85,7 +85,8 @@ def write_report(
 ) -> SweepReport:
     """Compare the variants' evaluations and save report.md, report.html (and intervals.png),
     sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
-    from tasks.evaluate.compare import VariantResult, build_comparison
+    from tasks.evaluate.columns import VariantResult
+    from tasks.evaluate.compare import build_comparison
     from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
     from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE
 

@@ -184,9 +184,8 @@ def score_gold_set(
         src_lang, tgt_lang = (to_flores(code) for code in langs)
     except ValueError as exc:
         raise GoldInputError(str(exc)) from None
-    backend = config.backend_class
     folder = None
-    if backend.uses_base_model(config.settings):
+    if config.settings.uses_base_model():
         if base_model is None:
             raise GoldInputError(
                 f"align backend {config.backend!r} reads the pipeline's base model: add a [base_model] section, or name a model in [align.{config.backend}]"

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tasks.align.backends import WordAligner
+from tasks.align.backends import ALIGN_BACKENDS, WordAligner
 from tasks.align.config import AlignConfig
 from tasks.align.schema import ALIGNMENT_STRUCT, WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
@@ -88,12 +88,12 @@ def make_pairs(frame: pl.DataFrame, mode: str, pivot: str) -> pl.DataFrame:
 def load_aligner(config: AlignConfig, base_model: Path | None = None) -> WordAligner:
     """The configured backend, loaded. `base_model`: the base_model artifact's folder, for a
     backend that reads it (`uses_base_model`)."""
-    return config.backend_class.load(config.settings, base_model)
+    return config.settings.build(base_model)
 
 
 def _cached_aligner(config: AlignConfig, inputs: Inputs) -> WordAligner:
     """One loaded aligner per process (shards of a run share it)."""
-    uses_base_model = config.backend_class.uses_base_model(config.settings)
+    uses_base_model = config.settings.uses_base_model()
     base_model = inputs["base_model"].local_dir() if uses_base_model and "base_model" in inputs else None
     key = f"{config.model_dump_json()}|{base_model}"
     with _CACHE_LOCK:
@@ -178,7 +178,7 @@ def build_align_shard(config: AlignConfig, inputs: Inputs, shard: ShardSpec, con
 
 
 def fingerprint_align(config: AlignConfig) -> dict[str, Any]:
-    return config.backend_class.fingerprint(config.settings)
+    return config.settings.fingerprint()
 
 
 ALIGN_STAGE: Stage[AlignConfig] = Stage(
@@ -191,5 +191,5 @@ ALIGN_STAGE: Stage[AlignConfig] = Stage(
     inputs=("corpus",),
     optional_inputs=("translate", "base_model"),
     fingerprint_sources=fingerprint_align,
-    description="word alignments of translation pairs (a registered backend: WSPAlign, SimAlign, eflomal, ...)",
+    description=f"word alignments of translation pairs (a registered backend: {', '.join(ALIGN_BACKENDS)})",
 )

@@ -1,4 +1,5 @@
-"""What the benchmarks' readers share: the line reader, the error they raise and the parse cache.
+"""What the benchmarks' readers share: the line reader, the error they raise and the parse cache,
+and the reader results another module takes (`BuccSplit`, which tasks/evaluate/mining.py scores).
 Each benchmark's reader is in its own file (tasks/evaluate/benchmarks/<kind>.py: Tatoeba and its
 distractor folders, BUCC 2018, STS, FLORES-200 multi-way rows, XNLI).
 
@@ -37,6 +38,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +48,12 @@ import pyarrow.compute as pc
 from tasks.stage import DataError
 
 __all__ = [
+    "BuccSplit",
     "BenchmarkDataError",
     "Lines",
     "blank_values",
     "clear_parsed",
+    "line_positions",
     "look_at",
     "no_empty_lines",
     "parsed_once",
@@ -279,3 +283,36 @@ def same_line_counts(files: Mapping[Path, Sequence[str]]) -> None:
     if len(set(counts.values())) > 1:
         listing = ", ".join(f"{path} has {n} lines" for path, n in counts.items())
         raise BenchmarkDataError(next(iter(counts)), None, f"line counts differ: {listing}")
+
+
+# ------------------------------------------------------------------ reader results other modules take
+
+
+@dataclass(frozen=True)
+class BuccSplit:
+    """One BUCC 2018 split: two monolingual sentence sets and the gold translation pairs."""
+
+    src_lang: str  # FLORES-200 code of xx
+    tgt_lang: str  # eng_Latn
+    split: str
+    src_ids: Lines
+    src: Lines
+    tgt_ids: Lines
+    tgt: Lines
+    gold: frozenset[tuple[str, str]] | None  # (id_xx, id_en); None when read without gold
+    duplicate_gold_lines: int = 0  # repeated gold lines, counted once
+
+    def gold_indices(self) -> tuple[np.ndarray, np.ndarray]:
+        """Gold pairs as (row in ``src``, row in ``tgt``) int64 arrays, for the mining code."""
+        if self.gold is None:
+            raise ValueError(f"BUCC {self.src_lang} {self.split} was read without gold")
+        pairs = sorted(self.gold)
+        src = line_positions([a for a, _ in pairs], self.src_ids)
+        tgt = line_positions([b for _, b in pairs], self.tgt_ids)
+        return src, tgt
+
+
+def line_positions(ids: Sequence[str] | pa.Array, of: Lines) -> np.ndarray:
+    """The line of each of `ids` among the ids `of` (int64; -1 where absent), one hash join."""
+    values = ids if isinstance(ids, pa.Array) else pa.array(list(ids), type=pa.large_string())
+    return pc.index_in(values, value_set=of.array).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)

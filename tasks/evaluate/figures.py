@@ -28,11 +28,11 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tasks.evaluate.bootstrap import BootstrapInterval
+from tasks.evaluate.columns import Column
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
 from tasks.reporting.tables import metric_scale, pair_label
 
 if TYPE_CHECKING:
-    from tasks.evaluate.compare import Column
     from tasks.evaluate.paired import DeltaInterval
 
 __all__ = [

@@ -32,16 +32,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
 
 from tasks.encoders.neighbours import as_unit_float32
+from tasks.evaluate.datasets import BuccSplit
 from tasks.evaluate.groups import metric_row
-
-if TYPE_CHECKING:  # the benchmark's file imports this module to score
-    from tasks.evaluate.benchmarks.bucc import BuccSplit
 
 __all__ = [
     "DEFAULT_K",

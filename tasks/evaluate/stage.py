@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.encoders.language_vectors import read_language_vectors
-from tasks.evaluate.benchmarks.registry import headline_metric, hub_task_type, main_metric
+from tasks.evaluate.benchmarks.registry import BENCHMARKS, headline_metric, hub_task_type, main_metric
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA, STS_ITEMS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
@@ -507,6 +507,6 @@ EVALUATE_STAGE: Stage[EvaluateConfig] = Stage(
     optional_inputs=("translate", "train"),
     fingerprint_sources=fingerprint_evaluate_sources,
     check_sources=benchmark_problems,
-    description="score the encoder on Tatoeba, BUCC, STS and held-out retrieval; write a report",
+    description=f"score the encoder on the registered benchmarks ({', '.join(BENCHMARKS)}); write a report",
     one_at_a_time=True,
 )

@@ -14,26 +14,15 @@ tests/tasks/train/test_trainer.py). The key then includes them wherever they spl
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    SerializeAsAny,
-    ValidationError,
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
-    create_model,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from storage.user_cache import xlembed_cache_dir
 from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
-from tasks.registry import lookup
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig, keyed_config
+from tasks.registry import validate_named
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 if TYPE_CHECKING:
     from tasks.train.objectives import ObjectiveConfig
@@ -45,77 +34,38 @@ def default_checkpoint_dir() -> str:
 
 
 class ObjectivesConfig(StageConfig):
-    """`[train.objectives]`: one section per objective, each validated by the `Settings` of the
-    objective registered under its name (tasks/train/objectives). Validating gives an instance
-    of `sections_class()`, whose fields are the built-in objectives' sections (in every config,
-    off by default but for translation ranking); a plug-in's section is kept only where the
-    config has it. The objectives' modules, torch among their imports, are imported when a
-    config is first validated, not when this module is."""
+    """`[train.objectives]`: one section per objective, each validated by the objective registered
+    under its name (tasks/train/objectives), and held under that name. Every built-in objective's
+    section is there (off by default but for translation ranking); a plug-in's only where the
+    config has it. The objectives' modules, torch among their imports, are imported when a config
+    is first validated, not when this module is."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    def __new__(cls, *args: Any, **data: Any) -> ObjectivesConfig:
-        # `ObjectivesConfig(...)` gives the class with the built-in sections, as model_validate does
-        if cls is ObjectivesConfig:
-            return sections_class().model_validate(data)
-        return super().__new__(cls)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _with_sections(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        model = sections_class()
-        if cls is model or isinstance(data, model):
-            return handler(data)
-        return model.model_validate(data, context=info.context)
+    model_config = ConfigDict(extra="allow", frozen=True)  # the sections: their names are the registry's
 
     @model_validator(mode="before")
     @classmethod
-    def _registered_sections(cls, data: Any) -> Any:
+    def _registered_sections(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict):
             return data
-        from tasks.train.objectives import OBJECTIVES
+        from tasks.train.objectives import BUILT_IN_OBJECTIVES, OBJECTIVES
 
-        data = dict(data)
-        for name, section in data.items():
-            if name in cls.model_fields:
-                continue
-            objective = lookup(OBJECTIVES, name)
-            if objective is None:
-                known = sorted({*cls.model_fields, *OBJECTIVES})
-                raise ValueError(
-                    f"[train.objectives.{name}]: no such objective (known: {', '.join(known)}; a plugin registers with register_objective)"
-                )
-            if not isinstance(section, objective.Settings):
-                try:
-                    section = objective.Settings.model_validate(section)
-                except ValidationError as exc:  # its location would be lost: name the section
-                    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}" for e in exc.errors())
-                    raise ValueError(f"[train.objectives.{name}]: {problems}") from None
-            data[name] = section
-        return data
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # the class is built at run time: pickle the sections, not the class
-        return (ObjectivesConfig.model_validate, (self.model_dump(mode="json"),))
+        sections = {name: data.get(name) for name in BUILT_IN_OBJECTIVES}
+        sections.update(data)
+        return {
+            name: validate_named(section, OBJECTIVES, name, f"[train.objectives.{name}]", "objective", info.context)
+            for name, section in sections.items()
+        }
 
     def sections(self) -> dict[str, ObjectiveConfig]:
         """Every objective section, on or off: the built-in ones, then the registered ones present."""
-        out = {name: getattr(self, name) for name in type(self).model_fields}
-        out.update(self.__pydantic_extra__ or {})
-        return out
+        return dict(self.__pydantic_extra__ or {})
 
     def active(self) -> dict[str, ObjectiveConfig]:
         return {name: section for name, section in self.sections().items() if section.weight > 0}
 
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        # a weight-0 objective's options cannot change the weights: keep them out of the key;
-        # a registered section is no field of this class, so its keyed form is added here
-        active = self.active()
-        out = {name: settings for name, settings in data.items() if name in active}
-        for name, section in (self.__pydantic_extra__ or {}).items():
-            if name in active:
-                out[name] = keyed_config(section)
-        return out
+        # a weight-0 objective's options cannot change the weights: keep them out of the key
+        return {name: data[name] for name in self.active()}
 
     @model_validator(mode="after")
     def _some_objective(self) -> ObjectivesConfig:
@@ -123,16 +73,6 @@ class ObjectivesConfig(StageConfig):
             alone = ", ".join(name for name, section in self.sections().items() if not section.trains_alone)
             raise ValueError(f"every training objective has weight 0 ({alone} alone trains nothing): give one a positive weight")
         return self
-
-
-@cache
-def sections_class() -> type[ObjectivesConfig]:
-    """`ObjectivesConfig` with a field for each built-in objective's section (in registration
-    order, defaults from its `Settings`): the objectives the package registers itself."""
-    from tasks.train.objectives import BUILT_IN_OBJECTIVES, OBJECTIVES
-
-    fields: dict[str, Any] = {name: (OBJECTIVES[name].Settings, OBJECTIVES[name].Settings()) for name in BUILT_IN_OBJECTIVES}
-    return create_model("ObjectivesConfig", __base__=ObjectivesConfig, __module__=__name__, **fields)
 
 
 class OptimizerConfig(StageConfig):
@@ -160,9 +100,7 @@ class DistributedConfig(StageConfig):
 
 
 class TrainConfig(StageConfig):
-    objectives: SerializeAsAny[ObjectivesConfig] = Field(
-        default_factory=ObjectivesConfig
-    )  # dumped as the class with the sections
+    objectives: ObjectivesConfig = Field(default_factory=ObjectivesConfig)
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     distributed: DistributedConfig = DistributedConfig()

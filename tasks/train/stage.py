@@ -251,6 +251,7 @@ TRAIN_STAGE: Stage[TrainConfig] = Stage(
     build_shard=_build_and_cleanup,
     inputs=("corpus", "base_model"),
     optional_inputs=("translate", "align"),
-    description="train a cross-lingual sentence encoder (TR, SupCon, AWP, WTR, RTL, DuEAM)",
+    # the objectives are not listed: their registry imports torch, which planning does not need
+    description="train a cross-lingual sentence encoder on the objectives of [train.objectives] (tasks/train/objectives)",
     one_at_a_time=True,
 )

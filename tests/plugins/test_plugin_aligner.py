@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -15,43 +15,41 @@ from pydantic import Field, ValidationError
 from flows.config import ConfigError, load_config
 from storage import ArtifactStore
 from tasks.align import ALIGN_STAGE
-from tasks.align.backends import ALIGN_BACKENDS, AlignBackend, Progress, register_backend
+from tasks.align.backends import ALIGN_BACKENDS, AlignBackend, AlignerSettings, Progress, register_backend
 from tasks.align.combine import Links
 from tasks.align.config import AlignConfig
 from tasks.align.gold import GoldInputError, score_gold_set
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
-from tasks.stage import StageConfig, keyed_config, run_stage
+from tasks.stage import keyed_config, run_stage
 from tests.tasks.align.conftest import DATA
 
 
-class DiagonalSettings(StageConfig):
+@register_backend
+class DiagonalSettings(AlignerSettings):
     """`[align.diagonal]`: the score of every link, and how many leading words to skip."""
+
+    name = "diagonal"
+    description = "word i of the source to word i of the target (a toy)"
+    loads: ClassVar[int] = 0
 
     score: float = Field(default=1.0, gt=0.0, le=1.0)
     skip: int = Field(default=0, ge=0)
 
+    def build(self, base_model: Path | None = None) -> DiagonalAligner:
+        DiagonalSettings.loads += 1
+        return DiagonalAligner(self)
 
-@register_backend
+    def fingerprint(self) -> dict[str, Any]:
+        return {"diagonal_rule": "i-i"}
+
+
 class DiagonalAligner(AlignBackend):
     """Word i of the source to word i of the target, for i < both lengths (a toy)."""
-
-    name = "diagonal"
-    Settings = DiagonalSettings
-    loads = 0
 
     def __init__(self, settings: DiagonalSettings) -> None:
         self.settings = settings
         self.label = f"diagonal:{settings.score}"
-
-    @classmethod
-    def load(cls, settings: DiagonalSettings, base_model: Path | None = None) -> DiagonalAligner:
-        cls.loads += 1
-        return cls(settings)
-
-    @classmethod
-    def fingerprint(cls, settings: DiagonalSettings) -> dict[str, Any]:
-        return {"diagonal_rule": "i-i"}
 
     def align(
         self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
@@ -90,12 +88,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, dic
 
 def test_a_backend_registered_from_a_test_module_runs_through_the_align_stage(corpus) -> None:
     store, keys = corpus
-    assert ALIGN_BACKENDS["diagonal"] is DiagonalAligner
+    assert ALIGN_BACKENDS["diagonal"] is DiagonalSettings
     config = AlignConfig.model_validate({"backend": "diagonal", "groups_per_shard": 2, "diagonal": {"score": 0.5}})
-    assert config.settings == DiagonalSettings(score=0.5) and config.backend_class is DiagonalAligner
-    loads = DiagonalAligner.loads
+    assert config.settings == DiagonalSettings(score=0.5)
+    loads = DiagonalSettings.loads
     _, manifest = run_stage(store, ALIGN_STAGE, config, keys)
-    assert DiagonalAligner.loads == loads + 1  # loaded once, shared by both shards
+    assert DiagonalSettings.loads == loads + 1  # loaded once, shared by both shards
     frame = pl.from_arrow(store.read_table("align", manifest.key))
     assert frame.height == 6 and set(frame["backend"]) == {"diagonal:0.5"}
     assert set(zip(frame["src_lang"], frame["tgt_lang"])) == {("eng_Latn", "fra_Latn"), ("eng_Latn", "kaz_Cyrl")}
@@ -137,7 +135,7 @@ def test_the_new_backend_is_configured_in_toml_and_scores_a_gold_set(tmp_path: P
     path.write_text(body + "\n[align.wspalign]\nthreshold = 0.5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"\[align.wspalign\] is given but backend = 'diagonal'"):
         load_config(path)
-    with pytest.raises(ValidationError, match=r"diagonal\.skip"):
+    with pytest.raises(ValidationError, match=r"\[align.diagonal\]: skip: Input should be greater than or equal to 0"):
         AlignConfig.model_validate({"backend": "diagonal", "diagonal": {"skip": -1}})
 
 
@@ -147,32 +145,22 @@ def test_registering_a_backend_leaves_the_keys_of_the_others_alone() -> None:
 
 
 def test_registration_errors_name_the_class() -> None:
-    class Unnamed(AlignBackend):
-        name = "Bad-Name"
-        Settings = DiagonalSettings
+    def build(self: Any, base_model: Path | None = None) -> Any: ...
+
+    def backend(class_name: str, base: type = AlignerSettings, **namespace: Any) -> type:
+        return type(class_name, (base,), {"__module__": __name__, "__qualname__": class_name, **namespace})
 
     with pytest.raises(ValueError, match="Unnamed.name must be a lower-case identifier"):
-        register_backend(Unnamed)
+        register_backend(backend("Unnamed", name="Bad-Name", build=build))
+    with pytest.raises(ValueError, match="'wspalign' is already registered by tasks.align.backends.wspalign.WspalignSettings"):
+        register_backend(backend("Taken", name="wspalign", build=build))
+    with pytest.raises(TypeError, match="Unbuilt must implement build"):
+        register_backend(backend("Unbuilt", name="unbuilt"))
+    with pytest.raises(TypeError, match="is not a subclass of tasks.align.backends.AlignerSettings"):
+        register_backend(backend("NoSettings", AlignBackend, name="nosettings"))
+    assert {"unbuilt", "nosettings"}.isdisjoint(ALIGN_BACKENDS) and ALIGN_BACKENDS["wspalign"].__name__ == "WspalignSettings"
 
-    class Taken(AlignBackend):
-        name = "wspalign"
-        Settings = DiagonalSettings
-
-    with pytest.raises(ValueError, match="'wspalign' is already registered by tasks.align.backends.wspalign.WspAligner"):
-        register_backend(Taken)
-
-    class NoSettings(AlignBackend):
-        name = "nosettings"
-
-    with pytest.raises(TypeError, match="NoSettings.Settings must be a tasks.stage.StageConfig subclass"):
-        register_backend(NoSettings)
-    assert "nosettings" not in ALIGN_BACKENDS and ALIGN_BACKENDS["wspalign"].__name__ == "WspAligner"
-
-    class Clash(AlignBackend):
-        name = "pairs"  # a field of [align] itself
-        Settings = DiagonalSettings
-
-    register_backend(Clash)
+    register_backend(backend("Clash", name="pairs", build=build))  # a field of [align] itself
     try:
         with pytest.raises(ValidationError, match="align backend name 'pairs' is a field of \\[align\\]; rename the backend"):
             AlignConfig.model_validate({"backend": "pairs"})

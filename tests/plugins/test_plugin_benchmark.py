@@ -19,7 +19,7 @@ from tasks.base_model import BASE_MODEL_STAGE
 from tasks.corpus import CORPUS_STAGE
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.evaluate.benchmarks import Benchmark, Evaluation, register_benchmark
-from tasks.evaluate.compare import headline_columns
+from tasks.evaluate.columns import headline_columns
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.stage import plan_evaluate_shards

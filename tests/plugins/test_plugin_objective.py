@@ -6,7 +6,7 @@ parameters; what it declares it needs (the pivot, the frozen model) is honoured.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -26,34 +26,32 @@ from tasks.train.trainer import Trainer, TrainInputs
 from tasks.train.views import encode_views
 
 
+@register_objective
 class PullToPivotConfig(ObjectiveConfig):
     """`[train.objectives.pull_to_pivot]`: squared distance of every view's vector to the pivot's."""
 
-    needs_pivot: ClassVar[bool] = True
-    needs_frozen_model: ClassVar[bool] = True
+    name = "pull_to_pivot"
+    description = "pull every view's vector to the pivot's"
+    needs_pivot = True
+    needs_frozen_model = True
 
     scale: float = Field(default=1.0, gt=0.0)
     anchor: float = Field(default=0.0, ge=0.0, description="weight of the distance to the frozen model's pivot vector")
 
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> PullToPivotLoss:
+        return PullToPivotLoss(self)
 
-@register_objective
+
 class PullToPivotLoss(SentenceObjective):
     """A toy: mean ||z_v - z_pivot||^2 over non-pivot views, times a learned scale (a parameter of
     its own, to check that it reaches the optimizer), plus `anchor` x the distance of the pivot
     vector to the frozen model's."""
 
-    name = "pull_to_pivot"
     Settings = PullToPivotConfig
-    description = "pull every view's vector to the pivot's"
 
-    def __init__(self, scale: float, anchor: float) -> None:
-        super().__init__()
-        self.log_scale = torch.nn.Parameter(torch.tensor(float(scale)).log())
-        self.anchor = anchor
-
-    @classmethod
-    def build(cls, config: PullToPivotConfig, model: Any, data: TrainingData, base_dir: Path) -> PullToPivotLoss:
-        return cls(config.scale, config.anchor)
+    def __init__(self, settings: PullToPivotConfig) -> None:
+        super().__init__(settings)
+        self.log_scale = torch.nn.Parameter(torch.tensor(float(settings.scale)).log())
 
     def prepare(self, ctx: TrainContext, batch: Any) -> dict[str, torch.Tensor]:
         with torch.no_grad():
@@ -65,7 +63,7 @@ class PullToPivotLoss(SentenceObjective):
         mask = valid[:, 1:].float()
         pulled = (dist * mask).sum() / mask.sum().clamp(min=1.0)
         anchored = ((embeddings[:, 0] - extras["z_orig"]) ** 2).sum(-1).mean()
-        return self.log_scale.exp() * pulled + self.anchor * anchored
+        return self.log_scale.exp() * pulled + self.settings.anchor * anchored
 
 
 BASE = {"steps": 3, "batch_size": 8, "views": 3, "max_length": 24, "eval_every": 0, "checkpoint_every": 3,
@@ -86,7 +84,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> TrainInputs:
 
 
 def test_the_section_validates_and_errors_name_it() -> None:
-    assert OBJECTIVES["pull_to_pivot"] is PullToPivotLoss and PullToPivotLoss.needs_pivot and PullToPivotLoss.needs_frozen_model
+    assert (
+        OBJECTIVES["pull_to_pivot"] is PullToPivotConfig
+        and PullToPivotConfig.needs_pivot
+        and PullToPivotConfig.needs_frozen_model
+    )
     cfg = config(pull_to_pivot={"weight": 0.5, "scale": 2.0})
     section = cfg.objectives.active()["pull_to_pivot"]
     assert isinstance(section, PullToPivotConfig) and section.scale == 2.0
@@ -100,13 +102,21 @@ def test_the_section_validates_and_errors_name_it() -> None:
 
 
 def test_a_name_taken_by_another_objective_or_section_is_refused() -> None:
+    def other(name: str | None, **body: Any) -> type:
+        namespace = {"__module__": __name__, **({"name": name} if name else {}), **body}
+        return type("Other", (ObjectiveConfig,), namespace)
+
+    def build(self: Any, model: Any, data: Any, base_dir: Any) -> Any: ...
+
     with pytest.raises(ValueError, match="'pull_to_pivot' is already registered"):
-        register_objective(type("Other", (SentenceObjective,), {"name": "pull_to_pivot", "Settings": PullToPivotConfig}))
-    with pytest.raises(ValueError, match="'dueam' is already registered by tasks.train.objectives.dueam_wmd.DuEAMLoss"):
-        register_objective(type("Other", (SentenceObjective,), {"name": "dueam", "Settings": PullToPivotConfig}))
-    with pytest.raises(TypeError, match="Settings must be a tasks.train.config.ObjectiveConfig subclass"):
-        register_objective(type("Other", (SentenceObjective,), {"name": "unsettled"}))
-    assert OBJECTIVES["pull_to_pivot"] is PullToPivotLoss and OBJECTIVES["dueam"].Settings.__name__ == "DuEAMConfig"
+        register_objective(other("pull_to_pivot", build=build))
+    with pytest.raises(ValueError, match="'dueam' is already registered by tasks.train.objectives.dueam_wmd.DuEAMConfig"):
+        register_objective(other("dueam", build=build))
+    with pytest.raises(TypeError, match="must implement build"):
+        register_objective(other("unbuilt"))
+    with pytest.raises(TypeError, match="an objective is an ObjectiveConfig subclass"):
+        register_objective(type("Other", (SentenceObjective,), {"name": "a_module"}))
+    assert OBJECTIVES["pull_to_pivot"] is PullToPivotConfig and OBJECTIVES["dueam"].__name__ == "DuEAMConfig"
 
 
 def test_its_settings_join_the_key_only_while_it_trains() -> None:

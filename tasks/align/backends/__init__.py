@@ -2,8 +2,8 @@
 
     aligner.align(sentences, langs, pairs)  ->  per pair: (src int32, tgt int32, score float32) or None
 
-A backend is a class in its own file, decorated with `@register_backend`; importing the file
-registers it. The built-in backends are imported below, one line each (docs/architecture.md,
+A backend is its settings class (`AlignerSettings`) in its own file, decorated with
+`@register_backend`; importing the file registers it. The built-in backends are imported below, one line each (docs/architecture.md,
 "Extension points").
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from tasks.align.backends.base import (
     ALIGN_BACKENDS,
     AlignBackend,
+    AlignerSettings,
     ParallelText,
     Progress,
     WordAligner,
@@ -22,4 +23,13 @@ from tasks.align.backends import wspalign  # noqa: E402, F401 - registers "wspal
 from tasks.align.backends import simalign  # noqa: E402, F401 - registers "simalign"
 from tasks.align.backends import eflomal_backend  # noqa: E402, F401 - registers "eflomal"
 
-__all__ = ["ALIGN_BACKENDS", "AlignBackend", "ParallelText", "Progress", "WordAligner", "register_backend", "word_of_tokens"]
+__all__ = [
+    "ALIGN_BACKENDS",
+    "AlignBackend",
+    "AlignerSettings",
+    "ParallelText",
+    "Progress",
+    "WordAligner",
+    "register_backend",
+    "word_of_tokens",
+]

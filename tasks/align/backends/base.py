@@ -1,12 +1,12 @@
 """What an align backend is, and the registry that finds one by name.
 
-A backend is one class (one file in this folder): its `name` (the `backend = "..."` of
-`[align]`, and the name of its settings table `[align.<name>]`), its config model
-`Settings`, and its behaviour:
+A backend is its settings: an `AlignerSettings` subclass (one file in this folder) that is the
+`[align.<name>]` table and declares its `name` (the `backend = "..."` of `[align]`), a one-line
+`description`, the optional packages it needs (`extras`), and:
 
-    Backend.load(settings, base_model)  ->  the aligner (an instance of the class)
-    Backend.uses_base_model(settings)   ->  reads the pipeline's base_model artifact?
-    Backend.fingerprint(settings)       ->  what the key needs beyond the settings (files, packages)
+    settings.build(base_model)          ->  the aligner (a `WordAligner`)
+    settings.uses_base_model()          ->  reads the pipeline's base_model artifact?
+    settings.fingerprint()              ->  what the key needs beyond the settings (files, packages)
     aligner.align(sentences, langs, pairs)  ->  per pair: (src int32, tgt int32, score float32) or None
     aligner.fit(extra)                  ->  optional: learn from unlabelled parallel text
 
@@ -14,7 +14,7 @@ A backend is one class (one file in this folder): its `name` (the `backend = "..
 int array [P, 2] of (source, target) indices into them. None marks a pair the backend
 cannot align (too long for its model); the stage counts it as dropped.
 
-`@register_backend` puts a class into `ALIGN_BACKENDS`; nothing else in xlembed names a backend.
+`@register_backend` puts a settings class into `ALIGN_BACKENDS`; nothing else in xlembed names a backend.
 """
 
 from __future__ import annotations
@@ -46,30 +46,41 @@ class WordAligner(Protocol):
     def fit(self, extra: ParallelText) -> None: ...
 
 
-class AlignBackend:
-    """Base of a backend class. Set `name` and `Settings`, implement `load` and `align`; override
-    `uses_base_model`, `fingerprint` and `fit` when the backend needs them."""
+class AlignerSettings(StageConfig):
+    """Base of a backend: its `[align.<name>]` table and what the align stage needs to know about
+    it. A subclass sets `name` (and `description`, `extras` where it has them), declares its
+    settings as pydantic fields and implements `build`; `@register_backend` registers it."""
 
-    name: ClassVar[str]
-    Settings: ClassVar[type[StageConfig]]
-    label: str
+    name: ClassVar[str] = ""  # [align] backend = "<name>", and its table [align.<name>]
+    description: ClassVar[str] = ""  # what it does, in one line
+    # the optional packages it needs: the xlembed extra that installs them -> the modules it imports
+    # (checked when a config choosing it loads: tasks/extras.py)
+    extras: ClassVar[dict[str, tuple[str, ...]]] = {}
 
-    @classmethod
-    def load(cls, settings: Any, base_model: Path | None = None) -> AlignBackend:
-        """The aligner for `settings`; `base_model` is the pipeline's base_model artifact folder,
-        given when `uses_base_model(settings)` and the pipeline has one."""
-        raise NotImplementedError(f"{cls.__name__}.load")
+    def required_extras(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        return [(extra, f'[align] backend = "{self.name}"', modules) for extra, modules in self.extras.items()]
 
-    @classmethod
-    def uses_base_model(cls, settings: Any) -> bool:
-        """Whether `load` reads the base_model artifact (its folder then also names the loaded aligner in the stage's cache)."""
+    def build(self, base_model: Path | None = None) -> WordAligner:
+        """The aligner for these settings; `base_model` is the pipeline's base_model artifact
+        folder, given when `uses_base_model()` and the pipeline has one."""
+        raise NotImplementedError(f"align backend {self.name!r} does not implement build()")
+
+    def uses_base_model(self) -> bool:
+        """Whether `build` reads the base_model artifact (its folder then also names the loaded aligner in the stage's cache)."""
         return False
 
-    @classmethod
-    def fingerprint(cls, settings: Any) -> dict[str, Any]:
+    def fingerprint(self) -> dict[str, Any]:
         """Keyed contents beyond the settings: local model files (`tasks.stage.folder_fingerprint`),
         package versions that change the output. Default: none."""
         return {}
+
+
+class AlignBackend:
+    """A convenient base of an aligner (what `build` returns): implement `align`, and `fit` when
+    the backend learns from extra parallel text."""
+
+    label: str  # the output's `backend` column
+    settings: AlignerSettings
 
     def align(
         self, sentences: Sequence[list[str]], langs: Sequence[str], pairs: np.ndarray, progress: Progress = None
@@ -79,26 +90,25 @@ class AlignBackend:
     def fit(self, extra: ParallelText) -> None:
         """Learn from unlabelled parallel sentence pairs (word lists) of the language pair that
         later `align` calls align. Backends with nothing to learn refuse."""
-        raise ValueError(f"align backend {self.name!r} learns nothing from extra parallel text")
+        raise ValueError(f"align backend {self.settings.name!r} learns nothing from extra parallel text")
 
 
-ALIGN_BACKENDS: dict[str, type[AlignBackend]] = {}
+ALIGN_BACKENDS: dict[str, type[AlignerSettings]] = {}
 
-B = TypeVar("B", bound=type[AlignBackend])
+B = TypeVar("B", bound=type[AlignerSettings])
 
 
 def register_backend(cls: B) -> B:
     """Class decorator: make `cls` the backend named `cls.name` (`[align] backend = "<name>"`)."""
-    name = getattr(cls, "name", None)
+    if not (isinstance(cls, type) and issubclass(cls, AlignerSettings)):
+        raise TypeError(f"{cls!r} is not a subclass of tasks.align.backends.AlignerSettings")
+    name = cls.__dict__.get("name")
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name != name.lower():
         raise ValueError(
             f"{cls.__qualname__}.name must be a lower-case identifier (it names a TOML table [align.<name>]), got {name!r}"
         )
-    if not (isinstance(cls, type) and issubclass(cls, AlignBackend)):
-        raise TypeError(f"{cls!r} is not a subclass of tasks.align.backends.AlignBackend")
-    settings = getattr(cls, "Settings", None)
-    if not (isinstance(settings, type) and issubclass(settings, StageConfig)):
-        raise TypeError(f"{cls.__qualname__}.Settings must be a tasks.stage.StageConfig subclass, got {settings!r}")
+    if cls.build is AlignerSettings.build:
+        raise TypeError(f"{cls.__qualname__} must implement build(), which returns its aligner")
     return register_unique(ALIGN_BACKENDS, name, cls, "align backend")
 
 

@@ -20,16 +20,21 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from tasks.align.backends.base import AlignBackend, ParallelText, Progress, register_backend
+from tasks.align.backends.base import AlignBackend, AlignerSettings, ParallelText, Progress, register_backend
 from tasks.align.combine import DirectionalLinks, Links, combine_directions, empty_links, grow_diag_final_and
-from tasks.stage import StageConfig
+from tasks.extras import require_extra
 
 
-class EflomalSettings(StageConfig):
+@register_backend
+class EflomalSettings(AlignerSettings):
     """eflomal (`[align.eflomal]`; Östling & Tiedemann 2016): Bayesian IBM-style alignment by Gibbs
     sampling, per language pair, over the pairs of a shard (larger shards give better statistics).
     Directional links are symmetrised; score 1.0 for links found in both directions, else 0.5.
     eflomal seeds its sampler from /dev/urandom: results are not bit-for-bit reproducible."""
+
+    name = "eflomal"
+    description = "eflomal: Bayesian IBM-style statistical alignment, per language pair, on CPU (Östling & Tiedemann 2016)"
+    extras = {"eflomal": ("eflomal",)}  # pip install 'xlembed[eflomal]'
 
     model: Literal[1, 2, 3] = Field(default=3, description="1: IBM1, 2: +HMM, 3: +fertility")
     symmetrize: Literal["grow_diag_final_and", "intersection", "union"] = "grow_diag_final_and"
@@ -37,29 +42,27 @@ class EflomalSettings(StageConfig):
     null_prior: float = Field(default=0.2, gt=0.0, lt=1.0)
     iterations_scale: float = Field(default=1.0, gt=0.0, le=100.0, description="eflomal's rel_iterations")
 
+    def build(self, base_model: Path | None = None) -> EflomalAligner:
+        return EflomalAligner(self)
 
-@register_backend
+    def fingerprint(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {"packages": {"eflomal": version("eflomal")}}
+
+
 class EflomalAligner(AlignBackend):
-    name = "eflomal"
-    Settings = EflomalSettings
     label = "eflomal"
 
     def __init__(self, settings: EflomalSettings) -> None:
-        from tasks.extras import require_extra
-
-        require_extra("eflomal", "align backend 'eflomal'")  # fail early, naming the extra
+        for extra, modules in settings.extras.items():  # fail early, naming the extra
+            require_extra(extra, "align backend 'eflomal'", modules)
         self.settings = settings
         self.extra: list[tuple[list[str], list[str]]] = []
 
     @classmethod
     def load(cls, settings: EflomalSettings, base_model: Path | None = None) -> EflomalAligner:
         return cls(settings)
-
-    @classmethod
-    def fingerprint(cls, settings: EflomalSettings) -> dict[str, Any]:
-        from importlib.metadata import version
-
-        return {"packages": {"eflomal": version("eflomal")}}
 
     def fit(self, extra: ParallelText) -> None:
         """Parallel text (word lists) sampled together with the pairs of every later `align` call,

@@ -23,18 +23,22 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from tasks.align.backends.base import AlignBackend, Progress, is_local_dir, register_backend, word_of_tokens
+from tasks.align.backends.base import AlignBackend, AlignerSettings, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import Links, empty_links, split_by_pair
 from tasks.encoders.precision import Precision
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, folder_fingerprint
 
 PAIRS_PER_BATCH = 256
 
 
-class SimalignSettings(StageConfig):
+@register_backend
+class SimalignSettings(AlignerSettings):
     """SimAlign (`[align.simalign]`): word vectors (mean of subword vectors) of an encoder, cosine
     similarity, then `argmax` (mutual best), `itermax` (argmax, then again among unaligned words,
     SimAlign's default) or `match` (maximum-weight one-to-one matching). Score = (cos + 1) / 2."""
+
+    name = "simalign"
+    description = "SimAlign: mutual best matches of an encoder's word vectors, no training (Jalili Sabet et al. 2020)"
 
     model: HubIdOrPath | None = Field(
         default=None, description="encoder directory or hub id; default: the pipeline's base_model artifact"
@@ -56,26 +60,23 @@ class SimalignSettings(StageConfig):
         # a local encoder folder is keyed by its files' contents (the backend's fingerprint), not its path
         return {"model"} if self.model and is_local_dir(self.model) else set()
 
+    def build(self, base_model: Path | None = None) -> SimAligner:
+        return SimAligner.load(self, base_model)
 
-@register_backend
-class SimAligner(AlignBackend):
-    name = "simalign"
-    Settings = SimalignSettings
+    def uses_base_model(self) -> bool:
+        return not self.model
 
-    def __init__(self, encoder: Any, settings: SimalignSettings) -> None:
-        self.encoder, self.settings = encoder, settings
-        self.label = f"simalign:{settings.method}"
-
-    @classmethod
-    def uses_base_model(cls, settings: SimalignSettings) -> bool:
-        return not settings.model
-
-    @classmethod
-    def fingerprint(cls, settings: SimalignSettings) -> dict[str, Any]:
-        root = Path(settings.model).expanduser() if settings.model else None
+    def fingerprint(self) -> dict[str, Any]:
+        root = Path(self.model).expanduser() if self.model else None
         if root is None or not root.is_dir():
             return {}  # the base model is an input artifact (keyed by its key); a hub id is keyed as written
         return {"model_files": folder_fingerprint(root, (p for p in root.rglob("*") if p.is_file()))}
+
+
+class SimAligner(AlignBackend):
+    def __init__(self, encoder: Any, settings: SimalignSettings) -> None:
+        self.encoder, self.settings = encoder, settings
+        self.label = f"simalign:{settings.method}"
 
     @classmethod
     def load(cls, settings: SimalignSettings, base_model: Path | None = None) -> SimAligner:

@@ -44,15 +44,16 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationInfo, model_validator
 
-from tasks.align.backends.base import AlignBackend, Progress, is_local_dir, register_backend
+from tasks.align.backends.base import AlignBackend, AlignerSettings, Progress, is_local_dir, register_backend
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
 from tasks.encoders.precision import Precision, compute_precision
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, folder_fingerprint, local_source_paths
+from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, folder_fingerprint, local_source_paths
 
 log = logging.getLogger(__name__)
 
 
-class WspalignSettings(StageConfig):
+@register_backend
+class WspalignSettings(AlignerSettings):
     """Span-prediction alignment with a WSPAlign question-answering checkpoint (`[align.wspalign]`).
 
     For each word of sentence A the question is A with the word between ` ¶ ` markers and
@@ -67,6 +68,9 @@ class WspalignSettings(StageConfig):
       intersection  both directions > threshold; score = their mean
       union         either direction > threshold; score = the larger
     """
+
+    name = "wspalign"
+    description = "WSPAlign: word alignment as span prediction with a question-answering model (WACSE's aligner)"
 
     source: Literal["hub", "local", "tiny_random"] = Field(
         default="hub", description="hub id, local directory, or a seeded tiny random model built on the spot (mechanics tests)"
@@ -103,6 +107,21 @@ class WspalignSettings(StageConfig):
         if self.source != "tiny_random" and not self.model.strip():
             raise ValueError("wspalign.model must name a hub id or a local directory")
         return self
+
+    def build(self, base_model: Path | None = None) -> WspAligner:
+        return WspAligner.load(self, base_model)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """A local model folder's files; for the tiny random model, the packages that build it."""
+        from importlib.metadata import version
+
+        if self.source == "local":
+            root = Path(self.model).expanduser()
+            if root.is_dir():
+                return {"model_files": folder_fingerprint(root, (p for p in root.glob("*") if p.is_file()))}
+        elif self.source == "tiny_random":  # random init and tokenizer training depend on these
+            return {"packages": {name: version(name) for name in ("torch", "transformers", "tokenizers")}}
+        return {}
 
 
 MARKER = "¶"
@@ -159,12 +178,9 @@ class TokenizedSentences:
     end: np.ndarray  # int64 [words]: one past the last token of each word (== first: no tokens)
 
 
-@register_backend
 class WspAligner(AlignBackend):
     """Batched WSPAlign. Build with `WspAligner.load(settings)` or from a tokenizer and model."""
 
-    name = "wspalign"
-    Settings = WspalignSettings
     label = "wspalign"
 
     def __init__(self, tokenizer: Any, model: Any, settings: WspalignSettings) -> None:
@@ -220,19 +236,6 @@ class WspAligner(AlignBackend):
         if not getattr(tokenizer, "is_fast", False):
             raise WspalignLoadError(f"{name}: a fast tokenizer (tokenizer.json) is required")
         return cls(tokenizer, model, settings)
-
-    @classmethod
-    def fingerprint(cls, settings: WspalignSettings) -> dict[str, Any]:
-        """A local model folder's files; for the tiny random model, the packages that build it."""
-        from importlib.metadata import version
-
-        if settings.source == "local":
-            root = Path(settings.model).expanduser()
-            if root.is_dir():
-                return {"model_files": folder_fingerprint(root, (p for p in root.glob("*") if p.is_file()))}
-        elif settings.source == "tiny_random":  # random init and tokenizer training depend on these
-            return {"packages": {name: version(name) for name in ("torch", "transformers", "tokenizers")}}
-        return {}
 
     # ------------------------------------------------------------------ batched
 

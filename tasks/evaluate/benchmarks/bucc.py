@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -13,43 +11,22 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
-from tasks.evaluate.datasets import BenchmarkDataError, Lines, blank_values, look_at, parsed_once, read_line_array
+from tasks.evaluate.datasets import (
+    BenchmarkDataError,
+    BuccSplit,
+    Lines,
+    blank_values,
+    line_positions,
+    look_at,
+    parsed_once,
+    read_line_array,
+)
 from tasks.languages import LangCodes, to_flores
 from tasks.stage import CONTENT_KEYED, ConfigPath
 
 BUCC_SPLITS = ("sample", "training", "test")
 
 # ------------------------------------------------------------------ reading: BUCC 2018
-
-
-@dataclass(frozen=True)
-class BuccSplit:
-    """One BUCC 2018 split: two monolingual sentence sets and the gold translation pairs."""
-
-    src_lang: str  # FLORES-200 code of xx
-    tgt_lang: str  # eng_Latn
-    split: str
-    src_ids: Lines
-    src: Lines
-    tgt_ids: Lines
-    tgt: Lines
-    gold: frozenset[tuple[str, str]] | None  # (id_xx, id_en); None when read without gold
-    duplicate_gold_lines: int = 0  # repeated gold lines, counted once
-
-    def gold_indices(self) -> tuple[np.ndarray, np.ndarray]:
-        """Gold pairs as (row in ``src``, row in ``tgt``) int64 arrays, for the mining code."""
-        if self.gold is None:
-            raise ValueError(f"BUCC {self.src_lang} {self.split} was read without gold")
-        pairs = sorted(self.gold)
-        src = _positions([a for a, _ in pairs], self.src_ids)
-        tgt = _positions([b for _, b in pairs], self.tgt_ids)
-        return src, tgt
-
-
-def _positions(ids: Sequence[str] | pa.Array, of: Lines) -> np.ndarray:
-    """The line of each of `ids` among the ids `of` (int64; -1 where absent), one hash join."""
-    values = ids if isinstance(ids, pa.Array) else pa.array(list(ids), type=pa.large_string())
-    return pc.index_in(values, value_set=of.array).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _tab_fields(lines: pa.Array) -> tuple[pa.Array, pa.Array, int]:
@@ -119,7 +96,7 @@ def read_bucc(folder: str | Path, lang: str, split: str, *, with_gold: bool = Tr
         gold_path = folder / f"{stem}.gold"
         lines = read_line_array(gold_path)
         id_xx, id_en, good = _tab_fields(lines)
-        missing_xx, missing_en = _positions(id_xx, src_ids) < 0, _positions(id_en, tgt_ids) < 0
+        missing_xx, missing_en = line_positions(id_xx, src_ids) < 0, line_positions(id_en, tgt_ids) < 0
         bad = np.flatnonzero(missing_xx | missing_en)
         if len(bad):
             i = int(bad[0])

@@ -1,10 +1,10 @@
 """The training objectives, one per file, each registered under its `[train.objectives.<name>]`
 section (`register_objective`); `build_objectives` turns the config into modules.
 
-A new objective is one file: a `SentenceObjective` or `TokenObjective` subclass that declares
-its `name`, its `Settings` (a subclass of `tasks.train.config.ObjectiveConfig`, in the same
-file), its `description` and `papers`, builds itself with `build` and is decorated with
-`@register_objective`; plus its import line below (docs/architecture.md, "Extension points")."""
+A new objective is one file: an `ObjectiveConfig` subclass (its settings, `name`, `description`,
+`papers`, needs and `build`) decorated with `@register_objective`, and the `SentenceObjective`
+or `TokenObjective` its `build` returns; plus its import line below (docs/architecture.md,
+"Extension points")."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from tasks.train.objectives.base import (
 if TYPE_CHECKING:  # the config imports this package when it validates a section
     from tasks.train.config import ObjectivesConfig, TrainConfig
 
-# The built-in objectives: importing a module registers its class (in this order, which is the
-# order of their sections in a config and of their losses in a step).
+# The built-in objectives: importing a module registers its settings class (in this order, which
+# is the order of their sections in a config and of their losses in a step).
 from tasks.train.objectives.translation_ranking import TranslationRankingLoss  # noqa: I001
 from tasks.train.objectives.multiway_supcon import MultiwaySupConLoss
 from tasks.train.objectives.aligned_word_prediction import AlignedWordPredictionLoss
@@ -43,7 +43,8 @@ BUILT_IN_OBJECTIVES: tuple[str, ...] = tuple(OBJECTIVES)
 but for translation ranking, unless given); a plug-in's section only where a config has it."""
 
 
-def objective_class(name: str) -> type[Objective]:
+def objective_class(name: str) -> type[ObjectiveConfig]:
+    """The objective registered under `name` (its settings class)."""
     cls = lookup(OBJECTIVES, name)
     if cls is None:
         raise ValueError(
@@ -58,11 +59,14 @@ def needs_frozen_model(config: ObjectivesConfig) -> bool:
 
 
 def build_objectives(config: TrainConfig, model: Any, data: TrainingData, base_dir: Path) -> dict[str, Objective]:
-    """The objectives with weight > 0, in config order, each built by its class from its section."""
-    return {
-        name: objective_class(name).from_config(section, model, data, base_dir)
-        for name, section in config.objectives.active().items()
-    }
+    """The objectives with weight > 0, in config order, each built by its section."""
+    built = {name: section.build(model, data, base_dir) for name, section in config.objectives.active().items()}
+    for name, objective in built.items():
+        if not isinstance(objective, (SentenceObjective, TokenObjective)):
+            raise TypeError(
+                f"[train.objectives.{name}]: build() returned {objective!r}, not a SentenceObjective or TokenObjective"
+            )
+    return built
 
 
 __all__ = [

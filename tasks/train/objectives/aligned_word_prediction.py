@@ -35,8 +35,8 @@ a fresh transform layer with the decoder tied to the input embeddings.
 Inputs: rows with word alignments between view 1 and the pivot view 0.
 
     head = VocabularyHead(encoder); head.load_pretrained(base_dir)
-    loss = AlignedWordPredictionLoss(head)                       # the paper's loss
-    loss = AlignedWordPredictionLoss(head, negatives=8192)       # sampled softmax
+    loss = AlignedWordPredictionLoss(head)                                            # the paper's loss
+    loss = AlignedWordPredictionLoss(head, vocabulary="sampled", negatives=8192)      # sampled softmax
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -80,13 +80,16 @@ def sampled_vocabulary(labels: torch.Tensor, vocab_size: int, negatives: int) ->
     return torch.cat([targets, drawn]), log_weight, torch.searchsorted(targets, labels)
 
 
+@register_objective
 class AlignedWordPredictionConfig(ObjectiveConfig):
     """WACSE AWP: mask an aligned source word, predict the aligned target word's tokens, both directions."""
 
-    needs_alignments: ClassVar[bool] = True
-    needs_pivot: ClassVar[bool] = True
+    name = "aligned_word_prediction"
+    description = "aligned word prediction (AWP): predict the aligned word of the translation"
+    papers = (WACSE,)
+    needs_alignments = True
+    needs_pivot = True
 
-    weight: float = Field(default=0.0, ge=0.0)
     mask_fraction: float = Field(
         default=1.0,
         gt=0.0,
@@ -121,40 +124,30 @@ class AlignedWordPredictionConfig(ObjectiveConfig):
         description="vocabulary = sampled: tokens drawn per step (without replacement) besides the targets; 0 = targets only",
     )
 
-
-@register_objective
-class AlignedWordPredictionLoss(TokenObjective):
-    name = "aligned_word_prediction"
-    Settings = AlignedWordPredictionConfig
-    description = "aligned word prediction (AWP): predict the aligned word of the translation"
-    papers = (WACSE,)
-
-    @classmethod
-    def build(
-        cls, config: AlignedWordPredictionConfig, model: Any, data: TrainingData, base_dir: Path
-    ) -> AlignedWordPredictionLoss:
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> AlignedWordPredictionLoss:
         if data.mask_id is None:
             raise ValueError("aligned_word_prediction needs a tokenizer with a mask token")
         head = VocabularyHead(model, eps=getattr(model.transformer.config, "layer_norm_eps", 1e-12))
         if not head.load_pretrained(base_dir):
             log.info("base model has no MLM head: AWP uses a fresh transform tied to the input embeddings")
-        return cls(head, config.reduction, config.negatives if config.vocabulary == "sampled" else None, config.mask_fraction)
+        return AlignedWordPredictionLoss(head, self)
 
-    def __init__(
-        self, head: nn.Module, reduction: str = "per_row", negatives: int | None = None, mask_fraction: float = 1.0
-    ) -> None:
-        super().__init__()
-        if reduction not in ("per_row", "per_word"):
-            raise ValueError(f"reduction must be 'per_row' or 'per_word', got {reduction!r}")
-        if negatives is not None and negatives < 0:
-            raise ValueError(f"negatives must be >= 0 (or None for the full vocabulary), got {negatives}")
-        if not 0.0 < mask_fraction <= 1.0:
-            raise ValueError(f"mask_fraction must be in (0, 1], got {mask_fraction}")
-        self.head, self.reduction, self.negatives, self.mask_fraction = head, reduction, negatives, mask_fraction
+
+class AlignedWordPredictionLoss(TokenObjective):
+    """`head` scores the vocabulary; the settings come as an `AlignedWordPredictionConfig` or as its keywords."""
+
+    Settings = AlignedWordPredictionConfig
+    settings: AlignedWordPredictionConfig
+
+    def __init__(self, head: nn.Module, settings: AlignedWordPredictionConfig | None = None, /, **values: Any) -> None:
+        super().__init__(settings, **values)
+        self.head = head
+        # the number of drawn tokens of a sampled softmax; None: the full vocabulary
+        self.negatives = self.settings.negatives if self.settings.vocabulary == "sampled" else None
 
     def draw(self, batch: StepBatch, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Which aligned pairs it masks, in each direction: `mask_src` (the view-1 word) and `mask_tgt` (the pivot word)."""
-        mask_src, mask_tgt = choose_masked_pairs(batch.pairs, self.mask_fraction, rng)
+        mask_src, mask_tgt = choose_masked_pairs(batch.pairs, self.settings.mask_fraction, rng)
         return {"mask_src": mask_src, "mask_tgt": mask_tgt}
 
     def masks(self, batch: StepBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +156,7 @@ class AlignedWordPredictionLoss(TokenObjective):
         return drawn["mask_src"], drawn["mask_tgt"]
 
     def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
-        if self.reduction == "per_row":
+        if self.settings.reduction == "per_row":
             return super().normaliser(data, batch)
         mask_src, mask_tgt = self.masks(batch)
         return max(float(mask_src.sum() + mask_tgt.sum()), 1.0)  # masked words, both directions

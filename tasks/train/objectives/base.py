@@ -1,4 +1,13 @@
-"""What objectives see. Two kinds, so that GradCache and data parallelism work for all of them:
+"""What objectives are. An objective is its settings: a `[train.objectives.<name>]` section is
+validated by the `ObjectiveConfig` subclass registered under `<name>` (`@register_objective`),
+which declares, once, its settings (pydantic fields; `weight` comes from the base), its `name`,
+a one-line `description` and the `papers` it comes from (the model card reads both), what it
+needs (`needs_alignments`: word pairs from the align stage; `needs_pivot`: the pivot text in view
+0 of every row; `needs_frozen_model`: a frozen copy of the starting model in `TrainContext.frozen`;
+`trains_alone = False` for a regulariser) and `build()`, which returns the torch module that
+computes its loss. The module keeps the settings (`self.settings`) and reads them from there.
+
+Two kinds of module, so that GradCache and data parallelism work for all of them:
 
 - `SentenceObjective`: a function of the sentence vectors of the WHOLE batch (in-batch
   negatives), `[rows, views, dim]` plus a validity mask, gathered over processes. It may ask for
@@ -7,15 +16,9 @@
   sides); it returns its chunk's share of the loss, already divided by a normaliser computed from
   the whole batch, so that chunk losses add up to the batch loss.
 
-The trainer knows no objective by name: it sums `objective.weight * objective(...)`. An
-objective is one file: its class declares its `name` (the `[train.objectives.<name>]` section),
-its `Settings` (that section's config model, beside it in the file), a one-line `description`
-and the `papers` it comes from (the model card reads both), and is registered by
-`@register_objective`. The settings declare what it needs: `needs_alignments` (word pairs from
-the align stage), `needs_pivot` (the pivot text in view 0 of every row), `needs_frozen_model` (a
-frozen copy of the starting model in `TrainContext.frozen`). Each builds itself from its
-section with `build`; one that draws something per step (AWP: which aligned words to mask)
-does it in `draw`, which the trainer calls on every step's whole batch.
+The trainer knows no objective by name: it sums `objective.weight * objective(...)`. One that
+draws something per step (AWP: which aligned words to mask) does it in `draw`, which the trainer
+calls on every step's whole batch.
 """
 
 from __future__ import annotations
@@ -37,20 +40,28 @@ from tasks.train.papers import Paper
 
 
 class ObjectiveConfig(StageConfig):
-    """A `[train.objectives.<name>]` section: the base of an objective's `Settings`, which sits
-    beside the objective in its file. It declares what the objective needs, so that validating a
-    config checks them (`register_objective` mirrors them onto the objective class)."""
+    """Base of an objective: its `[train.objectives.<name>]` section and what the rest of xlembed
+    needs to know about it. A subclass sets the class attributes below, declares its settings as
+    pydantic fields and implements `build`; `@register_objective` registers it under `name`."""
 
+    name: ClassVar[str] = ""  # its section, [train.objectives.<name>]
+    description: ClassVar[str] = ""  # what it does, in one line (the model card's objectives table)
+    papers: ClassVar[tuple[Paper, ...]] = ()  # where it comes from (the model card cites them)
     needs_alignments: ClassVar[bool] = False  # word pairs from the align stage (without them it contributes nothing)
     needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
     needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
     trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
 
-    weight: float = Field(default=0.0, ge=0.0)
+    weight: float = Field(default=0.0, ge=0.0, description="its loss's weight in the sum; 0 = off")
 
     def needs_frozen(self) -> bool:
         """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
         return self.needs_frozen_model
+
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> Objective:
+        """The module computing its loss, for these settings (the trained model, the training data
+        and the base model's folder at hand, for heads that copy from them)."""
+        raise NotImplementedError(f"objective {self.name!r} does not implement build()")
 
 
 @dataclass
@@ -85,31 +96,24 @@ class TrainContext:
 
 
 class Objective(nn.Module):
-    """What every objective declares; `weight` is its section's weight (set by `from_config`).
-    The needs are declared on its `Settings` (so that validating a config checks them) and
-    copied here by `register_objective`."""
+    """The torch module of an objective: it holds its settings (`settings`, which its `build`
+    passes) and reads them there. `Loss(temperature=0.05)` builds the settings from keywords, for
+    tests and notebooks: `Settings` names the class that validates them."""
 
-    name: ClassVar[str] = ""  # its section, [train.objectives.<name>]
-    Settings: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig  # that section's config model
-    description: ClassVar[str] = ""  # what it does, in one line (the model card's objectives table)
-    papers: ClassVar[tuple[Paper, ...]] = ()  # where it comes from (the model card cites them)
+    Settings: ClassVar[type[ObjectiveConfig]] = ObjectiveConfig
     level: ClassVar[str] = ""
-    needs_alignments: ClassVar[bool] = False
-    needs_pivot: ClassVar[bool] = False
-    needs_frozen_model: ClassVar[bool] = False
-    weight: float = 1.0
 
-    @classmethod
-    def build(cls, config: Any, model: Any, data: TrainingData, base_dir: Path) -> Objective:
-        """The objective for its config section (the trained model, the training data and the base
-        model's folder at hand, for heads that copy from them); subclasses override."""
-        return cls()
+    def __init__(self, settings: ObjectiveConfig | None = None, /, **values: Any) -> None:
+        super().__init__()
+        self.settings = settings if settings is not None else self.Settings(**values)
 
-    @classmethod
-    def from_config(cls, config: Any, model: Any, data: TrainingData, base_dir: Path) -> Objective:
-        obj = cls.build(config, model, data, base_dir)
-        obj.weight = float(config.weight)
-        return obj
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def weight(self) -> float:
+        return float(self.settings.weight)
 
     def draw(self, batch: StepBatch, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """What it draws at random for a step, as arrays indexed by the batch's rows ([B, ...]);
@@ -120,32 +124,25 @@ class Objective(nn.Module):
         return {}
 
 
-ObjectiveClass = TypeVar("ObjectiveClass", bound=type[Objective])
+ObjectiveT = TypeVar("ObjectiveT", bound=type[ObjectiveConfig])
 
-OBJECTIVES: dict[str, type[Objective]] = {}
-"""Section name under `[train.objectives]` -> the objective class (filled by `register_objective`)."""
+OBJECTIVES: dict[str, type[ObjectiveConfig]] = {}
+"""Section name under `[train.objectives]` -> the objective (filled by `register_objective`)."""
 
 
-def register_objective(cls: ObjectiveClass) -> ObjectiveClass:
-    """Class decorator: the objective trains from `[train.objectives.<cls.name>]`, validated by
-    `cls.Settings`. Register before a config naming it is validated (import its module)."""
-    if not (isinstance(cls, type) and issubclass(cls, Objective)) or cls.level not in ("sentence", "token"):
-        raise TypeError(f"{getattr(cls, '__name__', cls)}: an objective is a SentenceObjective or a TokenObjective")
+def register_objective(cls: ObjectiveT) -> ObjectiveT:
+    """Class decorator: `cls` validates and builds `[train.objectives.<cls.name>]`. Register before
+    a config naming it is validated (import its module)."""
+    if not (isinstance(cls, type) and issubclass(cls, ObjectiveConfig)):
+        raise TypeError(f"{getattr(cls, '__name__', cls)}: an objective is an ObjectiveConfig subclass")
     name = cls.__dict__.get("name")
     if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
         raise ValueError(
             f"{cls.__qualname__}.name must be a lower-case identifier (it names [train.objectives.<name>]), got {name!r}"
         )
-    settings = cls.__dict__.get("Settings")
-    if not (isinstance(settings, type) and issubclass(settings, ObjectiveConfig)):
-        raise TypeError(f"{cls.__qualname__}.Settings must be a tasks.train.config.ObjectiveConfig subclass, got {settings!r}")
-    register_unique(OBJECTIVES, name, cls, "objective")
-    cls.needs_alignments, cls.needs_pivot, cls.needs_frozen_model = (
-        settings.needs_alignments,
-        settings.needs_pivot,
-        settings.needs_frozen_model,
-    )
-    return cls
+    if cls.build is ObjectiveConfig.build:
+        raise TypeError(f"{cls.__qualname__} must implement build(), which returns its SentenceObjective or TokenObjective")
+    return register_unique(OBJECTIVES, name, cls, "objective")
 
 
 class SentenceObjective(Objective):

@@ -10,31 +10,34 @@ L2-normalised sentence vector, z_orig the frozen starting model's vector of the 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from pathlib import Path
+from typing import Any
 
 import torch
-from pydantic import Field
 
+from tasks.train.data import TrainingData
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
 from tasks.train.views import encode_views
 
 
-class BaseRegularizationConfig(ObjectiveConfig):
-    """lambda * mean ||z - z_orig||^2 against the frozen starting model, for every text (multi-way paper's regulariser)."""
-
-    needs_frozen_model: ClassVar[bool] = True
-    trains_alone: ClassVar[bool] = False
-
-    weight: float = Field(default=0.0, ge=0.0, description="lambda; 0 = off")
-
-
 @register_objective
-class BaseRegularizationLoss(SentenceObjective):
+class BaseRegularizationConfig(ObjectiveConfig):
+    """lambda * mean ||z - z_orig||^2 against the frozen starting model, for every text (multi-way
+    paper's regulariser); its `weight` is lambda."""
+
     name = "base_regularization"
-    Settings = BaseRegularizationConfig
     description = "stay near the base model: mean squared distance to its sentence vectors"
     papers = (MULTIWAY,)
+    needs_frozen_model = True
+    trains_alone = False
+
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> BaseRegularizationLoss:
+        return BaseRegularizationLoss(self)
+
+
+class BaseRegularizationLoss(SentenceObjective):
+    Settings = BaseRegularizationConfig
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         if ctx.frozen is None:

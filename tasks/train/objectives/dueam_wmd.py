@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -92,12 +92,15 @@ def neighbour_rows(n: int) -> np.ndarray:
     return partner
 
 
+@register_objective
 class DuEAMConfig(ObjectiveConfig):
     """DuEAM: a frozen anchor's Word Mover's Distance teaches the learner's distances; plus cosine."""
 
-    needs_frozen_model: ClassVar[bool] = True
+    name = "dueam"
+    description = "DuEAM: a frozen anchor's word mover's distance teaches the learner's distances, plus cosine"
+    papers = (DUEAM,)
+    needs_frozen_model = True
 
-    weight: float = Field(default=0.0, ge=0.0)
     cosine_weight: float = Field(default=0.003, ge=0.0, description="lambda of L_A - lambda * L_B (paper: 0.003)")
     pairs: Literal["parallel", "parallel_and_random", "random"] = Field(
         default="parallel_and_random",
@@ -120,27 +123,17 @@ class DuEAMConfig(ObjectiveConfig):
         default=100, ge=1, description="Sinkhorn rounds (each a pass over the [a, b] cost of every pair)"
     )
 
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> DuEAMLoss:
+        return DuEAMLoss(self)
 
-@register_objective
+
 class DuEAMLoss(SentenceObjective):
-    name = "dueam"
     Settings = DuEAMConfig
-    description = "DuEAM: a frozen anchor's word mover's distance teaches the learner's distances, plus cosine"
-    papers = (DUEAM,)
+    settings: DuEAMConfig
 
-    @classmethod
-    def build(cls, config: DuEAMConfig, model: Any, data: TrainingData, base_dir: Path) -> DuEAMLoss:
-        return cls(config.cosine_weight, config.pairs, config.sinkhorn_epsilon, config.sinkhorn_iterations)
-
-    def __init__(
-        self, cosine_weight: float = 0.003, pairs: str = "parallel_and_random", epsilon: float = 0.01, iterations: int = 100
-    ) -> None:
-        super().__init__()
-        if pairs not in ("parallel", "parallel_and_random", "random"):
-            raise ValueError(f"pairs must be parallel, parallel_and_random or random, not {pairs!r}")
-        self.cosine_weight, self.pairs = cosine_weight, pairs
-        self.use_parallel, self.use_random = pairs != "random", pairs != "parallel"
-        self.epsilon, self.iterations = epsilon, iterations
+    def __init__(self, settings: DuEAMConfig | None = None, /, **values: Any) -> None:
+        super().__init__(settings, **values)
+        self.use_parallel, self.use_random = self.settings.pairs != "random", self.settings.pairs != "parallel"
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         with torch.no_grad():
@@ -160,8 +153,8 @@ class DuEAMLoss(SentenceObjective):
                     src_mask[src_rows],
                     tgt[tgt_rows],
                     tgt_mask[tgt_rows],
-                    epsilon=self.epsilon,
-                    iterations=self.iterations,
+                    epsilon=self.settings.sinkhorn_epsilon,
+                    iterations=self.settings.sinkhorn_iterations,
                 )
                 if self.use_parallel:
                     wmd, both = both[: batch.size], both[batch.size :]
@@ -190,4 +183,4 @@ class DuEAMLoss(SentenceObjective):
             return zero_like_graph(embeddings)
         loss_a = torch.cat(terms).mean()
         loss_b = torch.cat(cosines).mean() if cosines else loss_a.new_zeros(())
-        return loss_a - self.cosine_weight * loss_b
+        return loss_a - self.settings.cosine_weight * loss_b

@@ -40,6 +40,7 @@ from tasks.train.papers import MULTIWAY
 from tasks.train.views import encode_views
 
 
+@register_objective
 class MultiwaySupConConfig(ObjectiveConfig):
     """Supervised contrastive loss over multi-way rows (Fazili & Goswami): every text is an anchor.
 
@@ -48,7 +49,10 @@ class MultiwaySupConConfig(ObjectiveConfig):
     are the form this project trained with before; with `reduction = "mean"` the paper's lambda
     corresponds to `regularization = lambda / n`, n the anchors of a batch (rows x views)."""
 
-    weight: float = Field(default=0.0, ge=0.0)
+    name = "multiway_supcon"
+    description = "supervised contrastive loss over multi-way parallel rows"
+    papers = (MULTIWAY,)
+
     temperature: float = Field(default=0.05, gt=0.0)
     positive_boost: bool = Field(default=False, description="scale positive logits by exp(-z_i . z_p) (appendix)")
     regularization: float = Field(
@@ -79,73 +83,49 @@ class MultiwaySupConConfig(ObjectiveConfig):
     def needs_frozen(self) -> bool:
         return self.regularization > 0  # the regulariser's z_orig
 
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> MultiwaySupConLoss:
+        return MultiwaySupConLoss(self)
 
-@register_objective
+
 class MultiwaySupConLoss(SentenceObjective):
-    name = "multiway_supcon"
     Settings = MultiwaySupConConfig
-    description = "supervised contrastive loss over multi-way parallel rows"
-    papers = (MULTIWAY,)
-
-    @classmethod
-    def build(cls, config: MultiwaySupConConfig, model: Any, data: TrainingData, base_dir: Path) -> MultiwaySupConLoss:
-        return cls(
-            config.temperature, config.positive_boost, config.regularization, config.anchors, config.denominator, config.reduction
-        )
-
-    def __init__(
-        self,
-        temperature: float = 0.05,
-        positive_boost: bool = False,
-        regularization: float = 0.0,
-        anchors: str = "all",
-        denominator: str = "khosla",
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__()
-        if anchors not in ("all", "pivot"):
-            raise ValueError(f"anchors must be 'all' or 'pivot', got {anchors!r}")
-        if denominator not in ("paper", "khosla"):
-            raise ValueError(f"denominator must be 'paper' or 'khosla', got {denominator!r}")
-        if reduction not in ("sum", "mean"):
-            raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
-        self.temperature, self.positive_boost, self.regularization = temperature, positive_boost, regularization
-        self.anchors, self.denominator, self.reduction = anchors, denominator, reduction
+    settings: MultiwaySupConConfig
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
-        if not self.regularization:
+        if not self.settings.regularization:
             return {}
 
         with torch.no_grad():
             return {"z_orig": encode_views(ctx, ctx.frozen, batch)}
 
     def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
+        settings = self.settings
         rows, views, _ = embeddings.shape
         flat_valid = valid.reshape(-1)
         z = embeddings.reshape(rows * views, -1)[flat_valid].float()
         group = torch.arange(rows, device=z.device).repeat_interleave(views)[flat_valid]
         sims = z @ z.t()
-        logits = sims / self.temperature
+        logits = sims / settings.temperature
         n = len(z)
         self_mask = torch.eye(n, dtype=torch.bool, device=z.device)
         positive = (group[:, None] == group[None, :]) & ~self_mask
-        if self.positive_boost:
+        if settings.positive_boost:
             logits = torch.where(positive, logits * torch.exp(-sims.detach()), logits)
-        outside = self_mask | positive if self.denominator == "paper" else self_mask  # not in the denominator
+        outside = self_mask | positive if settings.denominator == "paper" else self_mask  # not in the denominator
         has_other = (~outside).any(1)
         # a row with nothing in its denominator gets a finite dummy one (it is skipped below), so no NaN gradient
         denominator_logits = logits.masked_fill(outside, float("-inf")).masked_fill(~has_other[:, None], 0.0)
         log_prob = logits - torch.logsumexp(denominator_logits, dim=1, keepdim=True)
         n_pos = positive.sum(1)
         usable = (n_pos > 0) & has_other
-        if self.anchors == "pivot":
+        if settings.anchors == "pivot":
             usable &= torch.arange(views, device=z.device).repeat(rows)[flat_valid] == 0
         if not usable.any():
             loss = zero_like_graph(z)
         else:
             per_anchor = -(log_prob.masked_fill(~positive, 0.0)).sum(1) / n_pos.clamp(min=1)
-            loss = per_anchor[usable].sum() if self.reduction == "sum" else per_anchor[usable].mean()
-        if self.regularization and "z_orig" in extras:
+            loss = per_anchor[usable].sum() if settings.reduction == "sum" else per_anchor[usable].mean()
+        if settings.regularization and "z_orig" in extras:
             z_orig = extras["z_orig"].reshape(rows * views, -1)[flat_valid].float()
-            loss = loss + self.regularization * ((z - z_orig) ** 2).sum(1).mean()
+            loss = loss + settings.regularization * ((z - z_orig) ** 2).sum(1).mean()
         return loss

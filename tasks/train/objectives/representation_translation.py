@@ -31,7 +31,7 @@ Inputs: rows whose view 1 translates the pivot view 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -63,12 +63,15 @@ def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:
     return (batch.text_ids[:, 0] + batch.step) % 2 == 0
 
 
+@register_objective
 class RepresentationTranslationConfig(ObjectiveConfig):
     """DAP RTL: a copy of the last K layers + vocabulary head rebuilds one side of a pair from the other's tokens."""
 
-    needs_pivot: ClassVar[bool] = True
+    name = "representation_translation"
+    description = "representation translation learning (RTL): rebuild the translation from token states"
+    papers = (DAP,)
+    needs_pivot = True
 
-    weight: float = Field(default=0.0, ge=0.0)
     layers: int = Field(default=2, ge=1, description="K: encoder layers copied into the RTL head")
     direction: Literal["to_pivot", "from_pivot", "both"] = Field(
         default="to_pivot",
@@ -82,36 +85,38 @@ class RepresentationTranslationConfig(ObjectiveConfig):
         default=False, description="softmax over the token ids seen in the texts the head rebuilds only"
     )
 
-
-@register_objective
-class RepresentationTranslationLoss(TokenObjective):
-    name = "representation_translation"
-    Settings = RepresentationTranslationConfig
-    description = "representation translation learning (RTL): rebuild the translation from token states"
-    papers = (DAP,)
-
-    @classmethod
-    def build(
-        cls, config: RepresentationTranslationConfig, model: Any, data: TrainingData, base_dir: Path
-    ) -> RepresentationTranslationLoss:
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> RepresentationTranslationLoss:
         if data.mask_id is None:
             raise ValueError("representation_translation needs a tokenizer with a mask token")
-        n_langs = len(data.langs) if config.direction != "to_pivot" else 0
-        head = RepresentationTranslationHead(model, config.layers, data.mask_id, n_langs=n_langs)
+        n_langs = len(data.langs) if self.direction != "to_pivot" else 0
+        head = RepresentationTranslationHead(model, self.layers, data.mask_id, n_langs=n_langs)
         head.head.load_pretrained(base_dir)
         vocab = None
-        if config.target_vocab_only:
-            rebuilt = {"to_pivot": data.groups[:, :1], "from_pivot": data.groups[:, 1:], "both": data.groups}[config.direction]
+        if self.target_vocab_only:
+            rebuilt = {"to_pivot": data.groups[:, :1], "from_pivot": data.groups[:, 1:], "both": data.groups}[self.direction]
             texts = np.unique(rebuilt[rebuilt >= 0])
             vocab = np.unique(data.token_ids[texts][np.arange(data.token_ids.shape[1])[None, :] < data.lengths[texts][:, None]])
-        return cls(head, vocab, model.word_embeddings().weight.shape[0], config.direction)
+        return RepresentationTranslationLoss(head, self, vocab=vocab, vocab_size=model.word_embeddings().weight.shape[0])
+
+
+class RepresentationTranslationLoss(TokenObjective):
+    """`head` rebuilds the text; `vocab` (with the model's `vocab_size`) restricts its softmax to those
+    token ids; the settings come as a `RepresentationTranslationConfig` or as its keywords."""
+
+    Settings = RepresentationTranslationConfig
+    settings: RepresentationTranslationConfig
 
     def __init__(
-        self, head: nn.Module, vocab: np.ndarray | None = None, vocab_size: int | None = None, direction: str = "to_pivot"
+        self,
+        head: nn.Module,
+        settings: RepresentationTranslationConfig | None = None,
+        /,
+        vocab: np.ndarray | None = None,
+        vocab_size: int | None = None,
+        **values: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(settings, **values)
         self.head = head
-        self.direction = direction
         self.register_buffer("vocab", torch.from_numpy(vocab).long() if vocab is not None else None, persistent=False)
         if vocab is not None:
             lookup = torch.full((int(vocab_size),), -100, dtype=torch.long)
@@ -121,11 +126,11 @@ class RepresentationTranslationLoss(TokenObjective):
             self.lookup = None
 
     def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
-        rebuilt = np.where(rows_to_pivot(batch, self.direction), batch.text_ids[:, 0], batch.text_ids[:, 1])
+        rebuilt = np.where(rows_to_pivot(batch, self.settings.direction), batch.text_ids[:, 0], batch.text_ids[:, 1])
         return float((data.lengths[rebuilt] - 1).sum())  # every rebuilt token of the whole batch (its CLS is not one)
 
     def forward(self, ctx: TrainContext, chunk: Chunk) -> torch.Tensor:
-        to_pivot = torch.from_numpy(rows_to_pivot(chunk.batch, self.direction)).to(chunk.src.hidden.device)
+        to_pivot = torch.from_numpy(rows_to_pivot(chunk.batch, self.settings.direction)).to(chunk.src.hidden.device)
         total = zero_like_graph(chunk.src.hidden)
         for source, target, rows in ((chunk.src, chunk.tgt, to_pivot), (chunk.tgt, chunk.src, ~to_pivot)):
             if bool(rows.any()):

@@ -7,7 +7,7 @@ positive (LaBSE), one direction (non-pivot -> pivot, DAP's default) or both.
 
 Inputs: rows whose view 1 (non-pivot) translates view 0 (pivot).
 
-    loss = TranslationRankingLoss(temperature=0.05, symmetric=True)
+    loss = TranslationRankingConfig(temperature=0.05, symmetric=True).build(model, data, base_dir)
     value = loss(embeddings, valid, {})   # embeddings [B, views, dim], L2-normalised
 """
 
@@ -25,38 +25,36 @@ from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, regi
 from tasks.train.papers import DAP, WACSE
 
 
+@register_objective
 class TranslationRankingConfig(ObjectiveConfig):
     """In-batch translation ranking (DAP, WACSE, LaBSE): cosine / temperature, labels on the diagonal."""
 
-    weight: float = Field(default=1.0, ge=0.0)
+    name = "translation_ranking"
+    description = "translation ranking (TR): in-batch softmax over cosine similarities of translation pairs"
+    papers = (DAP, WACSE)
+
+    weight: float = Field(default=1.0, ge=0.0, description="on by default: the objective a config trains unless told otherwise")
     temperature: float = Field(default=0.05, gt=0.0, description="0.05 = sentence-transformers' scale 20")
     symmetric: bool = Field(default=False, description="both directions; False = non-pivot -> pivot only (DAP default)")
     margin: float = Field(default=0.0, ge=0.0, description="additive margin on the positive's cosine (LaBSE); DAP uses 0")
 
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> TranslationRankingLoss:
+        return TranslationRankingLoss(self)
 
-@register_objective
+
 class TranslationRankingLoss(SentenceObjective):
-    name = "translation_ranking"
     Settings = TranslationRankingConfig
-    description = "translation ranking (TR): in-batch softmax over cosine similarities of translation pairs"
-    papers = (DAP, WACSE)
-
-    @classmethod
-    def build(cls, config: TranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path) -> TranslationRankingLoss:
-        return cls(config.temperature, config.symmetric, config.margin)
-
-    def __init__(self, temperature: float = 0.05, symmetric: bool = False, margin: float = 0.0) -> None:
-        super().__init__()
-        self.temperature, self.symmetric, self.margin = temperature, symmetric, margin
+    settings: TranslationRankingConfig
 
     def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
+        settings = self.settings
         src, tgt = embeddings[:, 1].float(), embeddings[:, 0].float()
         sims = src @ tgt.t()
-        if self.margin:
-            sims = sims - self.margin * torch.eye(len(sims), device=sims.device, dtype=sims.dtype)
-        logits = sims / self.temperature
+        if settings.margin:
+            sims = sims - settings.margin * torch.eye(len(sims), device=sims.device, dtype=sims.dtype)
+        logits = sims / settings.temperature
         labels = torch.arange(len(logits), device=logits.device)
         loss = nn.functional.cross_entropy(logits, labels)
-        if self.symmetric:
+        if settings.symmetric:
             loss = (loss + nn.functional.cross_entropy(logits.t(), labels)) / 2
         return loss

@@ -11,13 +11,13 @@ are gathered, no loop over tokens.
 
 Inputs: rows with word alignments between view 1 and the pivot view 0.
 
-    loss = WordTranslationRankingLoss(temperature=1.0)
+    loss = WordTranslationRankingLoss(temperature=1.0)   # or WordTranslationRankingConfig(...).build(...)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -52,13 +52,16 @@ def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:
     return nn.functional.normalize(vectors, dim=-1), counts[:, :n_words] > 0
 
 
+@register_objective
 class WordTranslationRankingConfig(ObjectiveConfig):
     """WACSE WTR: an aligned source word against every word of the target sentence, both directions."""
 
-    needs_alignments: ClassVar[bool] = True
-    needs_pivot: ClassVar[bool] = True
+    name = "word_translation_ranking"
+    description = "word translation ranking (WTR): rank the aligned word among the translation's words"
+    papers = (WACSE,)
+    needs_alignments = True
+    needs_pivot = True
 
-    weight: float = Field(default=0.0, ge=0.0)
     temperature: float = Field(default=1.0, gt=0.0, description="the paper uses plain cosine (1.0)")
     reduction: Literal["per_row", "per_word"] = Field(
         default="per_row",
@@ -69,28 +72,16 @@ class WordTranslationRankingConfig(ObjectiveConfig):
         ),
     )
 
+    def build(self, model: Any, data: TrainingData, base_dir: Path) -> WordTranslationRankingLoss:
+        return WordTranslationRankingLoss(self)
 
-@register_objective
+
 class WordTranslationRankingLoss(TokenObjective):
-    name = "word_translation_ranking"
     Settings = WordTranslationRankingConfig
-    description = "word translation ranking (WTR): rank the aligned word among the translation's words"
-    papers = (WACSE,)
-
-    @classmethod
-    def build(
-        cls, config: WordTranslationRankingConfig, model: Any, data: TrainingData, base_dir: Path
-    ) -> WordTranslationRankingLoss:
-        return cls(config.temperature, config.reduction)
-
-    def __init__(self, temperature: float = 1.0, reduction: str = "per_row") -> None:
-        super().__init__()
-        if reduction not in ("per_row", "per_word"):
-            raise ValueError(f"reduction must be 'per_row' or 'per_word', got {reduction!r}")
-        self.temperature, self.reduction = temperature, reduction
+    settings: WordTranslationRankingConfig
 
     def normaliser(self, data: TrainingData, batch: StepBatch) -> float:
-        if self.reduction == "per_row":
+        if self.settings.reduction == "per_row":
             return super().normaliser(data, batch)
         return max(2.0 * float((batch.pairs[..., 0] >= 0).sum()), 1.0)  # both directions of every aligned pair
 
@@ -108,7 +99,7 @@ class WordTranslationRankingLoss(TokenObjective):
             (tgt_vec, src_vec, src_ok, pairs[..., 1], pairs[..., 0]),
         ):
             anchor = torch.gather(a_vec, 1, a_idx.clamp(min=0)[..., None].expand(-1, -1, a_vec.shape[-1]))  # [b, A, H]
-            logits = torch.einsum("bah,bwh->baw", anchor, b_vec) / self.temperature
+            logits = torch.einsum("bah,bwh->baw", anchor, b_vec) / self.settings.temperature
             logits = logits.masked_fill(~b_ok[:, None, :], float("-inf"))
             loss = nn.functional.cross_entropy(logits[valid], b_idx[valid], reduction="sum")
             total = total + loss

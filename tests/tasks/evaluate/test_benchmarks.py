@@ -17,7 +17,7 @@ from tasks.evaluate.benchmarks import (
     main_metric,
     register_benchmark,
 )
-from tasks.evaluate.compare import Column, headline_columns
+from tasks.evaluate.columns import Column, headline_columns
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.groups import metric_row, rows_table
 from tasks.evaluate.stage import headline_metrics, main_metric_rows

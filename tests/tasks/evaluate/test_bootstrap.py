@@ -11,7 +11,8 @@ import pytest
 import scipy.stats
 
 from tasks.evaluate.bootstrap import Stratum, paired_bootstrap, paired_spearman_bootstrap
-from tasks.evaluate.compare import VariantResult, build_comparison
+from tasks.evaluate.columns import VariantResult
+from tasks.evaluate.compare import build_comparison
 from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
 from tasks.evaluate.paired import paired_delta_intervals
 from tasks.evaluate.schema import ITEMS_SCHEMA

@@ -10,7 +10,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from tasks.evaluate.compare import Column, VariantResult, build_comparison, headline_columns
+from tasks.evaluate.columns import Column, VariantResult, headline_columns
+from tasks.evaluate.compare import build_comparison
 from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
 from tasks.evaluate.schema import ITEMS_SCHEMA
 

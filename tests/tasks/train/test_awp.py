@@ -148,15 +148,18 @@ def test_sampled_softmax_drawing_every_token_is_the_full_loss_and_fewer_estimate
     batch = step_batch(data)
     vocab_size = ctx.model.word_embeddings().weight.shape[0]
     full = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head)))
-    every = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, negatives=vocab_size)))
+    every = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, vocabulary="sampled", negatives=vocab_size)))
     assert every == pytest.approx(full, rel=1e-5)
     torch.manual_seed(1)
-    some = [float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, negatives=vocab_size // 4))) for _ in range(20)]
+    some = [
+        float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, vocabulary="sampled", negatives=vocab_size // 4)))
+        for _ in range(20)
+    ]
     assert np.mean(some) == pytest.approx(full, rel=0.05)
-    targets_only = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, negatives=0)))
+    targets_only = float(awp_loss(ctx, batch, AlignedWordPredictionLoss(head, vocabulary="sampled", negatives=0)))
     assert targets_only < full  # a softmax over a handful of tokens: far below the full loss
     with pytest.raises(ValueError, match="negatives"):
-        AlignedWordPredictionLoss(head, negatives=-1)
+        AlignedWordPredictionLoss(head, vocabulary="sampled", negatives=-1)
 
 
 def test_the_config_chooses_the_softmax_and_keeps_old_keys(toy, tiny_model_dir):

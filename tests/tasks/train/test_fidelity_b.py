@@ -255,7 +255,10 @@ def test_sinkhorn_wmd_bounds_the_exact_wmd_and_the_default_is_within_one_percent
     )
     assert np.abs(default / exact - 1).max() < 0.01
     loss = DuEAMLoss()
-    assert (loss.epsilon, loss.iterations) == (config.sinkhorn_epsilon, config.sinkhorn_iterations)
+    assert (loss.settings.sinkhorn_epsilon, loss.settings.sinkhorn_iterations) == (
+        config.sinkhorn_epsilon,
+        config.sinkhorn_iterations,
+    )
 
 
 def test_sinkhorn_with_few_rounds_still_moves_all_the_mass():
