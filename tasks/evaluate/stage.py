@@ -439,6 +439,7 @@ def _attach_model_card(
     items: pa.Table, base_items: pa.Table | None,
 ) -> None:  # fmt: skip
     """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
+    from tasks.evaluate.groups import group_languages
     from tasks.evaluate.paired import paired_delta_intervals
     from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
@@ -446,6 +447,7 @@ def _attach_model_card(
     results = EvaluationResults.from_tables(
         None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric, hub_task_type=hub_task_type,
         items=items, base_items=base_items, seed=config.seed, paired_intervals=paired_delta_intervals,
+        group_members=group_languages,
     )  # fmt: skip
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
