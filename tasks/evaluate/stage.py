@@ -24,6 +24,7 @@ is a new version of the card, which `xlembed export` of the model uses (the newe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,8 @@ class _Evaluation:
         self.similarities: list[Any] = []
         self.sentence_sets: list[Any] = []  # leakage.SentenceSet of every scored pair, for the overlap check
         self.word_map: Any = None  # report.WordMap, set by the first benchmark that has one
+        # (row benchmark, dataset) -> seconds of the benchmark run that scored it (MTEB's evaluation_time)
+        self.seconds: dict[tuple[str, str], float] = {}
         # the trainer's language vectors (train.language_embedding), by language; {} for other models
         self.language_vectors = read_language_vectors(model_dir)
         self.languages_without_vector: set[str] = set()  # scored languages the model has no vector for
@@ -374,7 +377,11 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, p
         raise_if_stopping(
             f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}"
         )
+        before, started = len(evaluation.rows), time.perf_counter()
         bench.score(evaluation)
+        elapsed = time.perf_counter() - started
+        for key in dict.fromkeys((row["benchmark"], row["dataset"]) for row in evaluation.rows[before:]):
+            evaluation.seconds[key] = evaluation.seconds.get(key, 0.0) + elapsed
     return evaluation.metrics_table(), evaluation.items_table(), evaluation.sts_items_table()
 
 
@@ -401,7 +408,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         _attach_items(context, STS_ITEMS_FILE, sts_items, STS_ITEMS_SCHEMA)
     if base_sts_items is not None and base_sts_items.num_rows:
         _attach_items(context, BASE_STS_ITEMS_FILE, base_sts_items, STS_ITEMS_SCHEMA)
-    _attach_mteb_results(config, context, metrics)
+    _attach_mteb_results(config, context, metrics, evaluation.seconds)
     changes = evaluation.report(
         metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, sts_items=sts_items, base_sts_items=base_sts_items,
         base_similarities=base_similarities,
@@ -457,7 +464,9 @@ def _attach_model_card(
 MTEB_DIR = "mteb"
 
 
-def _attach_mteb_results(config: EvaluateConfig, context: ShardContext, metrics: pa.Table) -> None:
+def _attach_mteb_results(
+    config: EvaluateConfig, context: ShardContext, metrics: pa.Table, seconds: dict[tuple[str, str], float]
+) -> None:
     """The scored model's Tatoeba/BUCC/STS scores as MTEB-format result files, `mteb/{Task}.json`
     (tasks/evaluate/mteb_results.py); the MTEB bridge's own files are under `mteb/bridge/`."""
     from tasks.evaluate.mteb_results import dataset_revision, mteb_result_files, write_mteb_results
@@ -469,7 +478,7 @@ def _attach_mteb_results(config: EvaluateConfig, context: ShardContext, metrics:
         except OSError:  # its files were checked at plan time; a hash is a label here, not a requirement
             continue
     benchmarks = set(metrics.column("benchmark").to_pylist())
-    files = mteb_result_files(metrics, {b: m for b in benchmarks if (m := main_metric(b)) is not None}, revisions)
+    files = mteb_result_files(metrics, {b: m for b in benchmarks if (m := main_metric(b)) is not None}, revisions, seconds)
     if files:
         folder = context.workdir / MTEB_DIR
         write_mteb_results(folder, files)

@@ -627,6 +627,7 @@ def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evalu
 
     from sentence_transformers.sentence_transformer.evaluation import TranslationEvaluator
 
+    from tasks.evaluate.mteb_results import MTEB_FORMAT_VERSION, task_result_problems
     from tasks.stage import ShardSpec, Stage, StageConfig
 
     class StandInTrainConfig(StageConfig):
@@ -650,10 +651,16 @@ def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evalu
     files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
     result = json.loads((files / "mteb/Tatoeba.json").read_text(encoding="utf-8"))
     assert (
-        result["task_name"] == "Tatoeba" and result["dataset_revision"].startswith("sha256:") and result["mteb_version"] is None
+        result["task_name"] == "Tatoeba"
+        and result["dataset_revision"].startswith("sha256:")
+        and result["mteb_version"] == MTEB_FORMAT_VERSION
     )
     subsets = {entry["hf_subset"]: entry for entry in result["scores"]["test"]}
     assert set(subsets) == {"kaz-eng", "fra-eng"}
+    # every file is a TaskResult MTEB's loader reads, with the seconds its benchmark took
+    for path in sorted((files / "mteb").glob("*.json")):
+        content = json.loads(path.read_text(encoding="utf-8"))
+        assert task_result_problems(content) == [] and content["evaluation_time"] > 0, path.name
     model = sentence_transformer(Path(built["store"].artifact_dir("train", train_ref.key)) / "files/model")
     for code in ("kaz", "fra"):
         entry = subsets[f"{code}-eng"]
