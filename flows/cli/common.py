@@ -3,6 +3,7 @@ consoles, the argument types, one-line errors, and finding an artifact from a st
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -45,11 +46,50 @@ def _readable_params(command: Any) -> None:
             param.display_type_rich = lambda ctx: None  # "CONFIG  pipeline config TOML", not "CONFIG <path>"
 
 
+# -q / -v / --json: accepted before the subcommand (the app's callback) and after every command,
+# where `_ReadableHelp` adds those a command does not declare itself (plan, run, evaluate and
+# `artifacts ls` declare them; `artifacts show --json` has its own meaning and keeps it).
+def _global_flag(name: str) -> Any:
+    def apply(value: bool) -> None:
+        if value:
+            output_mode(**{name: True})
+
+    return apply
+
+
+@functools.cache
+def _global_flags() -> list[Any]:
+    """-q / -v / --json as click parameters that set MODE when given (typer builds them, so they
+    render and parse like the app's own); they pass no value to the command's function."""
+    flags = typer.Typer(add_completion=False)
+
+    @flags.command()
+    def placeholder(
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", expose_value=False, callback=_global_flag("verbose"),
+                                              help="show tracebacks, debug logs and Prefect's per-task lines")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", expose_value=False, callback=_global_flag("quiet"),
+                                            help="print results only: no progress, notes or info logs")] = False,
+        as_json: Annotated[bool, typer.Option("--json", expose_value=False, callback=_global_flag("as_json"),
+                                              help="print the result as JSON on stdout (and nothing else there)")] = False,
+    ) -> None:  # fmt: skip
+        """Never run: its parameters are what `_add_global_flags` adds."""
+
+    return list(typer.main.get_command(flags).params)
+
+
+def _add_global_flags(command: Any) -> None:
+    taken = {opt for param in command.params for opt in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
+    for flag in _global_flags():
+        if not taken & set(flag.opts):
+            command.params.append(flag)
+
+
 class _ReadableHelp(typer.core.TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for command in self.commands.values():
             _readable_params(command)
+            _add_global_flags(command)
 
 
 app = typer.Typer(
@@ -57,7 +97,7 @@ app = typer.Typer(
     name="xlembed",
     help="Staged, cached pipelines for cross-lingual sentence encoders.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, powershell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: readable in 80 columns, nothing cut (see _help_formatting)
 )
