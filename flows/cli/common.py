@@ -15,12 +15,22 @@ from rich.text import Text
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
 from flows.output import Output
-from flows.terminal import DEFAULT, QUIET, VERBOSE, silence_third_party_bars, use_terminal_handler
+from flows.terminal import (
+    DEFAULT,
+    PLAN_NOTES_PRINTED_ENV,
+    QUIET,
+    VERBOSE,
+    silence_third_party_bars,
+    use_terminal_handler,
+)
 
 # Before Prefect, transformers or datasets are imported: they read these settings then.
 silence_third_party_bars()
 use_terminal_handler()
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the temporary server's telemetry notice
+# Prefect's client telemetry (its first-import notice on a terminal, "Prefect collects anonymous
+# usage data"): off as the server's is; DO_NOT_TRACK=0 in the environment turns it back on.
+os.environ.setdefault("DO_NOT_TRACK", "1")
 
 # Prefect's temporary server gets 20 s to start by default, which a busy 2-core machine
 # exceeds; a user's own setting still wins.
@@ -263,6 +273,7 @@ def main(
     as_json: JsonOpt = False,
 ) -> None:
     MODE.__init__()  # a new command line (tests run several in one process)
+    os.environ.pop(PLAN_NOTES_PRINTED_ENV, None)
     output_mode(verbose, quiet, as_json)
 
 
@@ -407,6 +418,7 @@ def print_plan_notes(plan: Any) -> None:
         return
     for line in plan.notes():
         out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
+    os.environ[PLAN_NOTES_PRINTED_ENV] = "1"  # the flow's copies of these lines stay off the terminal
 
 
 def refresh_index(store: Any, cfg: PipelineConfig) -> None:
