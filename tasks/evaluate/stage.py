@@ -129,6 +129,8 @@ class _Evaluation:
         self.word_map: Any = None  # report.WordMap, set by the first benchmark that has one
         # (row benchmark, dataset) -> seconds of the benchmark run that scored it (MTEB's evaluation_time)
         self.seconds: dict[tuple[str, str], float] = {}
+        self.benchmark_label = ""  # "tatoeba (2/4)": what the progress display names while it encodes
+        self.encoded = 0  # texts through the model so far
         # the trainer's language vectors (train.language_embedding), by language; {} for other models
         self.language_vectors = read_language_vectors(model_dir)
         self.languages_without_vector: set[str] = set()  # scored languages the model has no vector for
@@ -146,14 +148,19 @@ class _Evaluation:
         key = lang if vector is not None else None
         missing = list(dict.fromkeys(t for t in texts if (key, t) not in self._vectors))
         if missing:
+            # the bar and the lines count this call's texts: rate and ETA of what the model is encoding now
+            self.context.expect(len(missing), "texts", label=f"{self.model_name}, {self.benchmark_label}")
             vectors = self.encoder.encode(missing, embedding_offset=vector, progress=self._between_batches)
             self._vectors.update(zip(((key, t) for t in missing), vectors))
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
         return np.stack([self._vectors[key, t] for t in texts])
 
-    def _between_batches(self, _texts: int) -> None:
-        """A safe point: a stop requested now ends the evaluation before the next batch."""
+    def _between_batches(self, texts: int) -> None:
+        """After each batch: progress, and a safe point (a stop requested now ends the evaluation
+        before the next batch)."""
+        self.encoded += texts
+        self.context.progress(texts, check_stop=False)
         raise_if_stopping(f"evaluate: stopped while scoring {self.model_name}; {STOPPED_KEEPS}")
 
     def language_embedding_note(self) -> str | None:
@@ -370,6 +377,11 @@ def trained_model_dir(artifact_dir: Path) -> Path:
 STOPPED_KEEPS = "no scores of this evaluation are kept (they are written together, at its end); every earlier stage is kept; rerun evaluates again"
 
 
+def _hms(seconds: float) -> str:
+    seconds = int(round(max(0.0, seconds)))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
 def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(metrics, retrieval items, STS items) of one model; a requested stop ends it between benchmarks or batches."""
     total = len(config.benchmarks)
@@ -377,9 +389,17 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, p
         raise_if_stopping(
             f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}"
         )
-        before, started = len(evaluation.rows), time.perf_counter()
+        evaluation.benchmark_label = f"{bench.kind} ({index + 1}/{total})"
+        evaluation.context.report(f"evaluate: {evaluation.model_name}: benchmark {evaluation.benchmark_label}")
+        before, started, encoded = len(evaluation.rows), time.perf_counter(), evaluation.encoded
         bench.score(evaluation)
         elapsed = time.perf_counter() - started
+        texts = evaluation.encoded - encoded
+        rate = f", {texts / elapsed:,.1f} texts/s" if texts and elapsed > 0 else ""
+        evaluation.context.report(
+            f"evaluate: {evaluation.model_name}: {evaluation.benchmark_label} done in {_hms(elapsed)}, "
+            f"{texts:,} texts encoded{rate}"
+        )
         for key in dict.fromkeys((row["benchmark"], row["dataset"]) for row in evaluation.rows[before:]):
             evaluation.seconds[key] = evaluation.seconds.get(key, 0.0) + elapsed
     return evaluation.metrics_table(), evaluation.items_table(), evaluation.sts_items_table()
@@ -393,7 +413,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()), "the trained model")
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
-            base_context = ShardContext(shard.shard_id, workdir=context.workdir)
+            base_context = context.sharing_progress()
             base_evaluation = _Evaluation(config, inputs, base_context, base_dir, "the base model")
             base_metrics, base_items, base_sts_items = _score(base_evaluation, config)
             base_similarities = base_evaluation.similarities
