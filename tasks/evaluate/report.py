@@ -522,7 +522,9 @@ def build_report(
         if note:
             note = note[0].upper() + note[1:] + "."
             if baseline is not None:
-                note += f" Δ: the metric before it, this model − {base_name}, in the same units (percentage points for percentages)."
+                note += (
+                    f" Δ: the metric before it, this model − {base_name}, in the same units (percentage points for percentages)."
+                )
             md += [f"*{md_escape(note)}*", ""]
             ht.append(f'<p class="note">{html_escape(note)}</p>')
 
