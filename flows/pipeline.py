@@ -26,6 +26,7 @@ from flows.interrupts import take_signals
 from flows.plan import StepPlan, make_plan
 from flows.progress import progress_bar
 from flows.stages import stage_registry
+from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore, Manifest
 from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, run_shard
 from tasks.stop import STOP, Interrupted, raise_if_stopping
@@ -332,7 +333,7 @@ def pipeline_flow(
     plan = make_plan(config, store, stage_registry(), only=only, from_stage=from_stage, force=force or [])
     logger = get_run_logger()
     for line in plan.notes():
-        logger.info("%s", line)
+        logger.info("%s", line, extra=PLAN_NOTE)
     keys: dict[str, str] = {}
     for step in plan:
         if step.action == "skip":

@@ -80,6 +80,7 @@ class StageProgress:
 
     def __init__(self, description: str, unit: str = "rows", *, how: str | None = None, interval: float | None = None) -> None:
         self.description = description
+        self.shard_description = description  # `expect(label=)` adds what is counted now to it
         self.unit = unit
         self.total: int | None = None
         self.done = 0
@@ -97,15 +98,18 @@ class StageProgress:
     def __call__(self, n: int) -> None:
         self.advance(n)
 
-    def expect(self, total: int | None, unit: str | None = None, done: int = 0) -> None:
-        """Set what is counted: `total` units (None: unknown), `done` of them already (a resume)."""
+    def expect(self, total: int | None, unit: str | None = None, done: int = 0, *, label: str | None = None) -> None:
+        """Set what is counted: `total` units (None: unknown), `done` of them already (a resume);
+        `label`: what they are (shown after the shard's name; None keeps the current one)."""
+        if label is not None:
+            self.description = f"{self.shard_description} {label}"
         self.total = total
         self.unit = unit or self.unit
         self.done = done
         self._done_at_start = done
         self._counted_from = time.monotonic()
         if self._bar is not None:
-            self._bar.update(self._task_id, total=total, completed=done, unit=self.unit, rate="")
+            self._bar.update(self._task_id, total=total, completed=done, unit=self.unit, rate="", description=self.description)
 
     def advance(self, n: int) -> None:
         self.done += n

@@ -74,14 +74,24 @@ def silence_third_party_bars() -> None:
 
 
 VERBOSITY_ENV = "XLEMBED_VERBOSITY"  # quiet, default or verbose: what TerminalLogHandler shows
-_HANDLER_ENV = "PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS"  # Prefect's override of its logging.yml
+# The plan's notes (the hashing cost, a key-scheme change): the command line prints them under its
+# plan table, then the flow plans again and logs them for the Prefect UI. A log record marked
+# PLAN_NOTE is left off the terminal once the command line has printed the notes (it sets
+# PLAN_NOTES_PRINTED_ENV); a flow run without it (a deployment, `xlembed serve`) shows them.
+PLAN_NOTE = {"xlembed_plan_note": True}
+PLAN_NOTES_PRINTED_ENV = "XLEMBED_PLAN_NOTES_PRINTED"
+# Prefect's overrides of its logging.yml: its `console` handler (root, uvicorn, fastapi) and its
+# `debug` handler (prefect._internal's warnings and errors), which would otherwise write to the
+# stderr they found at configuration, under a live bar and not above it (a glued line)
+_HANDLER_ENVS = ("PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS", "PREFECT_LOGGING_HANDLERS_DEBUG_CLASS")
 
 
 def use_terminal_handler(verbosity: str = DEFAULT) -> None:
-    """Make Prefect's console handler a TerminalLogHandler, through Prefect's own override of its
+    """Make Prefect's console and debug handlers TerminalLogHandlers, through Prefect's own override of its
     logging config (so every time Prefect configures logging, in Dask and Ray workers too), and
     set what it shows. Call before Prefect is imported; a user's own handler class wins."""
-    os.environ.setdefault(_HANDLER_ENV, f"{__name__}.TerminalLogHandler")
+    for variable in _HANDLER_ENVS:
+        os.environ.setdefault(variable, f"{__name__}.TerminalLogHandler")
     os.environ[VERBOSITY_ENV] = verbosity
 
 
@@ -115,6 +125,8 @@ class TerminalLogHandler(logging.Handler):
         return os.environ.get(VERBOSITY_ENV, DEFAULT)
 
     def filter(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+        if getattr(record, "xlembed_plan_note", False) and os.environ.get(PLAN_NOTES_PRINTED_ENV):
+            return False  # printed once already, under the plan table
         if record.levelno < logging.WARNING:
             verbosity = self.verbosity()
             if verbosity == QUIET:

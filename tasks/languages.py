@@ -38,6 +38,7 @@ __all__ = [
     "UnknownLanguageError",
     "cldr_locale",
     "group_code",
+    "hub_language",
     "is_group_code",
     "is_unspaced_script",
     "script_of",
@@ -433,3 +434,14 @@ def group_code(name: str) -> str:
 def is_group_code(code: str) -> bool:
     """Whether a `src_lang` names a group of languages (see `group_code`), not one language."""
     return code.startswith(GROUP_PREFIX)
+
+
+def hub_language(flores: str) -> str:
+    """The model hub's code for a FLORES-200 code (its cards' `language:`): ISO 639-1 where one
+    exists, for the variety or the macro-language it stands for (swh_Latn -> sw, zsm_Latn -> ms),
+    else the ISO 639-3 code (ast_Latn -> ast). The model card and the dataset card both use it, so
+    one language gets one tag on both."""
+    iso3 = flores.split("_", 1)[0]
+    iso1 = {three: one for one, three in ISO639_1_TO_3.items()}
+    macro = {variety: code for code, variety in MACROLANGUAGE_TO_FLORES.items()}
+    return iso1.get(iso3) or iso1.get(macro.get(iso3, "")) or iso3

@@ -317,13 +317,23 @@ class ShardContext:
         if self._progress is not None:
             self._progress(n)
 
-    def expect(self, total: int | None, unit: str, done: int = 0) -> None:
+    def expect(self, total: int | None, unit: str, done: int = 0, *, label: str | None = None) -> None:
         """Count progress in `unit` (shards, sentences, pairs, steps) out of `total`, `done` of
-        them already (a resumed run): the bar and the log lines show rate and ETA in it."""
+        them already (a resumed run): the bar and the log lines show rate and ETA in it.
+        `label` says what is counted now (evaluate: the model and the benchmark); the bar and
+        the lines show it after the shard's name."""
         self._counts_rows = unit == "rows"
         expect = getattr(self._progress, "expect", None)
         if expect is not None:
-            expect(total, unit, done)
+            if label is None:
+                expect(total, unit, done)
+            else:
+                expect(total, unit, done, label=label)
+
+    def sharing_progress(self) -> ShardContext:
+        """A new context of the same shard and workdir reporting to the same progress display,
+        counting its own rows (evaluate scores the base model beside the trained one)."""
+        return ShardContext(self.shard_id, progress=self._progress, workdir=self.workdir)
 
     def report(self, line: str) -> None:
         """A progress line worth keeping (the trainer's step, losses, speed, ETA)."""

@@ -3,6 +3,7 @@ consoles, the argument types, one-line errors, and finding an artifact from a st
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -14,12 +15,22 @@ from rich.text import Text
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
 from flows.output import Output
-from flows.terminal import DEFAULT, QUIET, VERBOSE, silence_third_party_bars, use_terminal_handler
+from flows.terminal import (
+    DEFAULT,
+    PLAN_NOTES_PRINTED_ENV,
+    QUIET,
+    VERBOSE,
+    silence_third_party_bars,
+    use_terminal_handler,
+)
 
 # Before Prefect, transformers or datasets are imported: they read these settings then.
 silence_third_party_bars()
 use_terminal_handler()
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the temporary server's telemetry notice
+# Prefect's client telemetry (its first-import notice on a terminal, "Prefect collects anonymous
+# usage data"): off as the server's is; DO_NOT_TRACK=0 in the environment turns it back on.
+os.environ.setdefault("DO_NOT_TRACK", "1")
 
 # Prefect's temporary server gets 20 s to start by default, which a busy 2-core machine
 # exceeds; a user's own setting still wins.
@@ -45,11 +56,50 @@ def _readable_params(command: Any) -> None:
             param.display_type_rich = lambda ctx: None  # "CONFIG  pipeline config TOML", not "CONFIG <path>"
 
 
+# -q / -v / --json: accepted before the subcommand (the app's callback) and after every command,
+# where `_ReadableHelp` adds those a command does not declare itself (plan, run, evaluate and
+# `artifacts ls` declare them; `artifacts show --json` has its own meaning and keeps it).
+def _global_flag(name: str) -> Any:
+    def apply(value: bool) -> None:
+        if value:
+            output_mode(**{name: True})
+
+    return apply
+
+
+@functools.cache
+def _global_flags() -> list[Any]:
+    """-q / -v / --json as click parameters that set MODE when given (typer builds them, so they
+    render and parse like the app's own); they pass no value to the command's function."""
+    flags = typer.Typer(add_completion=False)
+
+    @flags.command()
+    def placeholder(
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", expose_value=False, callback=_global_flag("verbose"),
+                                              help="show tracebacks, debug logs and Prefect's per-task lines")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", expose_value=False, callback=_global_flag("quiet"),
+                                            help="print results only: no progress, notes or info logs")] = False,
+        as_json: Annotated[bool, typer.Option("--json", expose_value=False, callback=_global_flag("as_json"),
+                                              help="print the result as JSON on stdout (and nothing else there)")] = False,
+    ) -> None:  # fmt: skip
+        """Never run: its parameters are what `_add_global_flags` adds."""
+
+    return list(typer.main.get_command(flags).params)
+
+
+def _add_global_flags(command: Any) -> None:
+    taken = {opt for param in command.params for opt in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
+    for flag in _global_flags():
+        if not taken & set(flag.opts):
+            command.params.append(flag)
+
+
 class _ReadableHelp(typer.core.TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for command in self.commands.values():
             _readable_params(command)
+            _add_global_flags(command)
 
 
 app = typer.Typer(
@@ -57,7 +107,7 @@ app = typer.Typer(
     name="xlembed",
     help="Staged, cached pipelines for cross-lingual sentence encoders.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, powershell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: readable in 80 columns, nothing cut (see _help_formatting)
 )
@@ -223,6 +273,7 @@ def main(
     as_json: JsonOpt = False,
 ) -> None:
     MODE.__init__()  # a new command line (tests run several in one process)
+    os.environ.pop(PLAN_NOTES_PRINTED_ENV, None)
     output_mode(verbose, quiet, as_json)
 
 
@@ -367,6 +418,7 @@ def print_plan_notes(plan: Any) -> None:
         return
     for line in plan.notes():
         out.print(Text(line, style="yellow" if line.startswith("key scheme") else "dim"), highlight=False)
+    os.environ[PLAN_NOTES_PRINTED_ENV] = "1"  # the flow's copies of these lines stay off the terminal
 
 
 def refresh_index(store: Any, cfg: PipelineConfig) -> None:

@@ -16,6 +16,7 @@ from flows.sweep.driver import run_variants
 from flows.sweep.grid import load_grid, slug
 from flows.sweep.plan import plan_sweep
 from flows.sweep.report import write_report
+from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore
 
 
@@ -43,7 +44,7 @@ def sweep_flow(
         counts["compute_without_sharing"],
     )
     for line in plan.notes():
-        logger.info("%s", line)
+        logger.info("%s", line, extra=PLAN_NOTE)
     outcomes = run_variants(plan, store, run_step, log=logger.info)
     report = write_report(plan, store, outcomes, baseline=baseline)
     artifact_key = f"{slug(grid.name)}-sweep".replace("_", "-")

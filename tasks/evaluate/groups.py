@@ -41,6 +41,7 @@ __all__ = [
     "LanguageGroup",
     "dap_28_from_test_sizes",
     "group_average_rows",
+    "group_languages",
     "metric_row",
     "rows_table",
 ]
@@ -115,6 +116,12 @@ TATOEBA_MAJOR8 = LanguageGroup.from_codes(
 LANGUAGE_GROUPS: Mapping[str, LanguageGroup] = {
     g.name: g for g in (WACSE_4, WACSE_5, WACSE_8, DAP_36, TATOEBA_LOW16, TATOEBA_MAJOR8)
 }
+
+
+def group_languages(name: str) -> tuple[str, ...] | None:
+    """The languages of the group `name` in LANGUAGE_GROUPS, None for a name it does not hold."""
+    group = LANGUAGE_GROUPS.get(name)
+    return None if group is None else group.langs
 
 
 def dap_28_from_test_sizes(pairs_per_language: Mapping[str, int], full_size: int = 1000) -> LanguageGroup:

@@ -155,6 +155,9 @@ def _metrics_table(
     if overlaps is not None:
         header.append("in training")
         numeric.append(True)
+    # on the page each Δ column is "Δ" beside its metric (the full name is its tooltip and the
+    # note under the table says what it compares with): the table fits 1,280 px with four metrics
+    short = [("Δ" if h.startswith(f"Δ vs {baseline_name} (") else h) for h in header]
 
     out: list[list[Cell]] = []
     for (dataset, src, tgt), cells in sorted(by_row.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
@@ -182,7 +185,7 @@ def _metrics_table(
         if overlaps is not None:
             line.append(_overlap_cell(overlap))
         out.append(line)
-    return Table(header, out, numeric)
+    return Table(header, out, numeric, short if baseline is not None else None)
 
 
 def _units_note(metrics: set[str]) -> str:
@@ -519,7 +522,9 @@ def build_report(
         if note:
             note = note[0].upper() + note[1:] + "."
             if baseline is not None:
-                note += " Δ columns are in the same units (percentage points for percentages)."
+                note += (
+                    f" Δ: the metric before it, this model − {base_name}, in the same units (percentage points for percentages)."
+                )
             md += [f"*{md_escape(note)}*", ""]
             ht.append(f'<p class="note">{html_escape(note)}</p>')
 

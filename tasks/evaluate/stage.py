@@ -24,6 +24,7 @@ is a new version of the card, which `xlembed export` of the model uses (the newe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,10 @@ class _Evaluation:
         self.similarities: list[Any] = []
         self.sentence_sets: list[Any] = []  # leakage.SentenceSet of every scored pair, for the overlap check
         self.word_map: Any = None  # report.WordMap, set by the first benchmark that has one
+        # (row benchmark, dataset) -> seconds of the benchmark run that scored it (MTEB's evaluation_time)
+        self.seconds: dict[tuple[str, str], float] = {}
+        self.benchmark_label = ""  # "tatoeba (2/4)": what the progress display names while it encodes
+        self.encoded = 0  # texts through the model so far
         # the trainer's language vectors (train.language_embedding), by language; {} for other models
         self.language_vectors = read_language_vectors(model_dir)
         self.languages_without_vector: set[str] = set()  # scored languages the model has no vector for
@@ -143,14 +148,19 @@ class _Evaluation:
         key = lang if vector is not None else None
         missing = list(dict.fromkeys(t for t in texts if (key, t) not in self._vectors))
         if missing:
+            # the bar and the lines count this call's texts: rate and ETA of what the model is encoding now
+            self.context.expect(len(missing), "texts", label=f"{self.model_name}, {self.benchmark_label}")
             vectors = self.encoder.encode(missing, embedding_offset=vector, progress=self._between_batches)
             self._vectors.update(zip(((key, t) for t in missing), vectors))
         if not texts:
             return np.zeros((0, self.encoder.dim), dtype=np.float32)
         return np.stack([self._vectors[key, t] for t in texts])
 
-    def _between_batches(self, _texts: int) -> None:
-        """A safe point: a stop requested now ends the evaluation before the next batch."""
+    def _between_batches(self, texts: int) -> None:
+        """After each batch: progress, and a safe point (a stop requested now ends the evaluation
+        before the next batch)."""
+        self.encoded += texts
+        self.context.progress(texts, check_stop=False)
         raise_if_stopping(f"evaluate: stopped while scoring {self.model_name}; {STOPPED_KEEPS}")
 
     def language_embedding_note(self) -> str | None:
@@ -367,6 +377,11 @@ def trained_model_dir(artifact_dir: Path) -> Path:
 STOPPED_KEEPS = "no scores of this evaluation are kept (they are written together, at its end); every earlier stage is kept; rerun evaluates again"
 
 
+def _hms(seconds: float) -> str:
+    seconds = int(round(max(0.0, seconds)))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
 def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(metrics, retrieval items, STS items) of one model; a requested stop ends it between benchmarks or batches."""
     total = len(config.benchmarks)
@@ -374,7 +389,19 @@ def _score(evaluation: _Evaluation, config: EvaluateConfig) -> tuple[pa.Table, p
         raise_if_stopping(
             f"evaluate: stopped before benchmark {index + 1} of {total} ({bench.kind}) of {evaluation.model_name}; {STOPPED_KEEPS}"
         )
+        evaluation.benchmark_label = f"{bench.kind} ({index + 1}/{total})"
+        evaluation.context.report(f"evaluate: {evaluation.model_name}: benchmark {evaluation.benchmark_label}")
+        before, started, encoded = len(evaluation.rows), time.perf_counter(), evaluation.encoded
         bench.score(evaluation)
+        elapsed = time.perf_counter() - started
+        texts = evaluation.encoded - encoded
+        rate = f", {texts / elapsed:,.1f} texts/s" if texts and elapsed > 0 else ""
+        evaluation.context.report(
+            f"evaluate: {evaluation.model_name}: {evaluation.benchmark_label} done in {_hms(elapsed)}, "
+            f"{texts:,} texts encoded{rate}"
+        )
+        for key in dict.fromkeys((row["benchmark"], row["dataset"]) for row in evaluation.rows[before:]):
+            evaluation.seconds[key] = evaluation.seconds.get(key, 0.0) + elapsed
     return evaluation.metrics_table(), evaluation.items_table(), evaluation.sts_items_table()
 
 
@@ -386,7 +413,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         evaluation = _Evaluation(config, inputs, context, trained_model_dir(inputs["train"].local_dir()), "the trained model")
         if config.compare_with_base:
             # its own context: the base reads the same data, which must not be counted twice
-            base_context = ShardContext(shard.shard_id, workdir=context.workdir)
+            base_context = context.sharing_progress()
             base_evaluation = _Evaluation(config, inputs, base_context, base_dir, "the base model")
             base_metrics, base_items, base_sts_items = _score(base_evaluation, config)
             base_similarities = base_evaluation.similarities
@@ -401,7 +428,7 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
         _attach_items(context, STS_ITEMS_FILE, sts_items, STS_ITEMS_SCHEMA)
     if base_sts_items is not None and base_sts_items.num_rows:
         _attach_items(context, BASE_STS_ITEMS_FILE, base_sts_items, STS_ITEMS_SCHEMA)
-    _attach_mteb_results(config, context, metrics)
+    _attach_mteb_results(config, context, metrics, evaluation.seconds)
     changes = evaluation.report(
         metrics, base_metrics, items=items, base_items=base_items, leakage=leakage, sts_items=sts_items, base_sts_items=base_sts_items,
         base_similarities=base_similarities,
@@ -439,6 +466,7 @@ def _attach_model_card(
     items: pa.Table, base_items: pa.Table | None,
 ) -> None:  # fmt: skip
     """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
+    from tasks.evaluate.groups import group_languages
     from tasks.evaluate.paired import paired_delta_intervals
     from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
@@ -446,6 +474,7 @@ def _attach_model_card(
     results = EvaluationResults.from_tables(
         None, metrics, config.encoder.model_dump(mode="json"), base_metrics, main_metric=main_metric, hub_task_type=hub_task_type,
         items=items, base_items=base_items, seed=config.seed, paired_intervals=paired_delta_intervals,
+        group_members=group_languages,
     )  # fmt: skip
     path = context.workdir / CARD_FILE
     path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
@@ -455,7 +484,9 @@ def _attach_model_card(
 MTEB_DIR = "mteb"
 
 
-def _attach_mteb_results(config: EvaluateConfig, context: ShardContext, metrics: pa.Table) -> None:
+def _attach_mteb_results(
+    config: EvaluateConfig, context: ShardContext, metrics: pa.Table, seconds: dict[tuple[str, str], float]
+) -> None:
     """The scored model's Tatoeba/BUCC/STS scores as MTEB-format result files, `mteb/{Task}.json`
     (tasks/evaluate/mteb_results.py); the MTEB bridge's own files are under `mteb/bridge/`."""
     from tasks.evaluate.mteb_results import dataset_revision, mteb_result_files, write_mteb_results
@@ -467,7 +498,7 @@ def _attach_mteb_results(config: EvaluateConfig, context: ShardContext, metrics:
         except OSError:  # its files were checked at plan time; a hash is a label here, not a requirement
             continue
     benchmarks = set(metrics.column("benchmark").to_pylist())
-    files = mteb_result_files(metrics, {b: m for b in benchmarks if (m := main_metric(b)) is not None}, revisions)
+    files = mteb_result_files(metrics, {b: m for b in benchmarks if (m := main_metric(b)) is not None}, revisions, seconds)
     if files:
         folder = context.workdir / MTEB_DIR
         write_mteb_results(folder, files)

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from storage import ArtifactStore, Manifest
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.corpus.sources import SOURCES, Licence
-from tasks.languages import ISO639_1_TO_3
+from tasks.languages import hub_language
 from tasks.publish import ExportError
 from tasks.publish.permissions import readable_by_all
 from tasks.registry import lookup
@@ -103,6 +103,8 @@ class ExportedConfig:
     languages: list[str]
     rows: dict[str, int] = field(default_factory=dict)  # split -> rows
     files: dict[str, list[str]] = field(default_factory=dict)  # split -> paths relative to the folder
+    num_bytes: dict[str, int] = field(default_factory=dict)  # split -> bytes of its rows in Arrow (what `datasets` counts)
+    download_size: int = 0  # bytes of its Parquet files
 
 
 @dataclass
@@ -178,6 +180,7 @@ class _SplitWriter:
         self.folder, self.config, self.split, self.schema, self.rows_per_file = folder, config, split, schema, rows_per_file
         self.paths: list[Path] = []
         self.rows = 0
+        self.nbytes = 0  # the rows' Arrow buffer bytes: `datasets`' num_bytes of a split
         self._writer: pq.ParquetWriter | None = None
         self._in_file = 0
 
@@ -188,7 +191,9 @@ class _SplitWriter:
                 self._roll()
             take = min(table.num_rows - start, self.rows_per_file - self._in_file)
             assert self._writer is not None
-            self._writer.write_table(table.slice(start, take))
+            part = table.slice(start, take)
+            self._writer.write_table(part)
+            self.nbytes += part.nbytes
             self._in_file += take
             self.rows += take
             start += take
@@ -315,6 +320,8 @@ def export_dataset(
                 if name == config:
                     exported.files[split] = writer.close()
                     exported.rows[split] = writer.rows
+                    exported.num_bytes[split] = writer.nbytes
+                    exported.download_size += sum((partial / path).stat().st_size for path in exported.files[split])
             if exported.rows:
                 configs.append(exported)
         card = dataset_card(store, manifest, configs, groups)
@@ -337,13 +344,6 @@ def _split_order(split: str) -> tuple[int, str]:
 
 
 # --------------------------------------------------------------------------- the card
-def hub_language(flores: str) -> str:
-    """kaz_Cyrl -> kk: the ISO 639-1 code where there is one, else the ISO 639-3 code (what the hub's `language:` takes)."""
-    iso3 = flores.split("_", 1)[0]
-    two = {three: two for two, three in ISO639_1_TO_3.items()}
-    return two.get(iso3, iso3)
-
-
 def size_category(rows: int) -> str:
     bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"),
               (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]  # fmt: skip
@@ -480,7 +480,13 @@ def dataset_card(store: ArtifactStore, manifest: Manifest, configs: Sequence[Exp
             {
                 "config_name": c.name,
                 "features": [{"name": f.name, "dtype": "string"} for f in _schema(_text_columns(c.name, c.languages))],
-                "splits": [{"name": split, "num_examples": rows} for split, rows in c.rows.items()],
+                # name, num_bytes and num_examples: `datasets` ignores a card's splits (with a warning
+                # per config) unless each entry has all three
+                "splits": [
+                    {"name": split, "num_bytes": c.num_bytes[split], "num_examples": rows} for split, rows in c.rows.items()
+                ],
+                "download_size": c.download_size,
+                "dataset_size": sum(c.num_bytes.values()),
             }
             for c in configs
         ],

@@ -38,6 +38,7 @@ from storage import ArtifactStore
 from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
 from tasks.encoders.pooling import recorded_pooling
 from tasks.evaluate.benchmarks.registry import hub_task_type, main_metric
+from tasks.evaluate.groups import group_languages
 from tasks.evaluate.paired import paired_delta_intervals
 from tasks.publish import ExportError
 from tasks.publish.permissions import readable_by_all
@@ -112,7 +113,7 @@ def evaluation_results(store: ArtifactStore, evaluate_key: str) -> EvaluationRes
         evaluate_key, store.read_table("evaluate", evaluate_key), encoder, table("report/base_metrics.parquet"), main_metric=main_metric,
         hub_task_type=hub_task_type,
         items=table(EVALUATE_ITEMS), base_items=table(EVALUATE_BASE_ITEMS), seed=int(manifest.config.get("seed", 0)),
-        paired_intervals=paired_delta_intervals,
+        paired_intervals=paired_delta_intervals, group_members=group_languages,
     )  # fmt: skip
 
 

@@ -41,6 +41,47 @@ def _series(rows: dict[str, list[tuple[int, float]]], metric: str) -> tuple[np.n
     return np.array([s for s, _ in points], dtype=np.int64), np.array([v for _, v in points], dtype=np.float64)
 
 
+def _draw_dev(ax: object, rows: dict[str, list[tuple[int, float]]], dev_langs: list[str], palette: object) -> None:
+    """The dev accuracy panel. Measured at three or more steps: a curve per language and the mean.
+    Measured only before training and at its end (`eval_every = 0`): one row per language (the
+    mean first) with the first and the last value joined, languages named on the axis; two-point
+    lines under a legend would hide what changed."""
+    steps, values = _series(rows, "dev_accuracy")
+    if not len(steps):
+        ax.text(0.5, 0.5, "no dev split", transform=ax.transAxes, ha="center", va="center", color="0.4")
+        ax.set_title("dev retrieval accuracy (%, mean of both directions)", fontsize=9)
+        ax.set_xlabel("step")
+        return
+    if len(set(steps.tolist())) > 2:
+        for i, metric in enumerate(dev_langs):
+            s, v = _series(rows, metric)
+            ax.plot(
+                s, v * 100, color=palette(i % palette.N), linewidth=0.8, alpha=0.6, label=metric.removeprefix("dev_accuracy/")
+            )
+        ax.plot(steps, values * 100, color="black", marker="o", markersize=4, linewidth=1.6, label="mean", zorder=3)
+        ax.legend(fontsize=7, ncols=2 if len(dev_langs) > 6 else 1)
+        ax.set_title("dev retrieval accuracy (%, mean of both directions)", fontsize=9)
+        ax.set_xlabel("step")
+        return
+    first, last = int(steps.min()), int(steps.max())
+    names = ["mean", *(m.removeprefix("dev_accuracy/") for m in dev_langs)]
+    series = [(steps, values), *(_series(rows, m) for m in dev_langs)]
+    for y, (s, v) in enumerate(series):
+        by_step = dict(zip(s.tolist(), (v * 100).tolist()))
+        start, end = by_step.get(first), by_step.get(last)
+        colour = "black" if y == 0 else palette((y - 1) % palette.N)
+        if start is not None and end is not None:
+            ax.plot([start, end], [y, y], color=colour, linewidth=1.6 if y == 0 else 1.0, alpha=0.7)
+        if start is not None:
+            ax.plot([start], [y], marker="o", markersize=5, markerfacecolor="white", markeredgecolor=colour, linestyle="")
+        if end is not None:
+            ax.plot([end], [y], marker="o", markersize=5, color=colour, linestyle="")
+    ax.set_yticks(range(len(names)), names, fontsize=7 if len(names) <= 16 else 5)
+    ax.invert_yaxis()  # the mean on top
+    ax.set_title(f"dev retrieval accuracy (%, mean of both directions): ○ step {first} → ● step {last}", fontsize=9)
+    ax.set_xlabel("accuracy (%)")
+
+
 def training_curves_figure(curves: pa.Table, title: str = "training curves") -> bytes:
     """PNG of a curves table (tasks.train.model_folder.CURVES_SCHEMA): losses (smoothed, each
     objective its own line, the total grey and wider underneath so it hides none), lr, grad norm
@@ -77,19 +118,7 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
         if objectives or "loss" in rows:
             ax_loss.legend(fontsize=7)
 
-        steps, values = _series(rows, "dev_accuracy")
-        for i, metric in enumerate(dev_langs):
-            s, v = _series(rows, metric)
-            ax_dev.plot(
-                s, v * 100, color=palette(i % palette.N), linewidth=0.8, alpha=0.6, label=metric.removeprefix("dev_accuracy/")
-            )
-        if len(steps):
-            ax_dev.plot(steps, values * 100, color="black", marker="o", markersize=4, linewidth=1.6, label="mean", zorder=3)
-            ax_dev.legend(fontsize=7, ncols=2 if len(dev_langs) > 6 else 1)
-        else:
-            ax_dev.text(0.5, 0.5, "no dev split", transform=ax_dev.transAxes, ha="center", va="center", color="0.4")
-        ax_dev.set_title("dev retrieval accuracy (%, mean of both directions)", fontsize=9)
-        ax_dev.set_xlabel("step")
+        _draw_dev(ax_dev, rows, dev_langs, palette)
 
         steps, values = _series(rows, "lr")
         ax_lr.plot(steps, values, color=palette(0), linewidth=1.2)
@@ -108,7 +137,8 @@ def training_curves_figure(curves: pa.Table, title: str = "training curves") -> 
         ax_grad.set_title(f"gradient norm before clipping (EMA {CURVES_SMOOTHING})", fontsize=9)
         ax_grad.set_xlabel("step")
         for ax in (ax_loss, ax_dev, ax_lr, ax_grad):
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            if ax is not ax_dev or ax_dev.get_xlabel() == "step":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, linewidth=0.3, alpha=0.5)
             ax.tick_params(labelsize=7)
         fig.suptitle(title, fontsize=10)

@@ -70,6 +70,13 @@ class Table:
     header: list[str]
     rows: list[list[Cell]]
     numeric: list[bool]  # per column: right-align
+    # what the HTML page shows in the header (the full header becomes its tooltip), where a
+    # column's full name would widen the page: the report's "Δ vs untrained base (accuracy_mean)"
+    # is "Δ" beside its metric there; Markdown keeps the full header
+    short_header: list[str] | None = None
+
+
+LABEL_CHARS = 40  # a text cell this short (a language pair, a dataset) stays on one line in HTML
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
@@ -100,12 +107,25 @@ def html_escape(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _header_cell(full: str, shown: str, numeric: bool) -> str:
+    title = f' title="{html_escape(full)}"' if shown != full else ""
+    # a long metric name may break after an underscore (accuracy_/src_tgt), not inside a word
+    text = html_escape(shown).replace("_", "_<wbr>")
+    return f'<th class="{"num" if numeric else "txt"}"{title}>{text}</th>'
+
+
+def _text_class(cell: Cell) -> str:
+    return "txt label" if len(cell.text) <= LABEL_CHARS else "txt"
+
+
 def html_table(table: Table) -> str:
-    head = "".join(f'<th class="{"num" if num else "txt"}">{html_escape(h)}</th>' for h, num in zip(table.header, table.numeric))
+    shown = table.short_header or table.header
+    head = "".join(_header_cell(full, short, num) for full, short, num in zip(table.header, shown, table.numeric))
     body = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="{cell.kind if num else "txt"}">{html_escape(cell.text)}</td>' for cell, num in zip(row, table.numeric)
+            f'<td class="{cell.kind if num else _text_class(cell)}">{html_escape(cell.text)}</td>'
+            for cell, num in zip(row, table.numeric)
         )
         body.append(f"<tr>{cells}</tr>")
     # in a scrolling box: a table wider than the page scrolls instead of running past it, cut off
@@ -124,6 +144,7 @@ th, td { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; }
 th { background: #f4f4f4; text-align: left; position: sticky; top: 0; }
 th.num, td.num, td.pos, td.neg, td.zero, td.missing { text-align: right; font-variant-numeric: tabular-nums; }
 td.pos { color: #17692b; } td.neg { color: #b3261e; } td.missing { color: #999; }
+td.num, td.pos, td.neg, td.zero, td.missing, td.label { white-space: nowrap; }
 table.card th { background: none; font-weight: 600; }
 .note { color: #555; font-size: .85rem; }
 .scroll { overflow-x: auto; max-width: 100%; } .scroll th { position: static; }

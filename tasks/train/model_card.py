@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +24,12 @@ import pyarrow as pa
 
 from storage import ArtifactStore
 from tasks.encoders.pooling import recorded_pooling
-from tasks.languages import GROUP_PREFIX, group_code, is_group_code
+from tasks.languages import GROUP_PREFIX, group_code, hub_language, is_group_code
 from tasks.train.papers import Paper
 
 CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
+CURVES_FILE = "curves.parquet"  # the train artifact's training curves (tasks/train/trainer.py writes it)
+LOG_ROWS = 20  # at most this many logged steps in the card's training-logs table (evenly spaced, the chosen one kept)
 
 
 def objective_citation(name: str) -> tuple[str, tuple[Paper, ...]]:
@@ -39,17 +41,6 @@ def objective_citation(name: str) -> tuple[str, tuple[Paper, ...]]:
 
     objective = lookup(OBJECTIVES, name)
     return ("", ()) if objective is None else (objective.description, tuple(objective.papers))
-
-
-def hub_language(flores: str) -> str:
-    """The model hub's code for a FLORES-200 code: ISO 639-1 where one exists (for the variety or
-    the macro-language it stands for: swh_Latn -> sw), else the ISO 639-3 code."""
-    from tasks.languages import ISO639_1_TO_3, MACROLANGUAGE_TO_FLORES
-
-    iso3 = flores.split("_", 1)[0]
-    iso1 = {three: one for one, three in ISO639_1_TO_3.items()}
-    macro = {variety: code for code, variety in MACROLANGUAGE_TO_FLORES.items()}
-    return iso1.get(iso3) or iso1.get(macro.get(iso3, "")) or iso3
 
 
 @dataclass
@@ -64,13 +55,23 @@ class CardFacts:
     translate: dict[str, Any] | None = None
     align: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # extra lines (e.g. a dropped language embedding)
+    # the stages the train artifact read (its input names: corpus, base_model, maybe translate, align),
+    # recorded even when gc collected one, so the card names only what the lineage holds
+    input_stages: tuple[str, ...] = ("corpus", "base_model")
+    logs: list[dict[str, Any]] = field(default_factory=list)  # the training curves' points: step, metric, value
 
     @classmethod
     def from_manifests(
-        cls, train_key: str | None, config: Mapping[str, Any], metrics: Mapping[str, Any], inputs: Mapping[str, Any]
+        cls,
+        train_key: str | None,
+        config: Mapping[str, Any],
+        metrics: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        curves: pa.Table | None = None,
     ) -> CardFacts:
         """`inputs`: the train artifact's input manifests by name (corpus, base_model, translate, align); a
-        missing one (collected by gc) may be None."""
+        missing one (collected by gc) may be None. `curves`: the train stage's `curves.parquet`
+        (step, metric, value), the card's training-logs table."""
         from tasks.train.config import TrainConfig
 
         try:
@@ -87,6 +88,8 @@ class CardFacts:
             corpus=_corpus_facts(corpus),
             translate=_stage_facts(inputs.get("translate")),
             align=_stage_facts(inputs.get("align")),
+            input_stages=tuple(inputs),
+            logs=curves.select(["step", "metric", "value"]).to_pylist() if curves is not None else [],
         )
 
     @property
@@ -188,12 +191,16 @@ def _input_manifests(store: ArtifactStore, manifest: Any) -> dict[str, Any]:
 def card_facts(store: ArtifactStore, train_key: str) -> CardFacts:
     """The card's facts about train artifact `train_key`, from its manifest, its inputs' manifests
     and its `metrics.json` (the manifest's metrics leave out the language list)."""
+    import pyarrow.parquet as pq
+
     manifest = store.manifest("train", train_key)
     metrics = dict(manifest.metrics)
-    if "languages" not in metrics and any(f.path == "files/metrics.json" for f in manifest.attached_files):
+    attached = {f.path for f in manifest.attached_files}
+    if "languages" not in metrics and "files/metrics.json" in attached:
         recorded = json.loads((store.attached_dir("train", train_key) / "metrics.json").read_text(encoding="utf-8"))
         metrics["languages"] = recorded.get("languages", [])
-    return CardFacts.from_manifests(train_key, manifest.config, metrics, _input_manifests(store, manifest))
+    curves = pq.read_table(store.attached_dir("train", train_key) / CURVES_FILE) if f"files/{CURVES_FILE}" in attached else None
+    return CardFacts.from_manifests(train_key, manifest.config, metrics, _input_manifests(store, manifest), curves)
 
 
 @dataclass
@@ -222,18 +229,25 @@ class EvaluationResults:
         base_items: pa.Table | None = None,
         seed: int = 0,
         paired_intervals: Callable[..., Any] | None = None,
+        group_members: Callable[[str], Sequence[str] | None] = lambda name: None,
     ) -> EvaluationResults:
         """`main_metric`: a benchmark's main metric (None: keep all its rows), the evaluate
         stage's `benchmarks.main_metric`; `hub_task_type`: the hub's task type of its results
         (`benchmarks.hub_task_type`, which each benchmark declares). `items`/`base_items` (per-query outcomes of the trained
         model and of the base on the same queries) give the paired bootstrap intervals through
         `paired_intervals` (the evaluate report's `paired_delta_intervals`). Both functions are
-        passed in because train sits below evaluate."""
+        passed in because train sits below evaluate.
+
+        `group_members`: the languages of a language group by name (the evaluate stage's
+        `LANGUAGE_GROUPS`), None for a group it does not define. The metrics table's row for such
+        a group averages its members with `n` = members present; the card defines `n` as items,
+        so its row gets the members' items summed (a group it cannot resolve keeps its `n`:
+        MTEB's subsets already count items)."""
         base = {}
         if base_metrics is not None:
             base = {_row_id(r): r["value"] for r in base_metrics.to_pylist()}
         rows = []
-        for row in metrics.to_pylist():
+        for row in _group_items(metrics.to_pylist(), group_members):
             metric = main_metric(row["benchmark"])
             if metric is not None and row["metric"] != metric:
                 continue
@@ -257,6 +271,22 @@ class EvaluationResults:
             return None
         label = "all languages" if row["src_lang"] == group_code("all") else row["src_lang"].removeprefix(GROUP_PREFIX)
         return self.intervals.get((row["benchmark"], row["dataset"], label))
+
+
+def _group_items(rows: list[dict[str, Any]], group_members: Callable[[str], Sequence[str] | None]) -> list[dict[str, Any]]:
+    """`rows` with each resolvable language group's `n` replaced by its members' items."""
+    items: dict[tuple[Any, ...], dict[str, int]] = {}
+    for row in rows:
+        if not is_group_code(row["src_lang"]):
+            items.setdefault((row["benchmark"], row["dataset"], row["tgt_lang"], row["metric"]), {})[row["src_lang"]] = row["n"]
+    out = []
+    for row in rows:
+        members = group_members(row["src_lang"].removeprefix(GROUP_PREFIX)) if is_group_code(row["src_lang"]) else None
+        if members is not None:
+            present = items.get((row["benchmark"], row["dataset"], row["tgt_lang"], row["metric"]), {})
+            row = {**row, "n": sum(present[lang] for lang in members if lang in present)}
+        out.append(row)
+    return out
 
 
 def _row_id(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -371,6 +401,34 @@ def base_provenance(facts: CardFacts) -> str:
     return "an unrecorded base model"
 
 
+def pipeline_stages(facts: CardFacts, results: EvaluationResults | None) -> list[str]:
+    """The stages that made this model, in order: only those its lineage records."""
+    stages = ["corpus", *(s for s in ("translate", "align") if s in facts.input_stages), "train"]
+    return stages + (["evaluate"] if results is not None and results.rows else [])
+
+
+def training_logs(facts: CardFacts) -> tuple[list[str], list[dict[str, Any]]]:
+    """The training-logs table of a sentence-transformers card from the train stage's curves:
+    (columns, rows), a row per logged step with the total loss, each objective's loss and the
+    dev retrieval accuracy where it was measured. At most LOG_ROWS logged steps, evenly spaced,
+    the first, the last and the chosen checkpoint's always among them."""
+    by_step: dict[int, dict[str, float]] = {}
+    for point in facts.logs:
+        metric = str(point["metric"])
+        if metric == "loss" or metric.startswith("loss/") or metric == "dev_accuracy":
+            by_step.setdefault(int(point["step"]), {})[metric] = float(point["value"])
+    logged = sorted(by_step)
+    if not any("loss" in values for values in by_step.values()):
+        return [], []
+    best = facts.metrics.get("best_step")
+    if len(logged) > LOG_ROWS:
+        picks = {logged[round(i * (len(logged) - 1) / (LOG_ROWS - 1))] for i in range(LOG_ROWS)}
+        logged = sorted(picks | ({best} if best in by_step else set()))
+    objectives = sorted({m for values in by_step.values() for m in values if m.startswith("loss/")})
+    columns = ["loss", *objectives] + (["dev_accuracy"] if any("dev_accuracy" in v for v in by_step.values()) else [])
+    return columns, [{"step": step, **by_step[step]} for step in logged]
+
+
 def render_model_card(
     facts: CardFacts, results: EvaluationResults | None = None, *, repo_id: str | None = None, train_folder: bool = False
 ) -> str:
@@ -425,7 +483,7 @@ def render_model_card(
     }
     md += [f"- **{k}:** {v}" for k, v in details.items() if v is not None] + [""]
     md += ["### Model Sources", "", "- **Documentation:** [Sentence Transformers](https://www.sbert.net)",
-           "- **Pipeline:** xlembed (corpus -> translate -> align -> train -> evaluate), see Lineage below", ""]  # fmt: skip
+           f"- **Pipeline:** xlembed ({' -> '.join(pipeline_stages(facts, results))}), see Lineage below", ""]  # fmt: skip
     mode = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}.get(pooling, pooling)
     md += ["### Full Model Architecture", "", "```", "SentenceTransformer(",
            f"  (0): Transformer({{'max_seq_length': {max_length}, 'architecture': 'BertModel'}})",
@@ -474,6 +532,10 @@ def render_model_card(
     corpus = facts.corpus
     md += ["## Lineage", "", f"- train artifact `{facts.train_key}`" if facts.train_key else "- the train artifact that holds this card", f"- base model artifact `{facts.base.get('key')}`",
            f"- corpus artifact `{corpus.get('key')}`"]  # fmt: skip
+    for stage in ("translate", "align"):
+        if stage in facts.input_stages:
+            recorded = getattr(facts, stage)
+            md.append(f"- {stage} artifact `{recorded['key']}`" if recorded else f"- a {stage} artifact no longer in the store")
     if results is not None and results.key:
         md.append(f"- evaluate artifact `{results.key}`")
     md.append("")
@@ -601,10 +663,27 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
     }  # fmt: skip
     md += [f"| {k} | {_fmt(v)} |" for k, v in settings.items() if v is not None] + [""]
     dev = metrics.get("dev") or {}
+    columns, logged = training_logs(facts)
+    if dev or logged:
+        md += ["### Training Logs", ""]
+    if logged:
+        best = metrics.get("best_step")
+        header = ["step", "training loss", *(f"{c.removeprefix('loss/')} loss" for c in columns[1:] if c.startswith("loss/"))]
+        header += ["dev accuracy"] if "dev_accuracy" in columns else []
+        md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in logged:
+            cells = [str(row["step"])] + [f"{row[c]:.4f}" if c in row else "-" for c in columns]
+            if row["step"] == best:
+                cells = [f"**{c}**" for c in cells]
+            md.append("| " + " | ".join(cells) + " |")
+        md += ["", "Losses are the training batch's at that step (each objective's before its weight); dev accuracy is the "
+               "dev retrieval accuracy measured inside the training loop, mean over languages (step 0: the base model, before "
+               "any update); `-`: not measured at that step."
+               + (f" The bold row is the checkpoint kept (step {best})." if best in {r['step'] for r in logged} else ""), ""]  # fmt: skip
     if dev:
         groups = metrics.get("dev_groups")
         on = f"{groups:,} dev rows" if groups else "the corpus's dev rows"
-        md += ["### Training Logs", "",
+        md += [
                f"Dev retrieval accuracy measured inside the training loop at the chosen step (mean of both directions vs "
                f"{pivot}), on the trained weights" + (" BEFORE the WiSE-FT interpolation" if wise else "")
                + f", truncating at the training max length ({train_length} tokens), on {on}; not {weights}: "

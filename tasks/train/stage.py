@@ -159,11 +159,13 @@ def build_train_shard(
 
 def write_model_card(config: TrainConfig, inputs: Inputs, metrics: dict[str, Any], path: Path) -> None:
     """The model's card from its config, metrics and input artifacts (no evaluation yet)."""
-    from tasks.train.model_card import CardFacts, render_model_card
+    from tasks.train.model_card import CURVES_FILE, CardFacts, render_model_card
 
+    curves = path.parent.parent / CURVES_FILE  # out_dir/curves.parquet, beside model/
     facts = CardFacts.from_manifests(
-        None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()}
-    )
+        None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()},
+        pq.read_table(curves) if curves.is_file() else None,
+    )  # fmt: skip
     path.write_text(render_model_card(facts, train_folder=True), encoding="utf-8")
 
 

@@ -59,6 +59,24 @@ def test_the_bar_counts_the_stage_unit_toward_a_total_and_shows_the_reported_lin
     assert "train: step 33/100 (33%) · loss 0.91" in capsys.readouterr().err  # printed above the bar
 
 
+def test_a_label_says_what_is_counted_now_in_the_bar_and_the_lines(monkeypatch, capsys):
+    lines = StageProgress("evaluate:all", how="lines", interval=0)
+    ShardContext("all", lines).expect(40, "texts", label="the base model, sts (2/3)")
+    lines.advance(10)
+    assert re.search(
+        r"^evaluate:all the base model, sts \(2/3\): 10/40 texts \(25%\), [\d.,]+ texts/s, ETA ", capsys.readouterr().err
+    )
+
+    monkeypatch.setenv("XLEMBED_PROGRESS", "bar")
+    with progress_bar("evaluate:all") as advance:
+        context = ShardContext("all", advance)
+        context.expect(40, "texts", label="the trained model, tatoeba (1/3)")
+        task = progress_module.live_display().tasks[0]
+        assert task.description == "evaluate:all the trained model, tatoeba (1/3)" and task.total == 40
+        context.expect(8, "texts")  # no label: the last one stays
+        assert progress_module.live_display().tasks[0].description == "evaluate:all the trained model, tatoeba (1/3)"
+
+
 def test_off_prints_nothing(monkeypatch, capsys):
     monkeypatch.setenv("XLEMBED_PROGRESS", "0")
     with progress_bar("corpus:part-0") as advance:

@@ -90,7 +90,7 @@ def front_matter(card: str) -> dict[str, Any]:
 
 
 def test_export_loads_with_datasets_offline_and_holds_every_row(
-    corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    corpus: tuple[ArtifactStore, Manifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     import datasets
     import huggingface_hub
@@ -108,6 +108,9 @@ def test_export_loads_with_datasets_offline_and_holds_every_row(
 
     multiway = load(tmp_path / "dataset", "multiway")
     assert sorted(multiway) == ["train", "validation"]  # the corpus's dev split, as the hub names it
+    # the card's dataset_info is whole: `datasets` reads it without "Ignoring part of dataset_info"
+    # (its own stderr handler; the library's logger does not propagate)
+    assert "dataset_info" not in capfd.readouterr().err
     seen = {}
     for split in multiway:
         # text columns first: sentence-transformers takes a dataset's leading columns as inputs
@@ -139,6 +142,12 @@ def test_export_loads_with_datasets_offline_and_holds_every_row(
             f["dtype"] == "string" and loaded["train"].features[f["name"]].dtype == "string" for f in info[name]["features"]
         )
         assert {s["name"]: s["num_examples"] for s in info[name]["splits"]} == {split: loaded[split].num_rows for split in loaded}
+        # every split entry has the three fields `datasets` requires, num_bytes its rows' Arrow size
+        assert all(set(s) == {"name", "num_bytes", "num_examples"} and s["num_bytes"] > 0 for s in info[name]["splits"])
+        assert info[name]["dataset_size"] == sum(s["num_bytes"] for s in info[name]["splits"])
+        assert info[name]["download_size"] == sum(
+            p.stat().st_size for p in (tmp_path / "dataset" / "data" / name).glob("*.parquet")
+        )
     assert sum(c.rows["train"] for c in result.configs if c.name == "eng_Latn-kaz_Cyrl") == sum(
         1 for row in expected.values() if row["split"] == "train" and "kaz_Cyrl" in row
     )

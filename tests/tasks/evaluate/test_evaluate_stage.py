@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -620,6 +621,43 @@ def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained
     assert "Dotted outlines: untrained base" in html
 
 
+def test_evaluate_reports_texts_rate_and_eta_per_model_and_benchmark_in_lines_mode(built: dict, capsys) -> None:
+    """With XLEMBED_PROGRESS=lines (stderr not a terminal), an evaluation says which model and
+    benchmark it is on, how many texts it encoded, how fast, and when it will be done."""
+    from flows.progress import StageProgress
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 13
+
+    def attach_model(config, inputs, shard, context):
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
+                  {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]}]  # fmt: skip
+    config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean", "batch_size": 4}})
+    capsys.readouterr()
+    progress = StageProgress("evaluate:all", how="lines", interval=0)  # a line at every batch
+    run_stage(built["store"], EVALUATE_STAGE, config, {**built["inputs"], "train": train_ref.key}, force=True, progress=progress)
+    err = capsys.readouterr().err
+    for model in ("the trained model", "the base model"):
+        for benchmark in ("tatoeba (1/2)", "sts (2/2)"):
+            assert f"evaluate: {model}: benchmark {benchmark}\n" in err, err
+            done = re.search(rf"^evaluate: {model}: {re.escape(benchmark)} done in \d:\d\d:\d\d, (\d+) texts encoded", err, re.M)
+            assert done, (model, benchmark, err)
+        # tatoeba encodes; sts reads the same English sentences, each encoded once per model (0 new texts)
+        assert re.search(
+            rf"^evaluate:all {model}, tatoeba \(1/2\): \d+/\d+ texts \(\d+%\), [\d.,]+ texts/s, ETA \d:\d\d:\d\d", err, re.M
+        ), (model, err)
+        assert re.search(rf"^evaluate: {model}: tatoeba \(1/2\) done in .*, [1-9]\d* texts encoded, [\d.,]+ texts/s$", err, re.M)
+        assert re.search(rf"^evaluate: {model}: sts \(2/2\) done in .*, 0 texts encoded$", err, re.M)
+
+
 def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evaluator(built: dict, tmp_path: Path) -> None:
     """mteb/Tatoeba.json in the evaluate artifact holds xlembed's per-direction accuracies, which
     are sentence-transformers' TranslationEvaluator's src2trg / trg2src on the same model and data."""
@@ -627,6 +665,7 @@ def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evalu
 
     from sentence_transformers.sentence_transformer.evaluation import TranslationEvaluator
 
+    from tasks.evaluate.mteb_results import MTEB_FORMAT_VERSION, task_result_problems
     from tasks.stage import ShardSpec, Stage, StageConfig
 
     class StandInTrainConfig(StageConfig):
@@ -650,10 +689,16 @@ def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evalu
     files = Path(built["store"].artifact_dir("evaluate", ref.key)) / "files"
     result = json.loads((files / "mteb/Tatoeba.json").read_text(encoding="utf-8"))
     assert (
-        result["task_name"] == "Tatoeba" and result["dataset_revision"].startswith("sha256:") and result["mteb_version"] is None
+        result["task_name"] == "Tatoeba"
+        and result["dataset_revision"].startswith("sha256:")
+        and result["mteb_version"] == MTEB_FORMAT_VERSION
     )
     subsets = {entry["hf_subset"]: entry for entry in result["scores"]["test"]}
     assert set(subsets) == {"kaz-eng", "fra-eng"}
+    # every file is a TaskResult MTEB's loader reads, with the seconds its benchmark took
+    for path in sorted((files / "mteb").glob("*.json")):
+        content = json.loads(path.read_text(encoding="utf-8"))
+        assert task_result_problems(content) == [] and content["evaluation_time"] > 0, path.name
     model = sentence_transformer(Path(built["store"].artifact_dir("train", train_ref.key)) / "files/model")
     for code in ("kaz", "fra"):
         entry = subsets[f"{code}-eng"]

@@ -153,6 +153,7 @@ def test_export_from_the_store_loads_and_matches_the_trained_model(tmp_path, pub
     # (its tokenizer_config keeps the base's model_max_length: the evaluate stage encodes it at its own length)
     assert_truncates_at(stored, 24, auto_tokenizer=False)
     assert "**This folder is the train stage's output**" in train_card and "training max length, 24 tokens" in train_card
+    assert "| step | training loss | multiway_supcon loss |" in train_card  # the train stage's curves, beside model/
     assert "max_length=24, return_tensors='pt')" in train_card
     # one mode for every file (safetensors writes model.safetensors 0600 on its own): readable on a shared disk
     modes = {p.relative_to(result.folder).as_posix(): p.stat().st_mode & 0o777 for p in result.folder.rglob("*")}
@@ -210,6 +211,10 @@ def test_the_card_has_the_sections_of_a_sentence_transformers_card_and_labels_it
     assert "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks" in card
     # the training loop's dev score is labelled as such; the evaluation's numbers name weights, length and items
     assert "measured inside the training loop" in card and "truncating at the training max length (24 tokens)" in card
+    # the training-logs table, from the train artifact's curves (2 steps: the base's dev point, steps 1 and 2)
+    header = "| step | training loss | multiway_supcon loss | translation_ranking loss | dev accuracy |"
+    assert header in card and re.search(r"^\| \*\*2\*\* \| \*\*\d", card, re.M)
+    assert "- **Pipeline:** xlembed (corpus -> train -> evaluate), see Lineage below" in card
     assert "on the exported weights (the trained ones), encoding with prefix 'query: ', truncating at 40 tokens" in card
     # the evaluation computed paired bootstrap intervals: the card gives them, from the same items
     import pyarrow.parquet as pq
