@@ -22,6 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -518,10 +519,14 @@ class ArtifactStore:
         return gc.uncommitted_keys(self, committed)
 
     def garbage(
-        self, keep_history: bool = False, include_partial: bool = False, skipped: list[str] | None = None
+        self,
+        keep_history: bool = False,
+        include_partial: bool = False,
+        skipped: list[str] | None = None,
+        grace: timedelta = timedelta(0),
     ) -> list[tuple[str, str]]:
-        """Artifacts that no ref points to (`gc.garbage`; nothing is deleted here)."""
-        return gc.garbage(self, keep_history, include_partial, skipped)
+        """Artifacts that no ref points to and older than `grace` (`gc.garbage`; nothing is deleted here)."""
+        return gc.garbage(self, keep_history, include_partial, skipped, grace=grace)
 
 
 class _PartWriter:

@@ -3,6 +3,8 @@ pull, push, verify, gc, refs and rollback (the help lists them after the inspect
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Annotated, Any, Optional
 
 import typer
@@ -200,12 +202,20 @@ def artifacts_gc(
     include_partial: Annotated[
         bool, typer.Option(help="also delete uncommitted (interrupted) artifacts; not while a run is active")
     ] = False,
+    grace: Annotated[
+        str,
+        typer.Option(
+            metavar="DURATION",
+            help="keep what is younger than this (e.g. 30m, 2h, 1d; 0: nothing): a build commits, then moves its ref",
+        ),
+    ] = "1h",
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Remove artifacts no ref points to. A dry run unless --yes."""
+    """Remove artifacts no ref points to and older than --grace. A dry run unless --yes."""
+    period = _grace_period(grace)
     store = _store(root)
     skipped: list[str] = []
-    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial, skipped=skipped)
+    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial, skipped=skipped, grace=period)
     for stage, key in doomed:
         out.print(f"{'delete' if yes else 'would delete'} {stage}/{key[:12]}")
         if yes:
@@ -216,6 +226,15 @@ def artifacts_gc(
         out.print("nothing to collect")
     elif not yes:
         out.print(f"{len(doomed)} artifacts; run again with --yes to delete them")
+
+
+def _grace_period(text: str) -> timedelta:
+    """'90s', '30m', '2h', '1d' or '0' as a duration; anything else exits 2 in one line."""
+    found = re.fullmatch(r"\s*(\d{1,7})\s*([smhd]?)\s*", text)
+    if not found or (found.group(2) == "" and found.group(1) != "0"):
+        raise fail(f"--grace {text!r}: give a duration such as 30m, 2h or 1d (0: no grace)", 2)
+    seconds = {"": 0, "s": 1, "m": 60, "h": 3600, "d": 86400}[found.group(2)]
+    return timedelta(seconds=int(found.group(1)) * seconds)
 
 
 @artifacts_app.command("refs")
@@ -245,7 +264,6 @@ def _ref_versions(ref: Any) -> list[Any]:
 
 def _ref_position(ref: Any, versions: list[Any]) -> int:
     """Where in `versions` the ref stands now: a rollback records its target's index."""
-    import re
 
     head = ref.history[0] if ref.history else None
     if head is not None and head.note.startswith(ROLLBACK_NOTE):

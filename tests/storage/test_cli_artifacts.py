@@ -173,21 +173,24 @@ def test_verify(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, 
 @pytest.mark.slow
 def test_gc(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     old, stray = populated["old"], populated["stray"]
-    dry = cli("gc").stdout
+    young = cli("gc")  # stray was committed a moment ago: inside the default grace period; old in 2024
+    assert f"would delete {STAGE}/{old.key[:12]}" in young.stdout and stray.key[:12] not in young.stdout
+    assert "1 unreferenced artifact(s) kept: younger than the grace period (1h)" in young.output
+    dry = cli("gc", "--grace", "0").stdout
     assert f"would delete {STAGE}/{old.key[:12]}" in dry
     assert f"would delete {STAGE}/{stray.key[:12]}" in dry
     assert "2 artifacts; run again with --yes" in dry
     assert all(store.is_committed(m.stage, m.key) for m in populated.values())  # dry run: nothing gone
 
-    kept = cli("gc", "--keep-history").stdout
+    kept = cli("gc", "--grace", "0", "--keep-history").stdout
     assert old.key[:12] not in kept and f"would delete {STAGE}/{stray.key[:12]}" in kept
 
-    done = cli("gc", "--keep-history", "--yes").stdout
+    done = cli("gc", "--grace", "0", "--keep-history", "--yes").stdout
     assert f"delete {STAGE}/{stray.key[:12]}" in done and "would" not in done
     assert not store.is_committed(STAGE, stray.key)
     assert store.is_committed(STAGE, old.key)
 
-    cli("gc", "--yes")
+    cli("gc", "--grace", "0", "--yes")
     assert not store.is_committed(STAGE, old.key)
     assert {(m.stage, m.key) for m in store.list_manifests()} == {
         (STAGE, populated["current"].key),
@@ -197,11 +200,27 @@ def test_gc(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> N
     cli("verify")
 
 
+def test_gc_keeps_a_build_between_commit_and_ref_move_and_refuses_a_bad_grace(cli: Cli, store: ArtifactStore, kit: Any) -> None:
+    built = kit.build(store, STAGE, {"model": "just-committed"}, rows=3)  # committed; its ref not moved yet
+    assert store.is_committed(STAGE, built.key) and not any(r.key == built.key for r in store.list_refs())
+    out = cli("gc", "--yes").output
+    assert "younger than the grace period (1h)" in out and store.is_committed(STAGE, built.key)
+    assert "younger than the grace period (30m)" in cli("gc", "--grace", "30m").output
+    for bad in ("1w", "-1h", "soon", "5"):
+        assert f"--grace {bad!r}: give a duration such as 30m, 2h or 1d" in cli("gc", "--grace", bad, code=2).output
+    assert store.is_committed(STAGE, built.key)
+    cli("gc", "--grace", "0", "--yes")
+    assert not store.is_committed(STAGE, built.key)
+
+
 def test_gc_include_partial(cli: Cli, store: ArtifactStore, kit: Any) -> None:
     partial = kit.build(store, STAGE, {"model": "partial"}, rows=3, commit=False)
     assert "nothing to collect" in cli("gc").stdout
-    assert f"would delete {STAGE}/{partial.key[:12]}" in cli("gc", "--include-partial").stdout
-    cli("gc", "--include-partial", "--yes")
+    young = cli("gc", "--include-partial", "--yes")  # as a build in progress: written a moment ago
+    assert "1 unreferenced artifact(s) kept: younger than the grace period" in young.output
+    assert store.uncommitted_keys() == [(STAGE, partial.key)]
+    assert f"would delete {STAGE}/{partial.key[:12]}" in cli("gc", "--grace", "0", "--include-partial").stdout
+    cli("gc", "--grace", "0", "--include-partial", "--yes")
     assert store.uncommitted_keys() == []
 
 
@@ -256,7 +275,7 @@ def test_secret_never_appears(s3_root: str, s3_server: Any, kit: Any, read_all: 
     cli("refs")
     cli("rollback", "demo", STAGE)
     cli("gc")
-    cli("gc", "--yes")
+    cli("gc", "--grace", "0", "--yes")
     cli("show", STAGE, "0000", code=2)
     cli("query", f"SELECT n >= 20 AS big, count(*) AS c FROM {STAGE} GROUP BY big")
     cli("lineage", STAGE, "--json")

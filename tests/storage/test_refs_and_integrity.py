@@ -221,7 +221,7 @@ def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any,
     assert kept.key[:12] in listed.output and loose.key[:12] in listed.output
     verify = runner.invoke(app, ["artifacts", "verify", "--root", root])
     assert verify.exit_code == 1 and "DAMAGED REF refs/demo/other" in verify.output and "ok      embed" in verify.output
-    gc = runner.invoke(app, ["artifacts", "gc", "--yes", "--root", root])
+    gc = runner.invoke(app, ["artifacts", "gc", "--grace", "0", "--yes", "--root", root])
     assert gc.exit_code == 0, gc.output
     assert f"delete embed/{loose.key[:12]}" in gc.output, "gc refused everything for one malformed ref"
     assert "every other artifact kept" in gc.output
@@ -234,7 +234,7 @@ def test_gc_collects_around_a_damaged_manifest(store: ArtifactStore, kit: Any, r
     loose = kit.build(store, config={"v": 1})
     damaged = kit.build(store, config={"v": 2})
     store.write_object(f"{store.artifact_dir('embed', damaged.key)}/manifest.json", b"{ not json")
-    gc = CliRunner().invoke(app, ["artifacts", "gc", "--yes", "--include-partial", "--root", root])
+    gc = CliRunner().invoke(app, ["artifacts", "gc", "--grace", "0", "--yes", "--include-partial", "--root", root])
     assert gc.exit_code == 0, gc.output
     assert f"delete embed/{loose.key[:12]}" in gc.output and f"{damaged.key[:12]} kept" in gc.output
     assert store.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
@@ -272,7 +272,7 @@ def test_a_ref_whose_content_disagrees_with_its_path_is_malformed_everywhere(sto
         assert result.exit_code == 0 and "refs/demo/embed" in result.output and "sits at refs/demo/embed.json" in result.output
     verify = runner.invoke(app, ["artifacts", "verify", "--root", root])
     assert verify.exit_code == 1 and "DAMAGED REF refs/demo/embed" in verify.output, verify.output
-    gc = runner.invoke(app, ["artifacts", "gc", "--yes", "--root", root])
+    gc = runner.invoke(app, ["artifacts", "gc", "--grace", "0", "--yes", "--root", root])
     assert gc.exit_code == 0 and "Traceback" not in gc.output, gc.output
     assert store.is_committed("embed", embed.key), "gc deleted the artifact a malformed ref's path names"
     assert store.is_committed("other", other.key)
