@@ -441,8 +441,9 @@ class Stage(Generic[ConfigT]):
 
 def _device_settings(config: BaseModel) -> Iterable[Any]:
     """The values of the `device` fields of a config and of the settings models nested in it."""
-    for name in type(config).model_fields:
-        value = getattr(config, name)
+    # tables held under their own names (an align backend's, a train objective's) are extras
+    named = {name: getattr(config, name) for name in type(config).model_fields} | dict(config.__pydantic_extra__ or {})
+    for name, value in named.items():
         if name == "device":
             yield value
         elif isinstance(value, BaseModel):
