@@ -10,13 +10,16 @@ when the source has the same bytes). Refs are merged as git does (storage/refs.p
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from storage.manifest import FileEntry, Manifest
 from storage.refs import RefCopyResult, copy_refs
 from storage.store import ArtifactStore, CorruptArtifact, StoreError
+from storage.user_cache import xlembed_cache_dir
 
 __all__ = ["CopyResult", "RefCopyResult", "copy_artifact", "copy_refs"]
 
@@ -40,6 +43,46 @@ def _fetch_verified(source: ArtifactStore, stage: str, key: str, entry: FileEntr
         raise CorruptArtifact(f"{source.root_uri}: {exc}") from None
 
 
+SCRATCH_DIR = ("transfer-scratch",)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_stale_scratch() -> list[str]:
+    """Remove the scratch folders of transfers whose process is gone (killed mid-copy): their
+    folder is named `{pid}-{random}` under the user cache, so the next transfer finds them."""
+    base = xlembed_cache_dir(*SCRATCH_DIR)
+    removed = []
+    for folder in base.glob("*-*") if base.is_dir() else ():
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return removed
+
+
+@contextmanager
+def transfer_scratch() -> Iterator[str]:
+    """A scratch folder for one transfer under the user cache (`xlembed_cache_dir`), not the
+    system temp folder: a transfer that is killed leaves it where the next one removes it."""
+    sweep_stale_scratch()
+    base = xlembed_cache_dir(*SCRATCH_DIR)
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def copy_artifact(
     source: ArtifactStore, destination: ArtifactStore, stage: str, key: str, progress: Callable[[int], None] | None = None
 ) -> CopyResult:
@@ -53,11 +96,12 @@ def copy_artifact(
         repaired = _repair_present(source, destination, stage, key, manifest)
         return CopyResult(stage, key, False, len(manifest.files), manifest.total_bytes, repaired)
     dst_base = destination.artifact_dir(stage, key)
-    with tempfile.TemporaryDirectory(prefix="xlembed-copy-") as scratch:
+    with transfer_scratch() as scratch:
         for index, entry in enumerate(manifest.files):
             local = os.path.join(scratch, f"{index:06d}")
             _fetch_verified(source, stage, key, entry, local)
             destination.copy_local_file(local, f"{dst_base}/{entry.path}")
+            os.unlink(local)  # one file at a time in the scratch, not the whole artifact
             if progress is not None:
                 progress(entry.bytes)
     destination.commit(Manifest.model_validate(manifest.model_dump()))
@@ -83,7 +127,7 @@ def _repair_present(
             f"and {source.root_uri} holds a different build of it, so it cannot be restored from there"
         )
     base = destination.artifact_dir(stage, key)
-    with tempfile.TemporaryDirectory(prefix="xlembed-repair-") as scratch:
+    with transfer_scratch() as scratch:
         for index, path in enumerate(damaged):
             local = os.path.join(scratch, f"{index:06d}")
             _fetch_verified(source, stage, key, ours[path], local)

@@ -76,3 +76,33 @@ def test_head_prints_first_rows(local_root: str, kit: Any) -> None:
     # into a pipe (CliRunner), the rows print as Markdown table rows, one line each
     lines = result.output.splitlines()
     assert lines[0].startswith("| id") and len([line for line in lines if line.startswith("| id-")]) == 3
+
+
+def test_a_killed_transfers_scratch_is_found_and_removed_by_the_next_and_none_lands_in_the_system_temp(
+    local_root: str, s3_root: str, kit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    from storage.transfer import SCRATCH_DIR
+    from storage.user_cache import xlembed_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    system_temp = tmp_path / "system-temp"
+    system_temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_temp))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    left = xlembed_cache_dir(*SCRATCH_DIR) / f"{dead.stdout.strip()}-killed"  # as a push killed mid-copy leaves it
+    left.mkdir(parents=True)
+    (left / "000000").write_bytes(b"x" * 4096)
+    mine = xlembed_cache_dir(*SCRATCH_DIR) / f"{__import__('os').getpid()}-running"  # a live transfer's: kept
+    mine.mkdir()
+
+    local = ArtifactStore(local_root)
+    manifest = kit.build(local, config={"v": 7}, rows=9, max_rows_per_file=2)
+    assert len(manifest.files) > 1
+    copy_artifact(local, ArtifactStore(s3_root), "embed", manifest.key)
+    assert not left.exists() and mine.exists()
+    assert [p.name for p in xlembed_cache_dir(*SCRATCH_DIR).iterdir()] == [mine.name]  # its own scratch removed
+    assert list(system_temp.iterdir()) == []
