@@ -126,7 +126,14 @@ def stage_bytes(tmp: Path, cls: type[WspAligner]) -> bytes:
     finally:
         stage._ALIGNER_CACHE.clear()
     table = store.read_table("align", manifest.key)
-    assert table.num_rows > 0 and sum(len(a) for a in table["alignments"].to_pylist()) > 0
+    alignments = table["alignments"].to_pylist()
+    assert table.num_rows > 0 and sum(map(len, alignments)) > 0
+    # the manifest's counts, from all pairs' links at once, are each pair's distinct words summed
+    assert manifest.metrics["links"] == sum(map(len, alignments))
+    assert manifest.metrics["aligned_words"] == {
+        "src": sum(len({link["src"] for link in pair}) for pair in alignments),
+        "tgt": sum(len({link["tgt"] for link in pair}) for pair in alignments),
+    }
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
