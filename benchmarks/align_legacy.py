@@ -124,6 +124,71 @@ class LegacyWspAligner(WspAligner):
             out.append(DirectionalLinks(p[sel], src, tgt, s[sel], w[sel]))
         return out[0], out[1]
 
+    def assemble_questions(
+        self,
+        tok: TokenizedSentences,
+        q_sent: np.ndarray,
+        c_sent: np.ndarray,
+        first: np.ndarray,
+        end: np.ndarray,
+        pin: bool = False,
+    ) -> dict[str, Any]:
+        """Padded input ids (and token types) of questions at token level, plus the context region;
+        `pin`: the model's inputs also as torch tensors in pinned memory (`tensors`), for a GPU."""
+        t = self.template
+        m, n_prefix, n_middle = len(self.marker), len(t.prefix), len(t.middle)
+        a_off, a_len = tok.offset[q_sent][:, None], tok.length[q_sent][:, None]
+        b_off, b_len = tok.offset[c_sent][:, None], tok.length[c_sent][:, None]
+        s, e = first[:, None], end[:, None]
+        q_end = n_prefix + a_len + 2 * m
+        c_start = q_end + n_middle
+        c_end = c_start + b_len
+        total = c_end + len(t.suffix)
+        width = int(total.max())
+        pos = np.arange(width)[None, :]
+        # pool: sentence tokens, then prefix, middle, suffix, marker, pad
+        base = len(tok.ids)
+        pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, [self.pad_id]]).astype(np.int64)
+        pool_types = np.concatenate(
+            [np.zeros(base, dtype=np.int64), t.prefix_types, t.middle_types, t.suffix_types, np.zeros(m + 1, dtype=np.int64)]
+        )
+        p_middle, p_suffix, p_marker, p_pad = (
+            base + n_prefix,
+            base + n_prefix + n_middle,
+            base + t.n_special,
+            base + t.n_special + m,
+        )
+        q = pos - n_prefix
+        question = np.where(
+            q < s, a_off + q,
+            np.where(q < s + m, p_marker + q - s,
+            np.where(q < e + m, a_off + q - m,
+            np.where(q < e + 2 * m, p_marker + q - e - m, a_off + q - 2 * m))))  # fmt: skip
+        index = np.where(
+            pos < n_prefix, base + pos,
+            np.where(pos < q_end, question,
+            np.where(pos < c_start, p_middle + pos - q_end,
+            np.where(pos < c_end, b_off + pos - c_start,
+            np.where(pos < total, p_suffix + pos - c_end, p_pad)))))  # fmt: skip
+        in_question = (pos >= n_prefix) & (pos < q_end)
+        in_context = (pos >= c_start) & (pos < c_end)
+        batch = {
+            "input_ids": pool[index],
+            "attention_mask": (pos < total).astype(np.int64),
+            "context": in_context,
+            "context_start": c_start[:, 0],
+        }
+        if self.token_types:
+            types = pool_types[index]
+            types[in_question] = t.question_type
+            types[in_context] = t.context_type
+            batch["token_type_ids"] = types
+        if pin:
+            import torch
+
+            batch["tensors"] = {k: torch.from_numpy(batch[k]).pin_memory() for k in (*MODEL_INPUTS, "context") if k in batch}
+        return batch
+
     def _decode_batch(self, batch: dict[str, Any]) -> tuple[Any, ...]:
         """Queue a batch of assembled questions: (span found, start, end token, score) per row, on the device."""
         import torch

@@ -392,56 +392,63 @@ class WspAligner(AlignBackend):
         pin: bool = False,
     ) -> dict[str, Any]:
         """Padded input ids (and token types) of questions at token level, plus the context region;
-        `pin`: the model's inputs also as torch tensors in pinned memory (`tensors`), for a GPU."""
+        `pin`: the model's inputs also as torch tensors in pinned memory (`tensors`), for a GPU.
+
+        A row is ten runs of consecutive tokens of one pool (the sentences' tokens, then the special
+        tokens, the marker and a run of padding): prefix, A[:s], marker, A[s:e], marker, A[e:],
+        middle, B, suffix, padding. All rows' token positions come from one `np.repeat` of the
+        runs' starts and lengths: no per-row or per-question Python work."""
         t = self.template
-        m, n_prefix, n_middle = len(self.marker), len(t.prefix), len(t.middle)
-        a_off, a_len = tok.offset[q_sent][:, None], tok.length[q_sent][:, None]
-        b_off, b_len = tok.offset[c_sent][:, None], tok.length[c_sent][:, None]
-        s, e = first[:, None], end[:, None]
-        q_end = n_prefix + a_len + 2 * m
-        c_start = q_end + n_middle
-        c_end = c_start + b_len
-        total = c_end + len(t.suffix)
-        width = int(total.max())
-        pos = np.arange(width)[None, :]
-        # pool: sentence tokens, then prefix, middle, suffix, marker, pad
+        m, n_prefix, n_middle, n_suffix = len(self.marker), len(t.prefix), len(t.middle), len(t.suffix)
+        rows = len(q_sent)
+        a_off, a_len = tok.offset[q_sent], tok.length[q_sent]
+        b_off, b_len = tok.offset[c_sent], tok.length[c_sent]
+        c_start = n_prefix + a_len + 2 * m + n_middle
+        total = c_start + b_len + n_suffix
+        width = int(total.max()) if rows else 0
         base = len(tok.ids)
-        pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, [self.pad_id]]).astype(np.int64)
-        pool_types = np.concatenate(
-            [np.zeros(base, dtype=np.int64), t.prefix_types, t.middle_types, t.suffix_types, np.zeros(m + 1, dtype=np.int64)]
-        )
-        p_middle, p_suffix, p_marker, p_pad = (
-            base + n_prefix,
-            base + n_prefix + n_middle,
-            base + t.n_special,
-            base + t.n_special + m,
-        )
-        q = pos - n_prefix
-        question = np.where(
-            q < s, a_off + q,
-            np.where(q < s + m, p_marker + q - s,
-            np.where(q < e + m, a_off + q - m,
-            np.where(q < e + 2 * m, p_marker + q - e - m, a_off + q - 2 * m))))  # fmt: skip
-        index = np.where(
-            pos < n_prefix, base + pos,
-            np.where(pos < q_end, question,
-            np.where(pos < c_start, p_middle + pos - q_end,
-            np.where(pos < c_end, b_off + pos - c_start,
-            np.where(pos < total, p_suffix + pos - c_end, p_pad)))))  # fmt: skip
-        in_question = (pos >= n_prefix) & (pos < q_end)
-        in_context = (pos >= c_start) & (pos < c_end)
+        p_prefix, p_middle, p_suffix = base, base + n_prefix, base + n_prefix + n_middle
+        p_marker = base + t.n_special
+        p_pad = p_marker + m
+        pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, np.full(width, self.pad_id)]).astype(np.int64)
+        one = np.ones(rows, dtype=np.int64)
+        starts = np.stack(
+            [p_prefix * one, a_off, p_marker * one, a_off + first, p_marker * one, a_off + end, p_middle * one, b_off,
+             p_suffix * one, p_pad * one],
+            axis=1,
+        )  # fmt: skip
+        lengths = np.stack(
+            [n_prefix * one, first, m * one, end - first, m * one, a_len - end, n_middle * one, b_len, n_suffix * one,
+             width - total],
+            axis=1,
+        )  # fmt: skip
+        flat = lengths.ravel()
+        run_first = np.cumsum(flat) - flat  # position of each run in the flat [rows * width] batch
+        index = (np.repeat(starts.ravel() - run_first, flat) + np.arange(rows * width)).reshape(rows, width)
+        pos = np.arange(width)[None, :]
+        in_context = (pos >= c_start[:, None]) & (pos < (c_start + b_len)[:, None])
         batch = {
             "input_ids": pool[index],
-            "attention_mask": (pos < total).astype(np.int64),
+            "attention_mask": (pos < total[:, None]).astype(np.int64),
             "context": in_context,
-            "context_start": c_start[:, 0],
-            "context_length": b_len[:, 0],
+            "context_start": c_start,
+            "context_length": b_len,
         }
         if self.token_types:
-            types = pool_types[index]
-            types[in_question] = t.question_type
-            types[in_context] = t.context_type
-            batch["token_type_ids"] = types
+            pool_types = np.concatenate(
+                [
+                    np.zeros(base, dtype=np.int64),
+                    t.prefix_types,
+                    t.middle_types,
+                    t.suffix_types,
+                    np.zeros(m + width, dtype=np.int64),
+                ]
+            )
+            # the runs of the question (A and its markers) and the context take their segment's type
+            kind = np.array([-1, t.question_type, t.question_type, t.question_type, t.question_type, t.question_type, -1,
+                             t.context_type, -1, -1])  # fmt: skip
+            override = np.repeat(np.broadcast_to(kind, (rows, 10)).ravel(), flat).reshape(rows, width)
+            batch["token_type_ids"] = np.where(override >= 0, override, pool_types[index])
         if pin:
             import torch
 

@@ -145,3 +145,23 @@ def test_the_align_stage_writes_the_bytes_of_the_path_before_for_the_smoke_confi
     (tmp_path / "now").mkdir()
     (tmp_path / "before").mkdir()
     assert stage_bytes(tmp_path / "now", WspAligner) == stage_bytes(tmp_path / "before", LegacyWspAligner)
+
+
+def test_questions_assembled_from_runs_equal_the_assembly_before_with_and_without_token_types(tiny_wspalign_dir: Path) -> None:
+    sentences, _ = flores_pairs(("zho_Hans", "kaz_Cyrl"), 4, start=0)
+    sentences += [["x"], ["¶", "y", "z"]]
+    now, before = aligner(tiny_wspalign_dir), aligner(tiny_wspalign_dir, LegacyWspAligner)
+    tok = now.tokenize(sentences)
+    rng = np.random.default_rng(0)
+    for trial in range(12):
+        n = int(rng.integers(1, 120))
+        q, c = rng.integers(0, len(sentences), n), rng.integers(0, len(sentences), n)
+        at = tok.word_offset[q] + (rng.random(n) * tok.n_words[q]).astype(np.int64)
+        for token_types in (False, True):  # XLM-R has none; a BERT-style tokenizer would
+            now.token_types = before.token_types = token_types
+            x = now.assemble_questions(tok, q, c, tok.first[at], tok.end[at])
+            y = before.assemble_questions(tok, q, c, tok.first[at], tok.end[at])
+            for key, value in y.items():
+                assert np.asarray(x[key]).dtype == np.asarray(value).dtype, key
+                np.testing.assert_array_equal(x[key], value, err_msg=f"{key}, trial {trial}")
+            np.testing.assert_array_equal(x["context_length"], tok.length[c])
