@@ -24,6 +24,14 @@ default on a GPU) vs in turn on the calling thread (before, still the default on
 alternating rounds, and the sentences' tokenisation
 with tokens mapped to words in one search (now) vs sentence by sentence (before).
 
+The host path alone (issue 37): the model replaced by `fixed_logits_qa` (logits of the right
+shape from seeded tables, one gather), the current path against the one before it
+(benchmarks/align_legacy.py), at 1 torch thread ("one core") and at the default count, ms per
+question and questions/s, medians of alternating rounds, and whether both give the same links
+(the script fails otherwise); then, with the real model, each run's time split into the forward
+(hooks around it) and the rest, and batched / reference for both. `--profile` prints a cProfile
+of the current host path (fixed logits, 1 thread). `--wspalign-only` skips SimAlign and eflomal.
+
 --shape real: WSPAlign at XLM-R base's shape (benchmarks/shapes.py: hidden 768, 12 layers,
 12 heads, FFN 3072, vocabulary 250,002, QA head; random weights with XLM-R's initialiser,
 the tiny tokenizer; `--wspalign-model DIR` reuses one built before), on fewer and shorter

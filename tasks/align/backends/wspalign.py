@@ -9,20 +9,24 @@ The authors run the transformers question-answering pipeline one question at a t
   * each sentence is tokenised once (`" ".join(words)`, offsets mapping tokens to words);
     questions are assembled at token level by inserting the marker's tokens around the
     word's subword span, which is exactly the tokenisation of the question string, since
-    words hold no whitespace and the tokenizers split on it first;
+    words hold no whitespace and the tokenizers split on it first; a batch's token ids are
+    one `np.repeat` of ten runs per row into a pool of those tokens (no per-question Python);
   * every word of a pair, both directions, and many pairs share forward batches; rows are
     sorted by length (all questions of one pair-direction have the same length) and cut
     into batches of at most `batch_tokens` padded tokens (`padding_fraction` measures the
     waste: ~1% on FLORES-length pairs, benchmarks/align_throughput.py);
   * the next batch's questions are assembled by a worker thread while the model runs the
     current one (numpy, which releases the GIL), copied to a GPU from pinned memory without
-    waiting, and a batch's answers are read back only once the next batch is queued, so the
-    GPU is not left idle between batches;
+    waiting; each batch's answers come back in one copy to pinned memory with its own CUDA
+    event, read once the next batch is queued, so waiting for batch k-1 never waits for k
+    and the GPU is not left idle between batches;
   * span decoding runs on the device for the whole batch: logits outside the context
     (except the first, CLS, position) are masked to -10000 as the pipeline does, softmax,
     null score = P(start=0)·P(end=0), then the best span of width <= max_answer_tokens from
-    a [rows, length, width] band of P(start)·P(end); a span wins over the null answer when
-    its score is >= the null score (the pipeline's stable sort keeps the span on a tie);
+    a [rows, context, width] band of P(start)·P(end) over each row's context (elsewhere
+    both are exactly 0); a span wins over the null answer when its score is >= the null
+    score (the pipeline's stable sort keeps the span on a tie); on a CPU on one intra-op
+    thread (docs/align.md, "Host cost per question");
   * fp32 with TF32 off by default, so a GPU gives the CPU's links; `precision = "bf16"`
     autocasts the model (keyed: on the H100 it changed the links of 1 pair in 64); softmax
     and decoding in float32 either way.
