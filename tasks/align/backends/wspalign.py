@@ -590,7 +590,9 @@ class WspAligner(AlignBackend):
 
 @contextmanager
 def _one_thread(enabled: bool) -> Iterator[None]:
-    """torch's intra-op thread count set to 1 inside (process-wide: only the results' speed depends on it)."""
+    """torch's intra-op thread count set to 1 inside, then restored. With torch's OpenMP backend the
+    count is the calling thread's own (other threads, e.g. other shards' aligners, keep theirs);
+    only speed depends on it, never the results."""
     import torch
 
     threads = torch.get_num_threads()
