@@ -24,6 +24,14 @@ default on a GPU) vs in turn on the calling thread (before, still the default on
 alternating rounds, and the sentences' tokenisation
 with tokens mapped to words in one search (now) vs sentence by sentence (before).
 
+The host path alone (issue 37): the model replaced by `fixed_logits_qa` (logits of the right
+shape from seeded tables, one gather), the current path against the one before it
+(benchmarks/align_legacy.py), at 1 torch thread ("one core") and at the default count, ms per
+question and questions/s, medians of alternating rounds, and whether both give the same links
+(the script fails otherwise); then, with the real model, each run's time split into the forward
+(hooks around it) and the rest, and batched / reference for both. `--profile` prints a cProfile
+of the current host path (fixed logits, 1 thread). `--wspalign-only` skips SimAlign and eflomal.
+
 --shape real: WSPAlign at XLM-R base's shape (benchmarks/shapes.py: hidden 768, 12 layers,
 12 heads, FFN 3072, vocabulary 250,002, QA head; random weights with XLM-R's initialiser,
 the tiny tokenizer; `--wspalign-model DIR` reuses one built before), on fewer and shorter
@@ -117,6 +125,120 @@ def batched_costs(aligner, sentences, langs, pairs, rounds: int = 3) -> dict:  #
         "tokenize_now": med(tokenize["search"]),
         "tokenize_before": med(tokenize["loop"]),
     }
+
+
+def fixed_logits_qa(vocab_size: int, seed: int = 0):  # noqa: ANN201
+    """Stand-in for the question-answering model, to time the host path alone: logits of the right
+    shape from seeded tables indexed by token id and position (fixed, so spans and null answers
+    both occur), at the cost of one gather."""
+    import torch
+    from transformers.modeling_outputs import QuestionAnsweringModelOutput
+
+    class _FixedLogitsQA(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            g = torch.Generator().manual_seed(seed)
+            self.register_buffer("by_token", 3.0 * torch.randn(vocab_size, 2, generator=g))
+            self.register_buffer("by_position", torch.randn(4096, 2, generator=g))
+
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None):  # noqa: ANN001, ANN202
+            logits = self.by_token[input_ids] + self.by_position[: input_ids.shape[1]]
+            return QuestionAnsweringModelOutput(start_logits=logits[..., 0], end_logits=logits[..., 1])
+
+    return _FixedLogitsQA()
+
+
+class ForwardClock:
+    """Seconds spent inside a model's forward calls (hooks around it; on a CPU the forward is synchronous)."""
+
+    def __init__(self, model) -> None:  # noqa: ANN001
+        self.model, self.seconds, self.handles, self._t = model, 0.0, [], 0.0
+
+    def __enter__(self) -> ForwardClock:
+        def before(*_):  # noqa: ANN002, ANN202
+            self._t = time.perf_counter()
+
+        def after(*_):  # noqa: ANN002, ANN202
+            self.seconds += time.perf_counter() - self._t
+
+        self.handles = [self.model.register_forward_pre_hook(before), self.model.register_forward_hook(after)]
+        return self
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        for handle in self.handles:
+            handle.remove()
+
+
+def host_path(aligner, sentences, langs, pairs, threads: tuple[int, ...], rounds: int = 3) -> dict:  # noqa: ANN001
+    """The current host path against the one before issue 37 (`benchmarks/align_legacy.py`), both with
+    the model replaced by `fixed_logits_qa`: seconds per run at each torch thread count (median of
+    alternating rounds), and whether both give the same links. Also the host share of a run with the
+    real model (everything but the forward, timed around it), before and now."""
+    import torch
+
+    from benchmarks.align_legacy import LegacyWspAligner
+    from tasks.align.backends.wspalign import WspAligner
+
+    stub = fixed_logits_qa(len(aligner.tokenizer))
+    paths = {
+        "now": WspAligner(aligner.tokenizer, stub, aligner.settings),
+        "before": LegacyWspAligner(aligner.tokenizer, stub, aligner.settings),
+    }
+    real = {
+        "now": aligner,
+        "before": LegacyWspAligner(aligner.tokenizer, aligner.model, aligner.settings),
+    }
+    default_threads = torch.get_num_threads()
+    out: dict = {"stub": {}, "real": {}}
+    links = {}
+    try:
+        for n in threads:
+            torch.set_num_threads(n)
+            seconds = {name: [] for name in paths}
+            for name, path in paths.items():
+                links[name] = path.align(sentences, langs, pairs)  # warm-up, and the links compared
+            for r in range(rounds):
+                for name in paths if r % 2 == 0 else reversed(paths):
+                    seconds[name].append(timed(lambda p=paths[name]: p.align(sentences, langs, pairs))[1])
+            out["stub"][n] = {name: float(np.median(v)) for name, v in seconds.items()}
+        torch.set_num_threads(default_threads)
+        for name, path in real.items():
+            with ForwardClock(path.model) as clock:
+                _, total = timed(lambda p=path: p.align(sentences, langs, pairs))
+            out["real"][name] = {"total": total, "forward": clock.seconds}
+    finally:
+        torch.set_num_threads(default_threads)
+    out["identical"] = all(
+        (a is None and b is None) or (a is not None and b is not None and all(np.array_equal(x, y) for x, y in zip(a, b)))
+        for a, b in zip(links["now"], links["before"])
+    )
+    return out
+
+
+def profile_host_path(aligner, sentences, langs, pairs, top: int = 14) -> str:  # noqa: ANN001
+    """cProfile of the current host path (stand-in model, one torch thread): the functions with the most own time."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+
+    from tasks.align.backends.wspalign import WspAligner
+
+    path = WspAligner(aligner.tokenizer, fixed_logits_qa(len(aligner.tokenizer)), aligner.settings)
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        path.align(sentences, langs, pairs)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        path.align(sentences, langs, pairs)
+        profiler.disable()
+    finally:
+        torch.set_num_threads(default_threads)
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    return text.getvalue()
 
 
 def timed(fn):
@@ -252,6 +374,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument(
         "--shape", default="tiny", choices=["tiny", "real"], help="real: XLM-R base's shape (ignores --hidden/--layers)"
     )
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the host path (fixed logits, 1 thread)")
+    parser.add_argument("--wspalign-only", action="store_true", help="skip SimAlign and eflomal")
     args = parser.parse_args(argv)
     given = set(argv if argv is not None else sys.argv[1:])
     if args.shape == "real" and "--pairs" not in given:
@@ -331,6 +455,38 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f" {costs['qps_now'] / costs['qps_before']:.2f}x; tokenisation {costs['tokenize_now'] * 1e3:.1f} ms one search (now),"
         f" {costs['tokenize_before'] * 1e3:.1f} ms sentence by sentence: {costs['tokenize_before'] / costs['tokenize_now']:.1f}x"
     )
+    threads = tuple(sorted({1, torch.get_num_threads()}))
+    host = host_path(aligner, sentences, langs, pairs, threads)
+    q = costs["questions"]
+    print(
+        f"host path alone (model replaced by fixed logits), {q} questions; identical links now vs before: {'yes' if host['identical'] else 'NO'}"
+    )
+    for n in threads:
+        now, before = host["stub"][n]["now"], host["stub"][n]["before"]
+        print(
+            f"  {n} torch thread{'s' if n > 1 else ' '}: now {now / q * 1e3:.3f} ms/question ({q / now:,.0f} questions/s),"
+            f" before {before / q * 1e3:.3f} ms/question ({q / before:,.0f} questions/s): {before / now:.1f}x"
+        )
+    for name in ("now", "before"):
+        run = host["real"][name]
+        print(
+            f"  with the model ({torch.get_num_threads()} threads), {name:6}: {run['total'] / q * 1e3:.3f} ms/question,"
+            f" of which forward {run['forward'] / q * 1e3:.3f}, the rest {(run['total'] - run['forward']) / q * 1e3:.3f};"
+            f" batched / reference {t_reference / run['total']:.1f}x"
+        )
+    if args.profile:
+        print(profile_host_path(aligner, sentences, langs, pairs))
+    one = host["stub"][1]
+    host_row = (
+        {
+            "case": f"{q} questions, host path alone (fixed logits for the model), 1 torch thread, identical links: {'yes' if host['identical'] else 'NO'}",
+            "measure": "questions/s",
+            "stage": q / one["now"],
+            "reference": q / one["before"],
+            "reference_name": "host path before issue 37",
+            "higher_is_better": True,
+        },
+    )
     for k, (b, r, ok) in enumerate(zip(batched, reference, same)):
         if ok:
             continue
@@ -360,6 +516,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             "higher_is_better": True,
         },
     ]
+
+    rows += host_row
+    if args.wspalign_only:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not host["identical"]:
+            raise SystemExit("the host path now and before (benchmarks/align_legacy.py) give different links")
+        if not identical:
+            raise SystemExit(f"batched and reference alignments differ ({identical_text})")
+        return rows
 
     from tasks.align.backends.simalign import SimAligner
 
@@ -405,6 +570,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.shape == "real":
         rows[0]["note"] = "; ".join(notes) + ", same pairs"
     shutil.rmtree(tmp, ignore_errors=True)  # the real shape leaves ~2 GB of models there
+    if not host["identical"]:
+        raise SystemExit("the host path now and before (benchmarks/align_legacy.py) give different links")
     if not identical:
         raise SystemExit(
             f"batched and reference alignments differ ({identical_text}; smallest tie margin {forwards['margin_min']:.1e})"

@@ -14,7 +14,10 @@ one summary table, within about 8 minutes.
    synthetic where ../shared/data is absent): questions/s, MFU and the padding fraction of its
    batches in fp32 (the default) and bf16; in fp32 the next batch assembled by a worker thread
    (the GPU default) and in turn (as before); how many of 64 pairs' links equal the
-   one-question reference (fp32).
+   one-question reference (fp32); the share of the align() call in which the GPU ran no batch
+   ("GPU waits": tokenisation, the first assembly, and every gap while it waited for the host),
+   and of its span from first to last batch that it sat idle between batches (CUDA events
+   recorded around each batch, `WspAligner.gpu_timeline`).
 
 Train rows also give the host-device synchronisations of one step (torch's sync debug mode),
 and after the table the examples/s ratios xlembed / sentence-transformers (plain / MNRL,
@@ -220,6 +223,24 @@ def bench_sentence_transformers(model_dir: Path, texts: list[list[str]], cached:
 # ------------------------------------------------------------------------------- align
 
 
+def gpu_waits(timeline: list, seconds: float) -> dict[str, float]:
+    """From each batch's CUDA events (recorded in stream order: began, its work, done): the share of
+    the GPU's span from the first batch to the last that it sat idle between batches (waiting for the
+    host to queue the next one), and the share of the whole align() call (tokenisation included)
+    that it was not running a batch. Idle time inside a batch (kernel launches slower than the
+    kernels) is counted as busy."""
+    first = timeline[0][0]
+    began = [first.elapsed_time(b) / 1e3 for b, _, _ in timeline]
+    done = [first.elapsed_time(d) / 1e3 for _, d, _ in timeline]
+    span = done[-1]
+    busy = sum(d - b for b, d in zip(began, done))
+    return {
+        "GPU idle between batches": max(0.0, 1.0 - busy / span) if span > 0 else 0.0,
+        "GPU waits (of the call)": max(0.0, 1.0 - busy / seconds),
+        "batches": float(len(timeline)),
+    }
+
+
 def bench_wspalign(model_dir: Path, n_pairs: int, reference_pairs: int, args) -> list[dict]:  # noqa: ANN001
     from benchmarks.align_throughput import load_pairs
     from tasks.align.backends.wspalign import WspAligner, WspalignSettings
@@ -240,15 +261,19 @@ def bench_wspalign(model_dir: Path, n_pairs: int, reference_pairs: int, args) ->
         aligner.align(sentences, [], kept[:2])  # warm-up
         _reset_peak(aligner.device)
         _sync(aligner.device)
+        aligner.gpu_timeline = [] if aligner.device.type == "cuda" else None
         t0 = time.perf_counter()
         links = aligner.align(sentences, [], kept)
         _sync(aligner.device)
         seconds = time.perf_counter() - t0
+        timeline, aligner.gpu_timeline = aligner.gpu_timeline, None
         non_embedding = sum(p.numel() for n, p in aligner.model.named_parameters() if "embed" not in n)
         assembly = "worker thread" if aligner.prefetch else "in turn"
         row = {"what": f"WSPAlign batched, {precision}, {len(kept)} {source} pairs, batches assembled {assembly}", "questions/s": questions / seconds,
                "tokens/s": tokens / seconds, "MFU": 2 * non_embedding * tokens / seconds / (args.peak_tflops * 1e12),
                "padding": aligner.padding_fraction(kept, tok), "peak GiB": _peak(aligner.device)}  # fmt: skip
+        if timeline:
+            row.update(gpu_waits(timeline, seconds))
         if precision == "fp32" and prefetch:
             same = 0
             for (a, b), got in list(zip(kept, links))[:reference_pairs]:
@@ -269,7 +294,19 @@ def _flores_present() -> bool:
 # ------------------------------------------------------------------------------- main
 
 
-COLUMNS = ("examples/s", "tokens/s", "MFU", "questions/s", "padding", "identical links", "syncs/step", "peak GiB")
+COLUMNS = (
+    "examples/s",
+    "tokens/s",
+    "MFU",
+    "questions/s",
+    "GPU waits (of the call)",
+    "GPU idle between batches",
+    "padding",
+    "identical links",
+    "syncs/step",
+    "peak GiB",
+)
+PERCENT = ("MFU", "padding", "GPU waits (of the call)", "GPU idle between batches")
 
 
 def table(rows: list[dict], tests: dict, device: str) -> str:
@@ -280,7 +317,7 @@ def table(rows: list[dict], tests: dict, device: str) -> str:
 
     lines = [f"gpu-check on {device}", "", "| what | " + " | ".join(COLUMNS) + " |", "| --- |" + " ---: |" * len(COLUMNS)]
     for row in rows:
-        values = [f"{row[c]:.1%}" if c in ("MFU", "padding") and c in row else cell(row.get(c)) for c in COLUMNS]
+        values = [f"{row[c]:.1%}" if c in PERCENT and c in row else cell(row.get(c)) for c in COLUMNS]
         lines.append(f"| {row['what']} | " + " | ".join(values) + " |")
     lines.append("")
     lines.append(

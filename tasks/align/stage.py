@@ -164,11 +164,17 @@ def build_align_shard(config: AlignConfig, inputs: Inputs, shard: ShardSpec, con
     pairs = pairs.filter(pl.Series(ok))
     links = [link for link in links if link is not None]
     table = alignment_table(pairs, words, links, aligner.label)
-    aligned_src = sum(len(np.unique(link[0])) for link in links)
-    aligned_tgt = sum(len(np.unique(link[1])) for link in links)
+    counts = np.fromiter((len(link[0]) for link in links), dtype=np.int64, count=len(links))
+    pair_of_link = np.repeat(np.arange(len(links), dtype=np.int64), counts)
+
+    def aligned(k: int) -> int:  # distinct (pair, word) among the links: all pairs in one np.unique
+        words_of = np.concatenate([link[k] for link in links]).astype(np.int64) if links else np.zeros(0, dtype=np.int64)
+        return len(np.unique(pair_of_link * (int(words_of.max(initial=0)) + 1) + words_of))
+
+    aligned_src, aligned_tgt = aligned(0), aligned(1)
     context.metrics = {
         "pairs": table.num_rows,
-        "links": int(sum(len(link[0]) for link in links)),
+        "links": int(counts.sum()),
         "words": {"src": int(sum(len(words[i]) for i in pairs["src"])), "tgt": int(sum(len(words[i]) for i in pairs["tgt"]))},
         "aligned_words": {"src": int(aligned_src), "tgt": int(aligned_tgt)},
     }

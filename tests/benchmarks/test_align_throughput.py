@@ -112,3 +112,24 @@ def _template(tokenizer):
     from tasks.align.backends.wspalign import PairTemplate
 
     return PairTemplate.from_tokenizer(tokenizer)
+
+
+def test_host_path_times_now_and_before_with_fixed_logits_and_compares_their_links(tiny_aligner):
+    import torch
+
+    from benchmarks.align_throughput import fixed_logits_qa, host_path, profile_host_path
+
+    stub = fixed_logits_qa(len(tiny_aligner.tokenizer))
+    ids = torch.tensor([[5, 6, 7], [8, 9, 1]])
+    out = stub(input_ids=ids, attention_mask=torch.ones_like(ids))
+    assert out.start_logits.shape == out.end_logits.shape == ids.shape
+    assert torch.equal(stub(input_ids=ids).start_logits, out.start_logits)  # fixed: the same ids, the same logits
+    sentences, pairs, langs = load_pairs(3, synthetic=True)
+    threads = torch.get_num_threads()
+    result = host_path(tiny_aligner, sentences, langs, pairs, threads=(1,), rounds=1)
+    assert torch.get_num_threads() == threads
+    assert result["identical"] is True
+    assert set(result["stub"][1]) == {"now", "before"} and all(v > 0 for v in result["stub"][1].values())
+    for run in result["real"].values():
+        assert 0 < run["forward"] < run["total"]
+    assert "assemble_questions" in profile_host_path(tiny_aligner, sentences, langs, pairs)

@@ -33,7 +33,10 @@ def test_the_cpu_smoke_runs_every_step_and_prints_the_table() -> None:
     done = run("--cpu", "--repeat", "1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
-    assert "| what | examples/s | tokens/s | MFU | questions/s | padding | identical links | syncs/step | peak GiB |" in out
+    assert (
+        "| what | examples/s | tokens/s | MFU | questions/s | GPU waits (of the call) | GPU idle between batches | padding"
+        " | identical links | syncs/step | peak GiB |"
+    ) in out
     for row in (
         "xlembed TR, batch 16, plain",
         "xlembed TR, batch 16, GradCache chunk 4",
@@ -45,9 +48,30 @@ def test_the_cpu_smoke_runs_every_step_and_prints_the_table() -> None:
     assert "| 6/6 |" in out  # fp32 batched links equal the one-question reference on every pair
     align_rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| WSPAlign batched")]
     assert len(align_rows) == 3 and all(
-        row[5].endswith("%") and 0 <= float(row[5].rstrip("%")) < 50 for row in align_rows
+        row[7].endswith("%") and 0 <= float(row[7].rstrip("%")) < 50 for row in align_rows
     )  # padding
     assert "pytest on CPU" in out and " 0 failed" in out
     pytest.importorskip("sentence_transformers")
     assert "| sentence-transformers MNRL, batch 16 |" in out and "CachedMNRL" in out
     assert "xlembed TR, batch 16, plain / sentence-transformers MNRL, batch 16: " in out and "x examples/s" in out
+
+
+class Stamp:
+    """A recorded CUDA event as `gpu_waits` reads it: elapsed_time(other) in milliseconds."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def elapsed_time(self, other: Stamp) -> float:
+        return other.ms - self.ms
+
+
+def test_gpu_waits_counts_the_gaps_between_batches_and_the_call_outside_them() -> None:
+    from benchmarks.gpu_check import gpu_waits
+
+    # batches run 0-40 ms, 50-90 ms (10 ms idle before it) and 90-130 ms (queued in time)
+    timeline = [(Stamp(a), Stamp(b), 8) for a, b in ((0, 40), (50, 90), (90, 130))]
+    waits = gpu_waits(timeline, seconds=0.2)  # the whole call: 200 ms, 120 of them running batches
+    assert waits["GPU idle between batches"] == pytest.approx(10 / 130)
+    assert waits["GPU waits (of the call)"] == pytest.approx(1 - 120 / 200)
+    assert waits["batches"] == 3

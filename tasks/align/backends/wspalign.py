@@ -9,20 +9,24 @@ The authors run the transformers question-answering pipeline one question at a t
   * each sentence is tokenised once (`" ".join(words)`, offsets mapping tokens to words);
     questions are assembled at token level by inserting the marker's tokens around the
     word's subword span, which is exactly the tokenisation of the question string, since
-    words hold no whitespace and the tokenizers split on it first;
+    words hold no whitespace and the tokenizers split on it first; a batch's token ids are
+    one `np.repeat` of ten runs per row into a pool of those tokens (no per-question Python);
   * every word of a pair, both directions, and many pairs share forward batches; rows are
     sorted by length (all questions of one pair-direction have the same length) and cut
     into batches of at most `batch_tokens` padded tokens (`padding_fraction` measures the
     waste: ~1% on FLORES-length pairs, benchmarks/align_throughput.py);
   * the next batch's questions are assembled by a worker thread while the model runs the
     current one (numpy, which releases the GIL), copied to a GPU from pinned memory without
-    waiting, and a batch's answers are read back only once the next batch is queued, so the
-    GPU is not left idle between batches;
+    waiting; each batch's answers come back in one copy to pinned memory with its own CUDA
+    event, read once the next batch is queued, so waiting for batch k-1 never waits for k
+    and the GPU is not left idle between batches;
   * span decoding runs on the device for the whole batch: logits outside the context
     (except the first, CLS, position) are masked to -10000 as the pipeline does, softmax,
     null score = P(start=0)·P(end=0), then the best span of width <= max_answer_tokens from
-    a [rows, length, width] band of P(start)·P(end); a span wins over the null answer when
-    its score is >= the null score (the pipeline's stable sort keeps the span on a tie);
+    a [rows, context, width] band of P(start)·P(end) over each row's context (elsewhere
+    both are exactly 0); a span wins over the null answer when its score is >= the null
+    score (the pipeline's stable sort keeps the span on a tie); on a CPU on one intra-op
+    thread (docs/align.md, "Host cost per question");
   * fp32 with TF32 off by default, so a GPU gives the CPU's links; `precision = "bf16"`
     autocasts the model (keyed: on the H100 it changed the links of 1 pair in 64); softmax
     and decoding in float32 either way.
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -199,6 +204,8 @@ class WspAligner(AlignBackend):
         # assemble the next batch in a worker thread while a GPU runs this one; on a CPU the thread
         # would only take cores from the model's own threads
         self.prefetch = self.device.type == "cuda"
+        # a list: each batch's (began, done, rows) CUDA events are appended (benchmarks/gpu_check.py)
+        self.gpu_timeline: list[tuple[Any, Any, int]] | None = None
 
     @classmethod
     def load(cls, settings: WspalignSettings, base_model: Path | None = None) -> WspAligner:
@@ -241,7 +248,7 @@ class WspAligner(AlignBackend):
 
     def tokenize(self, sentences: Sequence[list[str]]) -> TokenizedSentences:
         texts = [" ".join(words) for words in sentences]
-        n_words = np.fromiter((len(words) for words in sentences), dtype=np.int64, count=len(texts))
+        n_words = np.fromiter(map(len, sentences), dtype=np.int64, count=len(texts))
         backend = self.tokenizer.backend_tokenizer
         if backend.truncation is None and backend.padding is None:  # what the tokenizer's own call gives here
             encodings = backend.encode_batch(texts, add_special_tokens=False)
@@ -255,9 +262,11 @@ class WspAligner(AlignBackend):
             ids_of, offsets_of = enc.get("input_ids", []), enc.get("offset_mapping", [])
         length = np.fromiter(map(len, ids_of), dtype=np.int64, count=len(texts))
         n_tokens = int(length.sum())
+        # flattened by C iterators: no Python frame per token or word
         ids = np.fromiter(chain.from_iterable(ids_of), dtype=np.int64, count=n_tokens)
-        starts = np.fromiter((o[0] for row in offsets_of for o in row), dtype=np.int64, count=n_tokens)
-        word_len = np.fromiter((len(w) for words in sentences for w in words), dtype=np.int64, count=int(n_words.sum()))
+        spans = np.fromiter(chain.from_iterable(chain.from_iterable(offsets_of)), dtype=np.int64, count=2 * n_tokens)
+        starts = spans[::2]
+        word_len = np.fromiter(map(len, chain.from_iterable(sentences)), dtype=np.int64, count=int(n_words.sum()))
         token_word, first, end = words_of_tokens(word_len, n_words, starts, length)
         return TokenizedSentences(
             ids=ids,
@@ -319,20 +328,22 @@ class WspAligner(AlignBackend):
                 tok, q_sent[batch], c_sent[batch], tok.first[at], tok.end[at], pin=self.device.type == "cuda"
             )
 
-        def read(batch: np.ndarray, span: tuple[Any, ...], c_start: np.ndarray) -> None:
+        def read(batch: np.ndarray, pending: Any) -> None:
             nonlocal asked, reported
-            found[batch], starts[batch], ends[batch], scores[batch] = self._read_batch(span, c_start)
+            found[batch], starts[batch], ends[batch], scores[batch] = self._read_batch(pending)
             asked += len(batch)
             if progress is not None and (done := asked * n_pairs // max(1, len(order))) > reported:
                 progress(done - reported)
                 reported = done
 
+        # While the device runs batch k, the host reads back k-1 (its own copy and event: waiting on
+        # it does not wait for k) and a worker thread assembles k+1 (`prefetch`).
         queued = None  # the batch on the device whose answers are not read yet
         for batch, arrays in _ahead(prepare, self._batches(order, length), self.prefetch):
-            span = self._decode_batch(arrays)
+            pending = self._decode_batch(arrays)
             if queued is not None:
-                read(*queued)  # waits for that batch only: this one is queued behind it
-            queued = (batch, span, arrays["context_start"])
+                read(*queued)
+            queued = (batch, pending)
         if queued is not None:
             read(*queued)
         # token positions in the context -> words of the context sentence
@@ -385,65 +396,80 @@ class WspAligner(AlignBackend):
         pin: bool = False,
     ) -> dict[str, Any]:
         """Padded input ids (and token types) of questions at token level, plus the context region;
-        `pin`: the model's inputs also as torch tensors in pinned memory (`tensors`), for a GPU."""
+        `pin`: the model's inputs also as torch tensors in pinned memory (`tensors`), for a GPU.
+
+        A row is ten runs of consecutive tokens of one pool (the sentences' tokens, then the special
+        tokens, the marker and a run of padding): prefix, A[:s], marker, A[s:e], marker, A[e:],
+        middle, B, suffix, padding. All rows' token positions come from one `np.repeat` of the
+        runs' starts and lengths: no per-row or per-question Python work."""
         t = self.template
-        m, n_prefix, n_middle = len(self.marker), len(t.prefix), len(t.middle)
-        a_off, a_len = tok.offset[q_sent][:, None], tok.length[q_sent][:, None]
-        b_off, b_len = tok.offset[c_sent][:, None], tok.length[c_sent][:, None]
-        s, e = first[:, None], end[:, None]
-        q_end = n_prefix + a_len + 2 * m
-        c_start = q_end + n_middle
-        c_end = c_start + b_len
-        total = c_end + len(t.suffix)
-        width = int(total.max())
-        pos = np.arange(width)[None, :]
-        # pool: sentence tokens, then prefix, middle, suffix, marker, pad
+        m, n_prefix, n_middle, n_suffix = len(self.marker), len(t.prefix), len(t.middle), len(t.suffix)
+        rows = len(q_sent)
+        a_off, a_len = tok.offset[q_sent], tok.length[q_sent]
+        b_off, b_len = tok.offset[c_sent], tok.length[c_sent]
+        c_start = n_prefix + a_len + 2 * m + n_middle
+        total = c_start + b_len + n_suffix
+        width = int(total.max()) if rows else 0
         base = len(tok.ids)
-        pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, [self.pad_id]]).astype(np.int64)
-        pool_types = np.concatenate(
-            [np.zeros(base, dtype=np.int64), t.prefix_types, t.middle_types, t.suffix_types, np.zeros(m + 1, dtype=np.int64)]
-        )
-        p_middle, p_suffix, p_marker, p_pad = (
-            base + n_prefix,
-            base + n_prefix + n_middle,
-            base + t.n_special,
-            base + t.n_special + m,
-        )
-        q = pos - n_prefix
-        question = np.where(
-            q < s, a_off + q,
-            np.where(q < s + m, p_marker + q - s,
-            np.where(q < e + m, a_off + q - m,
-            np.where(q < e + 2 * m, p_marker + q - e - m, a_off + q - 2 * m))))  # fmt: skip
-        index = np.where(
-            pos < n_prefix, base + pos,
-            np.where(pos < q_end, question,
-            np.where(pos < c_start, p_middle + pos - q_end,
-            np.where(pos < c_end, b_off + pos - c_start,
-            np.where(pos < total, p_suffix + pos - c_end, p_pad)))))  # fmt: skip
-        in_question = (pos >= n_prefix) & (pos < q_end)
-        in_context = (pos >= c_start) & (pos < c_end)
+        p_prefix, p_middle, p_suffix = base, base + n_prefix, base + n_prefix + n_middle
+        p_marker = base + t.n_special
+        p_pad = p_marker + m
+        pool = np.concatenate([tok.ids, t.prefix, t.middle, t.suffix, self.marker, np.full(width, self.pad_id)]).astype(np.int64)
+        one = np.ones(rows, dtype=np.int64)
+        starts = np.stack(
+            [p_prefix * one, a_off, p_marker * one, a_off + first, p_marker * one, a_off + end, p_middle * one, b_off,
+             p_suffix * one, p_pad * one],
+            axis=1,
+        )  # fmt: skip
+        lengths = np.stack(
+            [n_prefix * one, first, m * one, end - first, m * one, a_len - end, n_middle * one, b_len, n_suffix * one,
+             width - total],
+            axis=1,
+        )  # fmt: skip
+        flat = lengths.ravel()
+        run_first = np.cumsum(flat) - flat  # position of each run in the flat [rows * width] batch
+        index = (np.repeat(starts.ravel() - run_first, flat) + np.arange(rows * width)).reshape(rows, width)
+        pos = np.arange(width)[None, :]
+        in_context = (pos >= c_start[:, None]) & (pos < (c_start + b_len)[:, None])
         batch = {
             "input_ids": pool[index],
-            "attention_mask": (pos < total).astype(np.int64),
+            "attention_mask": (pos < total[:, None]).astype(np.int64),
             "context": in_context,
-            "context_start": c_start[:, 0],
+            "context_start": c_start,
+            "context_length": b_len,
         }
         if self.token_types:
-            types = pool_types[index]
-            types[in_question] = t.question_type
-            types[in_context] = t.context_type
-            batch["token_type_ids"] = types
+            pool_types = np.concatenate(
+                [
+                    np.zeros(base, dtype=np.int64),
+                    t.prefix_types,
+                    t.middle_types,
+                    t.suffix_types,
+                    np.zeros(m + width, dtype=np.int64),
+                ]
+            )
+            # the runs of the question (A and its markers) and the context take their segment's type
+            kind = np.array([-1, t.question_type, t.question_type, t.question_type, t.question_type, t.question_type, -1,
+                             t.context_type, -1, -1])  # fmt: skip
+            override = np.repeat(np.broadcast_to(kind, (rows, 10)).ravel(), flat).reshape(rows, width)
+            batch["token_type_ids"] = np.where(override >= 0, override, pool_types[index])
         if pin:
             import torch
 
             batch["tensors"] = {k: torch.from_numpy(batch[k]).pin_memory() for k in (*MODEL_INPUTS, "context") if k in batch}
         return batch
 
-    def _decode_batch(self, batch: dict[str, Any]) -> tuple[Any, ...]:
-        """Queue a batch of assembled questions: (span found, start, end token, score) per row, on the device."""
+    def _decode_batch(self, batch: dict[str, Any]) -> Any:
+        """Queue a batch of assembled questions: the model, then span decoding on the device, then one
+        copy of (span found, start, end token within the context, score) per row to the host (on a
+        GPU without waiting: `_read_batch` waits for this batch's copy only)."""
         import torch
 
+        cuda = self.device.type == "cuda"
+        timeline = self.gpu_timeline if cuda else None
+        if timeline is not None:
+            began = torch.cuda.Event(enable_timing=True)
+            began.record()
         if "tensors" in batch:  # pinned: the copies do not make the host wait for the GPU
             tensors = {k: v.to(self.device, non_blocking=True) for k, v in batch["tensors"].items()}
         else:
@@ -451,35 +477,58 @@ class WspAligner(AlignBackend):
         inputs = {k: tensors[k] for k in MODEL_INPUTS if k in tensors}
         with torch.inference_mode(), compute_precision(self.device.type, self.settings.precision):
             output = self.model(**inputs)
-        with torch.inference_mode():
-            ids = inputs["input_ids"]
-            allowed = tensors["context"]
-            if self.cls_id is not None:
-                allowed |= ids == self.cls_id
-            start_p = _masked_softmax(output.start_logits.float(), allowed)
-            end_p = _masked_softmax(output.end_logits.float(), allowed)
-            null = start_p[:, 0] * end_p[:, 0]
-            start_p[:, 0] = 0.0
-            end_p[:, 0] = 0.0
-            w = self.settings.max_answer_tokens
-            band = start_p[:, :, None] * torch.nn.functional.pad(end_p, (0, w - 1)).unfold(1, w, 1)  # [rows, start, width]
-            best, flat = band.flatten(1).max(dim=1)
-            # torch.max returns the first maximal index on ties, as numpy's argmax does
-            start = flat // w
-            stop = start + flat % w
-            found = (best > 0) & (best >= null)
-        return found, start, stop, best
+        # On a CPU the decoding's small memory-bound ops gain nothing from intra-op threads, and when
+        # another process holds the cores each op's thread barrier costs more than the op (measured:
+        # the host path 0.07 ms/question on one thread, ~1 ms on two beside a training job)
+        with torch.inference_mode(), _one_thread(not cuda):
+            packed = self._decode_spans(output.start_logits, output.end_logits, inputs["input_ids"], tensors["context"], batch)
+            if cuda:
+                host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
+                host.copy_(packed, non_blocking=True)
+                done = torch.cuda.Event(enable_timing=timeline is not None)
+                done.record()
+                if timeline is not None:
+                    timeline.append((began, done, int(packed.shape[1])))
+                return host, done
+        return packed, None
+
+    def _decode_spans(self, start_logits: Any, end_logits: Any, ids: Any, context: Any, batch: dict[str, Any]) -> Any:
+        """The pipeline's span decoding for every row of a batch at once, as a float32 [4, rows] tensor
+        (found 0/1, start and end token within the context, score; token positions < 2^24 are exact)."""
+        import torch
+
+        allowed = context | (ids == self.cls_id) if self.cls_id is not None else context
+        start_p = _masked_softmax(start_logits.float(), allowed)
+        end_p = _masked_softmax(end_logits.float(), allowed)
+        null = start_p[:, 0] * end_p[:, 0]
+        # Spans are scored only inside each row's context: everywhere else (CLS set aside as the
+        # null answer) P(start) and P(end) are exactly 0, so the first maximal positive product,
+        # its value and its position are those of the whole [rows, length, width] band.
+        w = self.settings.max_answer_tokens
+        c_len_np = batch["context_length"]
+        span = max(1, int(c_len_np.max()))
+        c_start = torch.from_numpy(batch["context_start"]).to(ids.device, non_blocking=True)
+        c_len = torch.from_numpy(c_len_np).to(ids.device, non_blocking=True)
+        offsets = torch.arange(span, device=ids.device)
+        inside = offsets[None, :] < c_len[:, None]
+        at = (c_start[:, None] + offsets[None, :]).clamp_(max=ids.shape[1] - 1)
+        start_c = torch.where(inside, start_p.gather(1, at), 0.0)
+        end_c = torch.where(inside, end_p.gather(1, at), 0.0)
+        band = start_c[:, :, None] * torch.nn.functional.pad(end_c, (0, w - 1)).unfold(1, w, 1)  # [rows, start, width]
+        best, flat = band.flatten(1).max(dim=1)
+        # torch.max returns the first maximal index on ties, as numpy's argmax does
+        start = flat // w
+        found = (best > 0) & (best >= null)
+        return torch.stack([found.float(), start.float(), (start + flat % w).float(), best])
 
     @staticmethod
-    def _read_batch(span: tuple[Any, ...], c_start: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _read_batch(pending: Any) -> tuple[np.ndarray, ...]:
         """(span found, start token, end token within the context, score) per row, on the host."""
-        found, start, stop, best = span
-        return (
-            found.cpu().numpy(),
-            start.cpu().numpy() - c_start,
-            stop.cpu().numpy() - c_start,
-            best.cpu().numpy().astype(np.float32),
-        )
+        packed, done = pending
+        if done is not None:
+            done.synchronize()
+        rows = packed.numpy()
+        return rows[0] > 0, rows[1].astype(np.int64), rows[2].astype(np.int64), rows[3].copy()
 
     # ------------------------------------------------------------------ reference
 
@@ -539,10 +588,28 @@ class WspAligner(AlignBackend):
         return as_int(out_i), as_int(out_j), np.array(out_s, dtype=np.float32), as_int(out_w)
 
 
+@contextmanager
+def _one_thread(enabled: bool) -> Iterator[None]:
+    """torch's intra-op thread count set to 1 inside, then restored. With torch's OpenMP backend the
+    count is the calling thread's own (other threads, e.g. other shards' aligners, keep theirs);
+    only speed depends on it, never the results."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if not enabled or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _masked_softmax(logits: Any, allowed: Any) -> Any:
     import torch
 
-    masked = torch.where(allowed, logits, torch.full_like(logits, MASKED))
+    masked = torch.where(allowed, logits, MASKED)
     exp = torch.exp(masked - masked.max(dim=1, keepdim=True).values)
     return exp / exp.sum(dim=1, keepdim=True)
 
