@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from storage.errors import StoreError
 from storage.keys import KEY_PATTERN, NAME_PATTERN, check_key, check_name
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def hold(store: ArtifactStore, stage: str, key: str, what: str = "build") -> Ite
         while not stop.wait(REFRESH_EVERY.total_seconds()):
             try:
                 store.write_object(path, _record(pid, host, started, what))
-            except Exception as exc:  # a missed refresh only shortens the lock's life
+            except (OSError, StoreError) as exc:  # a missed refresh only shortens the lock's life
                 log.warning("could not refresh the build lock %s: %s", path, exc)
 
     keeper = threading.Thread(target=refresh, name=f"xlembed-lock-{stage}", daemon=True)
@@ -125,7 +126,7 @@ def hold(store: ArtifactStore, stage: str, key: str, what: str = "build") -> Ite
             store.remove(path)
         except FileNotFoundError:
             pass
-        except Exception as exc:  # left behind, it goes stale once this process is gone
+        except (OSError, StoreError) as exc:  # left behind, it goes stale once this process is gone
             log.warning("could not remove the build lock %s: %s", path, exc)
 
 
@@ -174,7 +175,9 @@ def list_locks(store: ArtifactStore) -> list[BuildLock]:
     return found
 
 
-def held(store: ArtifactStore, now: datetime | None = None) -> tuple[dict[tuple[str, str], BuildLock], list[tuple[BuildLock, str]]]:
+def held(
+    store: ArtifactStore, now: datetime | None = None
+) -> tuple[dict[tuple[str, str], BuildLock], list[tuple[BuildLock, str]]]:
     """(stage, key) -> a live lock on it; and the stale locks, each with why it is stale."""
     now = now or _now()
     host = socket.gethostname()

@@ -8,9 +8,9 @@ the one artifact it is given (`xlembed artifacts gc` decides).
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timedelta, timezone
 from collections import Counter
 from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from storage import build_locks
@@ -134,9 +134,7 @@ def garbage(
     ]
     notes += [f"{d.stage}/{d.key[:12]} kept: {d.problem}" for d in damaged]
     counts[KEPT_DAMAGED] += len(damaged)
-    notes += [
-        f"stale lock {lock.stage}/{lock.key[:12]} ignored: {reason} ({_lock_name(store, lock)})" for lock, reason in stale
-    ]
+    notes += [f"stale lock {lock.stage}/{lock.key[:12]} ignored: {reason} ({_lock_name(store, lock)})" for lock, reason in stale]
 
     def young(when: datetime | None) -> bool:
         return grace > timedelta(0) and (when is None or now - when < grace)

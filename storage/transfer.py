@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.build_locks import STALE_AFTER, process_alive
 from storage.manifest import FileEntry, Manifest
 from storage.refs import RefCopyResult, copy_refs
-from storage.build_locks import STALE_AFTER, process_alive
 from storage.store import SCRATCH_DIR, ArtifactStore, CorruptArtifact, StoreError
 from storage.user_cache import xlembed_cache_dir
 

@@ -715,5 +715,7 @@ def run_stage(
             allow_empty=allow_empty, keyed=keyed, rebuild_of=config_key if attempt else None, attempt=attempt,
         )  # fmt: skip
         if pipeline:
-            store.set_ref(pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None)
+            store.set_ref(
+                pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None
+            )
     return store.ref(stage.name, key), manifest

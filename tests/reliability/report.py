@@ -34,6 +34,7 @@ CATEGORIES = {
     "bad-input": "Bad inputs (tests/data/bad/)",
     "security": "Security",
     "concurrency": "Concurrent runs of one config",
+    "gc": "gc beside running builds",
 }
 
 
