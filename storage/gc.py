@@ -29,6 +29,7 @@ KEPT_LOCKED = "a running build holds a lock on it"
 KEPT_PLANNED = "a pipeline's current plan would use it"
 KEPT_DAMAGED = "its manifest is damaged"
 KEPT_MALFORMED_REF = "a ref of its stage is malformed"
+KEPT_ORDER = (KEPT_REFERENCED, KEPT_HISTORY, KEPT_YOUNG, KEPT_LOCKED, KEPT_PLANNED, KEPT_DAMAGED, KEPT_MALFORMED_REF)
 
 
 def delete(store: ArtifactStore, stage: str, key: str) -> None:
@@ -180,7 +181,8 @@ def garbage(
     if skipped is not None:
         skipped.extend(notes)
     if kept is not None:
-        for why, n in counts.items():
+        for why in KEPT_ORDER:
+            n = counts[why]
             if n:
                 label = f"{why} ({_span(grace)})" if why == KEPT_YOUNG else why
                 kept[label] = kept.get(label, 0) + n

@@ -252,7 +252,7 @@ def artifacts_gc(
     for line in skipped:
         err.print(Text(f"skipped: {line}"), highlight=False)
     if kept:
-        reasons = ", ".join(f"{n} {why}" for why, n in sorted(kept.items(), key=lambda item: -item[1]))
+        reasons = ", ".join(f"{n} {why}" for why, n in kept.items())  # in gc's order of reasons
         out.print(Text(f"kept {sum(kept.values())}: {reasons}"), highlight=False)
     if not doomed and not partial:
         out.print("nothing to collect")
