@@ -205,7 +205,7 @@ def partial_files(store: ArtifactStore, grace: timedelta = timedelta(0), now: da
     writing one now); the manifest's files are never among them."""
     now = now or datetime.now(timezone.utc)
     found = []
-    for manifest in store.list_manifests():
+    for manifest in store.list_manifests(damaged=[]):  # a damaged manifest's folder is left as it is
         base = store.artifact_dir(manifest.stage, manifest.key)
         listed = {f"{base}/{entry.path}" for entry in manifest.files} | {store.manifest_path(manifest.stage, manifest.key)}
         try:
