@@ -232,6 +232,7 @@ def test_gc_include_partial_collects_temporary_files_inside_committed_folders(
     built = kit.build(store, STAGE, {"model": "partial-file"}, rows=5)
     store.set_ref("demo", STAGE, built.key)
     base = store.artifact_dir(STAGE, built.key)
+
     def committed() -> dict[str, bytes]:
         return {k: v for k, v in read_all(store).items() if k.startswith(f"{STAGE}/{built.key}/") and ".tmp-" not in k}
 
@@ -241,9 +242,10 @@ def test_gc_include_partial_collects_temporary_files_inside_committed_folders(
     young = cli("gc", "--include-partial", "--yes").output  # written a moment ago: a copy may be writing it
     assert store.fs.exists(partial) and "partial file" not in young
     assert "kept 1: 1 a ref points to it" in young and "nothing to collect" in young
-    assert f"would delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-" in cli(
-        "gc", "--include-partial", "--grace", "0"
-    ).output
+    assert (
+        f"would delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-"
+        in cli("gc", "--include-partial", "--grace", "0").output
+    )
     assert "partial file" not in cli("gc", "--grace", "0").output  # only with --include-partial
     assert store.fs.exists(partial)
     done = cli("gc", "--include-partial", "--grace", "0", "--yes").output
@@ -266,9 +268,7 @@ def test_gc_says_what_it_kept_and_why_and_honours_build_locks(cli: Cli, store: A
         out = cli("gc", "--yes").output
     assert store.is_committed(STAGE, held.key) and store.is_committed(STAGE, young.key)
     assert f"{STAGE}/{held.key[:12]} kept: a running build holds a lock on it (pid " in out
-    assert (
-        "kept 3: 1 a ref points to it, 1 younger than the grace period (1h), 1 a running build holds a lock on it" in out
-    ), out
+    assert "kept 3: 1 a ref points to it, 1 younger than the grace period (1h), 1 a running build holds a lock on it" in out, out
     assert build_locks.list_locks(store) == [], "the lock outlived its holder's body"
     assert f"would delete {STAGE}/{held.key[:12]}" in cli("gc").output
 
