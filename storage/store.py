@@ -10,7 +10,7 @@ Layout under a root (a local folder or `s3://bucket/prefix`)::
                                                        (storage/checkpoint_files.py)
     {root}/_locks/{stage}/{key}/{holder}.json          a running build's hold on a key: gc keeps it
                                                        (storage/build_locks.py)
-    {root}/_scratch/{holder}/...                       a transfer's scratch copies (storage/transfer.py)
+    {root}/_scratch/{pid}-{host}-{nonce}/...           a pull's scratch copies (storage/transfer.py)
 
 Every object is written whole (local: temp file + rename; S3: one PUT), so a reader never
 sees a half-written file; an artifact without `manifest.json` does not exist for readers.
@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "artifacts"
 # a transfer's scratch copies, under a local root, where the next transfer (or gc) finds them
-SCRATCH_DIR = "_scratch"
+TRANSFER_SCRATCH_DIR = "_scratch"
 MANIFEST = "manifest.json"
 MAX_ROWS_PER_FILE = 1_000_000
 _GLOB_CHARS = "*?["
@@ -353,7 +353,9 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
-        return sorted(n for n in names if n not in (REFS_DIR, CHECKPOINTS_DIR, LOCKS_DIR, SCRATCH_DIR) and not n.startswith("."))
+        return sorted(
+            n for n in names if n not in (REFS_DIR, CHECKPOINTS_DIR, LOCKS_DIR, TRANSFER_SCRATCH_DIR) and not n.startswith(".")
+        )
 
     def resolve(self, stage: str, key_or_prefix: str) -> str:
         """A full key from a unique prefix (as git does with commit ids)."""

@@ -4,11 +4,10 @@ Each file is fetched to a local scratch file, hashed, compared with the source m
 and only then written to the destination (one file at a time: the scratch never holds more);
 the manifest is committed last, as for any run, so an interrupted copy leaves nothing visible.
 The scratch is not the system temp folder, where a killed copy's files would stay unseen: it is
-`{root}/_scratch/{host}-{pid}-{nonce}/` under the destination's root when that is local (a
+`{root}/_scratch/{pid}-{host}-{nonce}/` under the destination's root when that is local (a
 verified file is then renamed into place), else `~/.cache/xlembed/transfer-scratch/` (a push
 writes nothing into the store it reads); every transfer first removes the scratch folders
-there whose process is gone. An artifact the destination already
-has committed is verified there before it is called present (and repaired from the source
+there whose process is gone. An artifact the destination already has committed is verified there before it is called present (and repaired from the source
 when the source has the same bytes). Refs are merged as git does (storage/refs.py).
 """
 
@@ -27,7 +26,7 @@ from pathlib import Path
 from storage.build_locks import STALE_AFTER, process_alive
 from storage.manifest import FileEntry, Manifest
 from storage.refs import RefCopyResult, copy_refs
-from storage.store import SCRATCH_DIR, ArtifactStore, CorruptArtifact, StoreError
+from storage.store import TRANSFER_SCRATCH_DIR, ArtifactStore, CorruptArtifact, StoreError
 from storage.user_cache import xlembed_cache_dir
 
 __all__ = ["CopyResult", "RefCopyResult", "copy_artifact", "copy_refs"]
@@ -52,31 +51,48 @@ def _fetch_verified(source: ArtifactStore, stage: str, key: str, entry: FileEntr
         raise CorruptArtifact(f"{source.root_uri}: {exc}") from None
 
 
+# a push's scratch (its destination is a bucket): under the user cache, `xlembed_cache_dir(*SCRATCH_DIR)`
+SCRATCH_DIR = ("transfer-scratch",)
+
+
 def scratch_base(source: ArtifactStore, destination: ArtifactStore) -> Path:
     """Where a transfer between these stores keeps its scratch files (see the module's doc)."""
     if destination.is_local:
-        return Path(destination.root_path) / SCRATCH_DIR
-    return xlembed_cache_dir("transfer-scratch")
+        return Path(destination.root_path) / TRANSFER_SCRATCH_DIR
+    return xlembed_cache_dir(*SCRATCH_DIR)
 
 
 def stale_scratch(base: Path) -> list[Path]:
-    """Scratch folders under `base` left by transfers that are gone: this host's whose process
-    no longer exists, and any not touched for `STALE_AFTER`."""
+    """Scratch folders under `base` (named `{pid}-{host}-{nonce}`, or `{pid}-{nonce}`: this host)
+    left by transfers that are gone: this host's whose process no longer exists, and another
+    host's not touched for `STALE_AFTER` (its pid cannot be checked from here)."""
     try:
         entries = list(base.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
-    host, now, found = _safe_host(), time.time(), []
+    here, now, found = _safe_host(), time.time(), []
     for entry in entries:
-        owner, _, rest = entry.name.rpartition("-")[0].rpartition("-")
-        try:
-            pid = int(rest)
-            age = now - entry.stat().st_mtime
-        except (ValueError, OSError):
+        parts = entry.name.split("-")
+        if len(parts) < 2 or not parts[0].isdigit():
             continue
-        if (owner == host and not process_alive(pid)) or age > STALE_AFTER.total_seconds():
+        host = parts[1] if len(parts) >= 3 else here
+        try:
+            age = now - entry.stat().st_mtime
+        except OSError:
+            continue
+        if not process_alive(int(parts[0])) if host == here else age > STALE_AFTER.total_seconds():
             found.append(entry)
     return found
+
+
+def sweep_stale_scratch(base: Path | None = None) -> list[str]:
+    """Remove the scratch folders of transfers whose process is gone (killed mid-copy) under
+    `base` (default: the user cache's); returns what it removed."""
+    removed = []
+    for left in stale_scratch(base if base is not None else xlembed_cache_dir(*SCRATCH_DIR)):
+        shutil.rmtree(left, ignore_errors=True)
+        removed.append(str(left))
+    return removed
 
 
 def _safe_host() -> str:
@@ -86,9 +102,8 @@ def _safe_host() -> str:
 @contextlib.contextmanager
 def _scratch(source: ArtifactStore, destination: ArtifactStore) -> Iterator[Path]:
     base = scratch_base(source, destination)
-    for left in stale_scratch(base):  # a killed transfer's files
-        shutil.rmtree(left, ignore_errors=True)
-    folder = base / f"{_safe_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    sweep_stale_scratch(base)  # a killed transfer's files
+    folder = base / f"{os.getpid()}-{_safe_host()}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     try:
         yield folder

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from storage import ArtifactStore
 from storage.build_locks import LOCKS_DIR
-from storage.store import SCRATCH_DIR
+from storage.store import TRANSFER_SCRATCH_DIR
 from tests.reliability.conftest import driver_command, driver_env
 from tests.reliability.driver import run as run_spec
 from tests.reliability.scenarios import dump_spec, scenario
@@ -137,7 +137,7 @@ def test_a_killed_transfer_leaves_no_scratch_in_the_system_temp_folder(
     )
     assert killed.returncode == -signal.SIGKILL and "KILL transfer 3" in killed.stdout, killed.stderr[-3000:]
     assert list(system_tmp.iterdir()) == [], f"a killed {direction} left scratch in the system temp folder"
-    scratch = Path(local) / SCRATCH_DIR if direction == "pull" else cache / "xlembed" / "transfer-scratch"
+    scratch = Path(local) / TRANSFER_SCRATCH_DIR if direction == "pull" else cache / "xlembed" / "transfer-scratch"
     left = [p for p in scratch.rglob("*") if p.is_file()]
     assert left, "the kill landed before any scratch file: the test proves nothing"
 
