@@ -8,15 +8,28 @@ the one artifact it is given (`xlembed artifacts gc` decides).
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from storage import build_locks
 from storage.keys import KEY_PATTERN
 from storage.manifest import DamagedArtifact
 from storage.refs import DamagedRef
 
 if TYPE_CHECKING:
     from storage.store import ArtifactStore
+
+# why gc kept an artifact no ref points to now (the summary counts each)
+KEPT_REFERENCED = "a ref points to it"
+KEPT_HISTORY = "a ref pointed to it before (--keep-history)"
+KEPT_YOUNG = "younger than the grace period"
+KEPT_LOCKED = "a running build holds a lock on it"
+KEPT_PLANNED = "a pipeline's current plan would use it"
+KEPT_DAMAGED = "its manifest is damaged"
+KEPT_MALFORMED_REF = "a ref of its stage is malformed"
+KEPT_ORDER = (KEPT_REFERENCED, KEPT_HISTORY, KEPT_YOUNG, KEPT_LOCKED, KEPT_PLANNED, KEPT_DAMAGED, KEPT_MALFORMED_REF)
 
 
 def delete(store: ArtifactStore, stage: str, key: str) -> None:
@@ -85,6 +98,9 @@ def garbage(
     skipped: list[str] | None = None,
     grace: timedelta = timedelta(0),
     now: datetime | None = None,
+    *,
+    kept: dict[str, int] | None = None,
+    planned: Mapping[tuple[str, str], str] | None = None,
 ) -> list[tuple[str, str]]:
     """Artifacts that no ref points to (nothing is deleted here).
 
@@ -93,40 +109,118 @@ def garbage(
     (what that ref points to is unknown). As git's gc, nothing younger than `grace` is
     collected: a build commits its artifact and then moves its ref, and an artifact committed a
     moment ago with no ref yet is that build's, not garbage; so is an uncommitted folder whose
-    newest file is that young, or whose file times are unknown."""
+    newest file is that young, or whose file times are unknown. Nor is anything a live build
+    lock holds (storage/build_locks.py: a build holds one from its first write until its ref
+    moved, whatever its age); a stale lock (its process gone) is said in `skipped` and ignored.
+    `planned`: (stage, key) -> the pipeline whose current plan would use that version; those are
+    kept too. `kept` receives, per reason, how many artifacts were kept for it."""
     now = now or datetime.now(timezone.utc)
+    planned = planned or {}
+    counts: Counter[str] = Counter()
     damaged_refs: list[DamagedRef] = []
     damaged: list[DamagedArtifact] = []
     referenced: set[tuple[str, str]] = set()
+    current: set[tuple[str, str]] = set()
     for ref in store.list_refs(damaged=damaged_refs):
         referenced.add((ref.stage, ref.key))
+        current.add((ref.stage, ref.key))
         if keep_history:
             referenced.update((ref.stage, h.key) for h in ref.history)
     manifests = store.list_manifests(damaged=damaged)
     protected = {stage for d in damaged_refs for stage in d.stages}
+    live, stale = build_locks.held(store, now)
     notes = [
         f"refs/{d.pipeline}/{d.stage} is malformed ({d.problem}): every {' and '.join(sorted(d.stages))} artifact kept"
         for d in damaged_refs
     ]
     notes += [f"{d.stage}/{d.key[:12]} kept: {d.problem}" for d in damaged]
+    counts[KEPT_DAMAGED] += len(damaged)
+    notes += [f"stale lock {lock.stage}/{lock.key[:12]} ignored: {reason} ({_lock_name(store, lock)})" for lock, reason in stale]
 
     def young(when: datetime | None) -> bool:
         return grace > timedelta(0) and (when is None or now - when < grace)
 
-    unreferenced = [m for m in manifests if (m.stage, m.key) not in referenced and m.stage not in protected]
-    doomed = [(m.stage, m.key) for m in unreferenced if not young(_committed_at(m.created_at))]
-    kept_young = len(unreferenced) - len(doomed)
+    def reason(stage: str, key: str, when: datetime | None) -> str | None:
+        """Why an unreferenced artifact (or uncommitted folder) is kept; None: it is garbage."""
+        if stage in protected:
+            return KEPT_MALFORMED_REF
+        if (stage, key) in live:
+            lock = live[(stage, key)]
+            notes.append(f"{stage}/{key[:12]} kept: a running {lock.what} holds a lock on it ({lock.holder()})")
+            return KEPT_LOCKED
+        if (stage, key) in planned:
+            notes.append(f"{stage}/{key[:12]} kept: the current plan of pipeline {planned[(stage, key)]} would use it")
+            return KEPT_PLANNED
+        if young(when):
+            return KEPT_YOUNG
+        return None
+
+    doomed: list[tuple[str, str]] = []
+    for m in manifests:
+        if (m.stage, m.key) in current:
+            counts[KEPT_REFERENCED] += 1
+            continue
+        if (m.stage, m.key) in referenced:
+            counts[KEPT_HISTORY] += 1
+            continue
+        why = reason(m.stage, m.key, _committed_at(m.created_at))
+        if why is None:
+            doomed.append((m.stage, m.key))
+        else:
+            counts[why] += 1
     if include_partial:
         committed = {(m.stage, m.key) for m in manifests} | {(d.stage, d.key) for d in damaged}
-        partial = [(stage, key) for stage, key in uncommitted_keys(store, committed) if stage not in protected]
-        old = [(stage, key) for stage, key in partial if not young(_newest_file_time(store, stage, key))]
-        kept_young += len(partial) - len(old)
-        doomed += old
-    if kept_young:
-        notes.append(f"{kept_young} unreferenced artifact(s) kept: younger than the grace period ({_span(grace)})")
+        for stage, key in uncommitted_keys(store, committed):
+            why = reason(stage, key, _newest_file_time(store, stage, key) if grace > timedelta(0) else now)
+            if why is None:
+                doomed.append((stage, key))
+            else:
+                counts[why] += 1
+    if counts[KEPT_YOUNG]:
+        notes.append(f"{counts[KEPT_YOUNG]} unreferenced artifact(s) kept: younger than the grace period ({_span(grace)})")
     if skipped is not None:
         skipped.extend(notes)
+    if kept is not None:
+        for why in KEPT_ORDER:
+            n = counts[why]
+            if n:
+                label = f"{why} ({_span(grace)})" if why == KEPT_YOUNG else why
+                kept[label] = kept.get(label, 0) + n
     return doomed
+
+
+def _lock_name(store: ArtifactStore, lock: build_locks.BuildLock) -> str:
+    return lock.path[len(store.root_path) :].lstrip("/")
+
+
+def stale_locks(store: ArtifactStore, now: datetime | None = None) -> list[tuple[build_locks.BuildLock, str]]:
+    """The lock files whose holder is gone, each with why (gc removes them with --yes)."""
+    return build_locks.held(store, now)[1]
+
+
+def partial_files(store: ArtifactStore, grace: timedelta = timedelta(0), now: datetime | None = None) -> list[str]:
+    """Leftover temporary files (`*.tmp-*`) inside committed artifacts' folders: what a copy into
+    the folder (a transfer's repair, a write) left when it was killed. Only files the manifest
+    does not list, whose name has a `.tmp-` part, and older than `grace` (a repair may be
+    writing one now); the manifest's files are never among them."""
+    now = now or datetime.now(timezone.utc)
+    found = []
+    for manifest in store.list_manifests(damaged=[]):  # a damaged manifest's folder is left as it is
+        base = store.artifact_dir(manifest.stage, manifest.key)
+        listed = {f"{base}/{entry.path}" for entry in manifest.files} | {store.manifest_path(manifest.stage, manifest.key)}
+        try:
+            files = store.backend.fs.find(base, detail=True)
+        except (FileNotFoundError, OSError):
+            continue
+        for path, info in files.items():
+            name = path.rsplit("/", 1)[-1]
+            if path in listed or ".tmp-" not in name:
+                continue
+            when = _file_time(info)
+            if grace > timedelta(0) and (when is None or now - when < grace):
+                continue
+            found.append(path)
+    return sorted(found)
 
 
 def _span(delta: timedelta) -> str:

@@ -8,6 +8,9 @@ Layout under a root (a local folder or `s3://bucket/prefix`)::
     {root}/refs/{pipeline}/{stage}.json                named pointers with history
     {root}/_checkpoints/{stage}/{key}/...              a build's resumable state until it commits
                                                        (storage/checkpoint_files.py)
+    {root}/_locks/{stage}/{key}/{holder}.json          a running build's hold on a key: gc keeps it
+                                                       (storage/build_locks.py)
+    {root}/_scratch/{pid}-{host}-{nonce}/...           a pull's scratch copies (storage/transfer.py)
 
 Every object is written whole (local: temp file + rename; S3: one PUT), so a reader never
 sees a half-written file; an artifact without `manifest.json` does not exist for readers.
@@ -30,8 +33,9 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage import gc, refs, verify
+from storage import build_locks, gc, refs, verify
 from storage.backends import StorageBackend, backend_for, sha256_file, write_error
+from storage.build_locks import LOCKS_DIR
 from storage.checkpoint_files import CHECKPOINTS_DIR, CheckpointFiles
 from storage.errors import (  # the store's errors live there, re-exported here
     AlreadyCommitted,
@@ -69,6 +73,8 @@ __all__ = [  # re-exported: callers import them from here
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "artifacts"
+# a transfer's scratch copies, under a local root, where the next transfer (or gc) finds them
+TRANSFER_SCRATCH_DIR = "_scratch"
 MANIFEST = "manifest.json"
 MAX_ROWS_PER_FILE = 1_000_000
 _GLOB_CHARS = "*?["
@@ -347,7 +353,9 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
-        return sorted(n for n in names if n not in (REFS_DIR, CHECKPOINTS_DIR) and not n.startswith("."))
+        return sorted(
+            n for n in names if n not in (REFS_DIR, CHECKPOINTS_DIR, LOCKS_DIR, TRANSFER_SCRATCH_DIR) and not n.startswith(".")
+        )
 
     def resolve(self, stage: str, key_or_prefix: str) -> str:
         """A full key from a unique prefix (as git does with commit ids)."""
@@ -524,9 +532,29 @@ class ArtifactStore:
         include_partial: bool = False,
         skipped: list[str] | None = None,
         grace: timedelta = timedelta(0),
+        *,
+        kept: dict[str, int] | None = None,
+        planned: Mapping[tuple[str, str], str] | None = None,
     ) -> list[tuple[str, str]]:
-        """Artifacts that no ref points to and older than `grace` (`gc.garbage`; nothing is deleted here)."""
-        return gc.garbage(self, keep_history, include_partial, skipped, grace=grace)
+        """Artifacts that no ref points to, no live build holds, no plan would use, and older than
+        `grace` (`gc.garbage`; nothing is deleted here)."""
+        return gc.garbage(self, keep_history, include_partial, skipped, grace=grace, kept=kept, planned=planned)
+
+    def stale_locks(self) -> list[tuple[build_locks.BuildLock, str]]:
+        """Build locks whose holder is gone, each with why (`gc.stale_locks`)."""
+        return gc.stale_locks(self)
+
+    def partial_files(self, grace: timedelta = timedelta(0)) -> list[str]:
+        """Leftover `*.tmp-*` files inside committed artifacts' folders (`gc.partial_files`)."""
+        return gc.partial_files(self, grace)
+
+    def relative(self, path: str) -> str:
+        """A path under the root as the user reads it: relative to the root."""
+        return path[len(self.root_path) :].lstrip("/") if path.startswith(self.root_path) else path
+
+    def build_lock(self, stage: str, key: str, what: str = "build") -> contextlib.AbstractContextManager[Any]:
+        """Hold a lock on `stage/key` that gc honours (storage/build_locks.py) while the body runs."""
+        return build_locks.hold(self, stage, key, what)
 
 
 class _PartWriter:

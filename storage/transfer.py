@@ -1,24 +1,32 @@
 """Copy committed artifacts between stores (a local folder and a bucket), verifying checksums.
 
-Each file is fetched to a local temporary file, hashed, compared with the source manifest,
-and only then written to the destination; the manifest is committed last, as for any
-run, so an interrupted copy leaves nothing visible. An artifact the destination already
-has committed is verified there before it is called present (and repaired from the source
+Each file is fetched to a local scratch file, hashed, compared with the source manifest,
+and only then written to the destination (one file at a time: the scratch never holds more);
+the manifest is committed last, as for any run, so an interrupted copy leaves nothing visible.
+The scratch is not the system temp folder, where a killed copy's files would stay unseen: it is
+`{root}/_scratch/{pid}-{host}-{nonce}/` under the destination's root when that is local (a
+verified file is then renamed into place), else `~/.cache/xlembed/transfer-scratch/` (a push
+writes nothing into the store it reads); every transfer first removes the scratch folders
+there whose process is gone. An artifact the destination already has committed is verified there before it is called present (and repaired from the source
 when the source has the same bytes). Refs are merged as git does (storage/refs.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import tempfile
+import socket
+import time
+import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
+from storage.build_locks import STALE_AFTER, process_alive
 from storage.manifest import FileEntry, Manifest
 from storage.refs import RefCopyResult, copy_refs
-from storage.store import ArtifactStore, CorruptArtifact, StoreError
+from storage.store import TRANSFER_SCRATCH_DIR, ArtifactStore, CorruptArtifact, StoreError
 from storage.user_cache import xlembed_cache_dir
 
 __all__ = ["CopyResult", "RefCopyResult", "copy_artifact", "copy_refs"]
@@ -43,44 +51,76 @@ def _fetch_verified(source: ArtifactStore, stage: str, key: str, entry: FileEntr
         raise CorruptArtifact(f"{source.root_uri}: {exc}") from None
 
 
+# a push's scratch (its destination is a bucket): under the user cache, `xlembed_cache_dir(*SCRATCH_DIR)`
 SCRATCH_DIR = ("transfer-scratch",)
 
 
-def _alive(pid: int) -> bool:
+def scratch_base(source: ArtifactStore, destination: ArtifactStore) -> Path:
+    """Where a transfer between these stores keeps its scratch files (see the module's doc)."""
+    if destination.is_local:
+        return Path(destination.root_path) / TRANSFER_SCRATCH_DIR
+    return xlembed_cache_dir(*SCRATCH_DIR)
+
+
+def stale_scratch(base: Path) -> list[Path]:
+    """Scratch folders under `base` (named `{pid}-{host}-{nonce}`, or `{pid}-{nonce}`: this host)
+    left by transfers that are gone: this host's whose process no longer exists, and another
+    host's not touched for `STALE_AFTER` (its pid cannot be checked from here)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
+        entries = list(base.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    here, now, found = _safe_host(), time.time(), []
+    for entry in entries:
+        parts = entry.name.split("-")
+        if len(parts) < 2 or not parts[0].isdigit():
+            continue
+        host = parts[1] if len(parts) >= 3 else here
+        try:
+            age = now - entry.stat().st_mtime
+        except OSError:
+            continue
+        if not process_alive(int(parts[0])) if host == here else age > STALE_AFTER.total_seconds():
+            found.append(entry)
+    return found
 
 
-def sweep_stale_scratch() -> list[str]:
-    """Remove the scratch folders of transfers whose process is gone (killed mid-copy): their
-    folder is named `{pid}-{random}` under the user cache, so the next transfer finds them."""
-    base = xlembed_cache_dir(*SCRATCH_DIR)
+def sweep_stale_scratch(base: Path | None = None) -> list[str]:
+    """Remove the scratch folders of transfers whose process is gone (killed mid-copy) under
+    `base` (default: the user cache's); returns what it removed."""
     removed = []
-    for folder in base.glob("*-*") if base.is_dir() else ():
-        pid = folder.name.split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(str(folder))
+    for left in stale_scratch(base if base is not None else xlembed_cache_dir(*SCRATCH_DIR)):
+        shutil.rmtree(left, ignore_errors=True)
+        removed.append(str(left))
     return removed
 
 
-@contextmanager
-def transfer_scratch() -> Iterator[str]:
-    """A scratch folder for one transfer under the user cache (`xlembed_cache_dir`), not the
-    system temp folder: a transfer that is killed leaves it where the next one removes it."""
-    sweep_stale_scratch()
-    base = xlembed_cache_dir(*SCRATCH_DIR)
-    base.mkdir(parents=True, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+def _safe_host() -> str:
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
+
+
+@contextlib.contextmanager
+def _scratch(source: ArtifactStore, destination: ArtifactStore) -> Iterator[Path]:
+    base = scratch_base(source, destination)
+    sweep_stale_scratch(base)  # a killed transfer's files
+    folder = base / f"{os.getpid()}-{_safe_host()}-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
     try:
-        yield scratch
+        yield folder
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            base.rmdir()  # only when no other transfer is using it
+
+
+def _place(destination: ArtifactStore, local: str, dest: str) -> None:
+    """A verified scratch file into place: renamed when the scratch is on the destination's
+    disk, else copied and removed."""
+    if destination.is_local and Path(local).is_relative_to(destination.root_path):
+        destination.move_local_file(local, dest)
+    else:
+        destination.copy_local_file(local, dest)
+        os.unlink(local)
 
 
 def copy_artifact(
@@ -96,12 +136,11 @@ def copy_artifact(
         repaired = _repair_present(source, destination, stage, key, manifest)
         return CopyResult(stage, key, False, len(manifest.files), manifest.total_bytes, repaired)
     dst_base = destination.artifact_dir(stage, key)
-    with transfer_scratch() as scratch:
+    with _scratch(source, destination) as scratch:
         for index, entry in enumerate(manifest.files):
-            local = os.path.join(scratch, f"{index:06d}")
+            local = str(scratch / f"{index:06d}")
             _fetch_verified(source, stage, key, entry, local)
-            destination.copy_local_file(local, f"{dst_base}/{entry.path}")
-            os.unlink(local)  # one file at a time in the scratch, not the whole artifact
+            _place(destination, local, f"{dst_base}/{entry.path}")
             if progress is not None:
                 progress(entry.bytes)
     destination.commit(Manifest.model_validate(manifest.model_dump()))
@@ -127,11 +166,11 @@ def _repair_present(
             f"and {source.root_uri} holds a different build of it, so it cannot be restored from there"
         )
     base = destination.artifact_dir(stage, key)
-    with transfer_scratch() as scratch:
+    with _scratch(source, destination) as scratch:
         for index, path in enumerate(damaged):
-            local = os.path.join(scratch, f"{index:06d}")
+            local = str(scratch / f"{index:06d}")
             _fetch_verified(source, stage, key, ours[path], local)
-            destination.copy_local_file(local, f"{base}/{path}")
+            _place(destination, local, f"{base}/{path}")
     still = destination.verify(stage, key)
     if still:
         raise StoreError(f"{destination.uri(stage, key)} is still damaged after the repair: {still[0]}")

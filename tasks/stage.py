@@ -711,17 +711,22 @@ def run_stage(
     )
     if version is not None and not force:
         if pipeline:
-            store.set_ref(pipeline, stage.name, version, note="up to date", expected=ref.key if ref else None)
+            with store.build_lock(stage.name, version):
+                store.set_ref(pipeline, stage.name, version, note="up to date", expected=ref.key if ref else None)
         return store.ref(stage.name, version), store.manifest(stage.name, version)
     key, attempt = (config_key, 0) if version is None else next_attempt(store, stage.name, config_key)
-    started = time.perf_counter()
-    inputs = resolve_inputs(store, stage, input_keys)
-    shards = stage.plan_shards(config, inputs)
-    records = [run_shard(store, stage, key, config, input_keys, shard, progress) for shard in shards]
-    manifest = commit_stage(
-        store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started,
-        allow_empty=allow_empty, keyed=keyed, rebuild_of=config_key if attempt else None, attempt=attempt,
-    )  # fmt: skip
-    if pipeline:
-        store.set_ref(pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None)
+    # held from the first write until the ref has moved: gc keeps what a live build holds
+    with store.build_lock(stage.name, key):
+        started = time.perf_counter()
+        inputs = resolve_inputs(store, stage, input_keys)
+        shards = stage.plan_shards(config, inputs)
+        records = [run_shard(store, stage, key, config, input_keys, shard, progress) for shard in shards]
+        manifest = commit_stage(
+            store, stage, key, config, input_keys, fingerprints, records, time.perf_counter() - started,
+            allow_empty=allow_empty, keyed=keyed, rebuild_of=config_key if attempt else None, attempt=attempt,
+        )  # fmt: skip
+        if pipeline:
+            store.set_ref(
+                pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None
+            )
     return store.ref(stage.name, key), manifest

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -14,6 +15,7 @@ from rich.text import Text
 from flows.cli.common import (
     StoreRootOpt,
     _known_stage,
+    _load,
     _report_damaged_refs,
     _resolve,
     _size,
@@ -200,7 +202,11 @@ def artifacts_gc(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="really delete (default: dry run)")] = False,
     keep_history: Annotated[bool, typer.Option(help="also keep what refs pointed to before")] = False,
     include_partial: Annotated[
-        bool, typer.Option(help="also delete uncommitted (interrupted) artifacts; not while a run is active")
+        bool,
+        typer.Option(
+            help="also delete uncommitted (interrupted) artifacts and leftover *.tmp-* files inside committed ones "
+            "(older than --grace; never a file a manifest lists)"
+        ),
     ] = False,
     grace: Annotated[
         str,
@@ -209,23 +215,74 @@ def artifacts_gc(
             help="keep what is younger than this (e.g. 30m, 2h, 1d; 0: nothing): a build commits, then moves its ref",
         ),
     ] = "1h",
+    config: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--config",
+            help="a pipeline config (repeatable): keep every version its current plan would use, as `xlembed plan` shows it",
+            show_default=False,
+        ),
+    ] = None,
     root: StoreRootOpt = "artifacts",
 ) -> None:
-    """Remove artifacts no ref points to and older than --grace. A dry run unless --yes."""
+    """Remove artifacts no ref points to, no running build holds, and older than --grace. A dry run unless --yes.
+
+    The summary says what was kept and why."""
     period = _grace_period(grace)
     store = _store(root)
+    planned = _planned_versions(config or [], store)
     skipped: list[str] = []
-    doomed = store.garbage(keep_history=keep_history, include_partial=include_partial, skipped=skipped, grace=period)
+    kept: dict[str, int] = {}
+    doomed = store.garbage(
+        keep_history=keep_history, include_partial=include_partial, skipped=skipped, grace=period, kept=kept, planned=planned
+    )
+    stale = store.stale_locks()
+    partial = store.partial_files(grace=period) if include_partial else []
     for stage, key in doomed:
         out.print(f"{'delete' if yes else 'would delete'} {stage}/{key[:12]}")
         if yes:
             store.delete(stage, key)
+    for path in partial:
+        out.print(Text(f"{'delete' if yes else 'would delete'} partial file {store.relative(path)}"), highlight=False)
+        if yes:
+            store.remove(path)
+    for lock, _ in stale:
+        if yes:  # its holder is gone: the file guards nothing
+            store.remove(lock.path)
     for line in skipped:
         err.print(Text(f"skipped: {line}"), highlight=False)
-    if not doomed:
+    if kept:
+        reasons = ", ".join(f"{n} {why}" for why, n in kept.items())  # in gc's order of reasons
+        out.print(Text(f"kept {sum(kept.values())}: {reasons}"), highlight=False)
+    if not doomed and not partial:
         out.print("nothing to collect")
     elif not yes:
-        out.print(f"{len(doomed)} artifacts; run again with --yes to delete them")
+        what = f"{len(doomed)} artifacts" + (f" and {len(partial)} partial file(s)" if partial else "")
+        out.print(f"{what}; run again with --yes to delete them")
+
+
+def _planned_versions(configs: list[Path], store: Any) -> dict[tuple[str, str], str]:
+    """(stage, key) -> pipeline name, for every version the configs' current plans would use
+    (cached, or to be computed: an interrupted build's folder is resumed, not garbage)."""
+    if not configs:
+        return {}
+    from flows.plan import make_plan
+    from flows.stages import stage_registry
+    from storage import StoreError
+
+    planned: dict[tuple[str, str], str] = {}
+    for path in configs:
+        cfg = _load(path, store.root_uri)  # planned against the store being collected
+        try:
+            steps = make_plan(cfg, store, stage_registry())
+        except StoreError as exc:
+            raise fail(f"{path}: {exc}", 1 if type(exc).__name__ == "StoreAccessError" else 2) from None
+        except (ValueError, FileNotFoundError) as exc:
+            raise fail(f"{path}: {exc}", 2) from None
+        for step in steps:
+            if step.action != "skip":
+                planned.setdefault((step.stage, step.key), cfg.name)
+    return planned
 
 
 def _grace_period(text: str) -> timedelta:

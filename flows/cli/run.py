@@ -140,7 +140,8 @@ def _execute(
     if not any(step.action == "compute" for step in steps):
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
-                store.set_ref(cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
+                with store.build_lock(step.stage, step.key):  # gc keeps it until the ref moved
+                    store.set_ref(cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
         refresh_index(store, cfg)
         if not MODE.quiet:
             out.print("[green]Everything is up to date; nothing to compute.[/green]")

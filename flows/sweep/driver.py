@@ -81,25 +81,26 @@ def run_variants(
             for step in vplan.steps:
                 if step.action == "skip":
                     continue
-                if step.action == "compute":
-                    raise_if_stopping(f"{vplan.variant.name}: stopped before {step.stage}")
-                    if run_step is None:
-                        raise RuntimeError(f"{step.stage} {step.key[:12]} is not cached and this run computes nothing")
+                with store.build_lock(step.stage, step.key):  # until the ref moved: gc keeps it
+                    if step.action == "compute":
+                        raise_if_stopping(f"{vplan.variant.name}: stopped before {step.stage}")
+                        if run_step is None:
+                            raise RuntimeError(f"{step.stage} {step.key[:12]} is not cached and this run computes nothing")
 
-                    def compute(step: StepPlan = step) -> None:
-                        with computing:
-                            log(f"{vplan.variant.name}: computing {step.stage} {step.key[:12]} ({'; '.join(step.reasons)})")
-                            run_step(vplan.config, store, step)
+                        def compute(step: StepPlan = step) -> None:
+                            with computing:
+                                log(f"{vplan.variant.name}: computing {step.stage} {step.key[:12]} ({'; '.join(step.reasons)})")
+                                run_step(vplan.config, store, step)
 
-                    if once.ensure((step.stage, step.key), compute):
-                        outcome.computed.append(step.stage)
-                store.set_ref(
-                    vplan.pipeline,
-                    step.stage,
-                    step.key,
-                    note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}",
-                    expected=step.ref_key,
-                )
+                        if once.ensure((step.stage, step.key), compute):
+                            outcome.computed.append(step.stage)
+                    store.set_ref(
+                        vplan.pipeline,
+                        step.stage,
+                        step.key,
+                        note=f"sweep {plan.grid.name}: {'; '.join(step.reasons)}",
+                        expected=step.ref_key,
+                    )
                 outcome.keys[step.stage] = step.key
         except Interrupted:
             raise

@@ -7,7 +7,12 @@ SPEC: {"root": ..., "stages": [...names in order...], "configs": {name: section}
        "registry": "module:ATTR" (optional, else flows.stages),
        "kill": {"stage": name, "event": N} (optional),
        "pipeline": name (optional: use and move refs/{pipeline}/*, as `xlembed run` does),
-       "force": [names] (optional: rebuild these beside their current version, as `--force`)}
+       "force": [names] (optional: rebuild these beside their current version, as `--force`),
+       "pause": {"stage": name, "release": PATH} (optional: after that stage committed, before its
+                ref moves, print `PAUSED <stage> <key>` and wait until PATH exists),
+       "transfer": {"source": ROOT, "destination": ROOT} (optional: instead of stages, copy every
+                artifact of source to destination as `artifacts pull/push` does; its events
+                count as stage "transfer")}
 
 Events are the store's writes, counted per stage: a part file written to (its temporary
 file growing), a part file closed, an object about to be put in place, one put in place, and
@@ -80,6 +85,36 @@ def install_hooks(stages: list[str] | tuple[str, ...] = ()) -> None:
         around(checkpoint, "write_json_atomic", "checkpoint-pointer")
 
 
+def install_pause(pause: dict[str, Any]) -> None:
+    """Hold the build between its commit and its ref move (where gc once raced it)."""
+    import time
+
+    import storage.store as store_module
+
+    original = store_module.ArtifactStore.set_ref
+
+    def set_ref(self: Any, pipeline: str, stage: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        if stage == pause["stage"] and self.is_committed(stage, key):
+            print(f"PAUSED {stage} {key}", flush=True)
+            while not Path(pause["release"]).exists():
+                time.sleep(0.05)
+        return original(self, pipeline, stage, key, *args, **kwargs)
+
+    store_module.ArtifactStore.set_ref = set_ref  # type: ignore[method-assign]
+
+
+def transfer(spec: dict[str, Any]) -> None:
+    from storage import ArtifactStore
+    from storage.transfer import copy_artifact
+
+    source, destination = ArtifactStore(spec["source"]), ArtifactStore(spec["destination"])
+    _state["stage"] = "transfer"
+    for manifest in source.list_manifests():
+        result = copy_artifact(source, destination, manifest.stage, manifest.key)
+        print(f"COPIED {manifest.stage} {manifest.key} {result.files}", flush=True)
+    _state["stage"] = None
+
+
 def registry(spec: dict[str, Any]) -> dict[str, Any]:
     from flows.stages import stage_registry
 
@@ -115,7 +150,13 @@ def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     _state["kill"] = spec.get("kill")
     install_hooks(spec["stages"])
+    if spec.get("pause"):
+        install_pause(spec["pause"])
     print("READY", flush=True)
+    if spec.get("transfer"):
+        transfer(spec["transfer"])
+        print("EVENTS " + json.dumps(_state["counts"]), flush=True)
+        return 0
     keys = run(spec)
     print("EVENTS " + json.dumps(_state["counts"]), flush=True)
     print("KEYS " + json.dumps(keys), flush=True)

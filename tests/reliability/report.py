@@ -34,6 +34,7 @@ CATEGORIES = {
     "bad-input": "Bad inputs (tests/data/bad/)",
     "security": "Security",
     "concurrency": "Concurrent runs of one config",
+    "gc": "gc beside running builds",
 }
 
 
@@ -172,6 +173,11 @@ def render(records: list[dict], summary: str, seconds: float, long: bool, audit:
         "`tests/flows/test_pipeline_flow.py::test_two_concurrent_runs_commit_one_artifact_per_key`; refs moved by "
         "compare-and-swap and push/pull over damaged or diverged destinations: `tests/storage/test_refs_and_integrity.py` "
         '(docs/storage.md, "What the store guarantees").',
+        "- **gc beside running builds, killed transfers** (`test_gc_and_transfers.py`): the driver pauses a build between "
+        "its commit and its ref move while `xlembed artifacts gc --grace 0 --yes` runs (local root and moto S3): the build's "
+        "lock keeps its artifact; a build SIGKILLed there leaves a lock that gc reports as stale and ignores. `pull` and "
+        "`push` are SIGKILLed between two files: nothing may be left in the system temp folder, and the next transfer "
+        "removes the killed one's scratch.",
         "",
         "## Stages under fault",
         "",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +224,71 @@ def test_gc_include_partial(cli: Cli, store: ArtifactStore, kit: Any) -> None:
     assert f"would delete {STAGE}/{partial.key[:12]}" in cli("gc", "--grace", "0", "--include-partial").stdout
     cli("gc", "--grace", "0", "--include-partial", "--yes")
     assert store.uncommitted_keys() == []
+
+
+def test_gc_include_partial_collects_temporary_files_inside_committed_folders(
+    cli: Cli, store: ArtifactStore, kit: Any, read_all: Any
+) -> None:
+    built = kit.build(store, STAGE, {"model": "partial-file"}, rows=5)
+    store.set_ref("demo", STAGE, built.key)
+    base = store.artifact_dir(STAGE, built.key)
+
+    def committed() -> dict[str, bytes]:
+        return {k: v for k, v in read_all(store).items() if k.startswith(f"{STAGE}/{built.key}/") and ".tmp-" not in k}
+
+    listed = committed()
+    partial = f"{base}/data/.s0-00000.parquet.tmp-{'a' * 32}"  # what a copy killed mid-file leaves
+    store.write_object(partial, b"half a file")
+    young = cli("gc", "--include-partial", "--yes").output  # written a moment ago: a copy may be writing it
+    assert store.fs.exists(partial) and "partial file" not in young
+    assert "kept 1: 1 a ref points to it" in young and "nothing to collect" in young
+    assert (
+        f"would delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-"
+        in cli("gc", "--include-partial", "--grace", "0").output
+    )
+    assert "partial file" not in cli("gc", "--grace", "0").output  # only with --include-partial
+    assert store.fs.exists(partial)
+    done = cli("gc", "--include-partial", "--grace", "0", "--yes").output
+    assert f"delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-" in done
+    store.fs.invalidate_cache()
+    assert not store.fs.exists(partial)
+    assert committed() == listed and len(listed) >= len(built.files) + 1  # the data files, shard records, manifest
+    assert store.is_committed(STAGE, built.key)
+    cli("verify")
+
+
+def test_gc_says_what_it_kept_and_why_and_honours_build_locks(cli: Cli, store: ArtifactStore, kit: Any) -> None:
+    from storage import build_locks
+
+    referenced = kit.build(store, STAGE, {"model": "ref"}, rows=3)
+    store.set_ref("demo", STAGE, referenced.key)
+    young = kit.build(store, STAGE, {"model": "young"}, rows=3)
+    held = kit.build(store, STAGE, {"model": "held"}, rows=3, created_at="2024-01-01T00:00:00+00:00")
+    with store.build_lock(STAGE, held.key):
+        out = cli("gc", "--yes").output
+    assert store.is_committed(STAGE, held.key) and store.is_committed(STAGE, young.key)
+    assert f"{STAGE}/{held.key[:12]} kept: a running build holds a lock on it (pid " in out
+    assert "kept 3: 1 a ref points to it, 1 younger than the grace period (1h), 1 a running build holds a lock on it" in out, out
+    assert build_locks.list_locks(store) == [], "the lock outlived its holder's body"
+    assert f"would delete {STAGE}/{held.key[:12]}" in cli("gc").output
+
+    # a lock another host has not refreshed for longer than STALE_AFTER, and one that cannot be read
+    old = (datetime.now(timezone.utc) - build_locks.STALE_AFTER - timedelta(minutes=5)).isoformat()
+    record = {"pid": 1, "host": "elsewhere.example", "started_at": old, "refreshed_at": old, "what": "build"}
+    lock_dir = build_locks.lock_dir(store, STAGE, held.key)
+    store.write_object(f"{lock_dir}/elsewhere-1-0.json", json.dumps(record).encode())
+    store.write_object(f"{build_locks.lock_dir(store, STAGE, young.key)}/x-2-0.json", b"{ not json")
+    fresh = {**record, "refreshed_at": datetime.now(timezone.utc).isoformat()}
+    store.write_object(f"{build_locks.lock_dir(store, STAGE, referenced.key)}/elsewhere-3-0.json", json.dumps(fresh).encode())
+    out = cli("gc", "--grace", "0").output
+    assert f"stale lock {STAGE}/{held.key[:12]} ignored: pid 1 on elsewhere.example has not refreshed it for 2.1h" in out
+    assert f"stale lock {STAGE}/{young.key[:12]} ignored: its file cannot be read" in out
+    assert f"would delete {STAGE}/{held.key[:12]}" in out and f"would delete {STAGE}/{young.key[:12]}" in out
+    assert len(build_locks.list_locks(store)) == 3
+    cli("gc", "--grace", "0", "--yes")
+    assert [lock.key for lock in build_locks.list_locks(store)] == [referenced.key]  # the live one stays
+    assert {m.key for m in store.list_manifests()} == {referenced.key}
+    assert store.stages() == [STAGE], "the lock folder was taken for a stage"
 
 
 @pytest.mark.slow
