@@ -127,6 +127,25 @@ def evaluate(built: dict, benchmarks: list[dict], **settings) -> tuple[pl.DataFr
     return pl.from_arrow(built["store"].read_table("evaluate", ref.key)), manifest
 
 
+def stand_in_trained_model(built: dict, seed: int):
+    """A committed `train` artifact holding a tiny model under model/ (what evaluate reads of a
+    trained model), built by a stand-in stage; its ref."""
+    from tasks.stage import ShardSpec, Stage, StageConfig
+
+    class StandInTrainConfig(StageConfig):
+        seed: int = 0
+
+    def attach_model(config, inputs, shard, context):
+        from tasks.encoders.tiny import build_tiny_model
+
+        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
+        return []
+
+    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
+    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(seed=seed), {})
+    return train_ref
+
+
 def value(metrics: pl.DataFrame, **where) -> float:
     rows = metrics.filter(pl.all_horizontal([pl.col(k) == v for k, v in where.items()]))
     assert rows.height == 1, (where, rows)
@@ -219,19 +238,8 @@ def test_flores_dev_rows_match_independent_computation(built: dict) -> None:
 @pytest.mark.slow
 def test_trained_model_is_scored_beside_the_untrained_base(built: dict, tmp_path: Path) -> None:
     """With a `train` input, evaluate scores the trained model, and the base model beside it."""
-    from tasks.stage import ShardSpec, Stage, StageConfig
 
-    class StandInTrainConfig(StageConfig):
-        seed: int = 0
-
-    def attach_model(config, inputs, shard, context):  # stands in for the train stage: a model under model/
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    train_ref = stand_in_trained_model(built, seed=0)
     tatoeba = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}]
     base_only, _ = evaluate(built, tatoeba)
     config = EvaluateConfig.model_validate({"benchmarks": tatoeba, "encoder": {"pooling": "mean"}})
@@ -534,19 +542,8 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
     """The evaluate manifest records each headline change with its paired interval; `xlembed run`
     and `evaluate` end with it, in percentage points."""
     from flows.cli.run import headline_lines
-    from tasks.stage import ShardSpec, Stage, StageConfig
 
-    class StandInTrainConfig(StageConfig):
-        seed: int = 1
-
-    def attach_model(config, inputs, shard, context):
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    train_ref = stand_in_trained_model(built, seed=1)
     config = EvaluateConfig.model_validate(
         {
             "benchmarks": [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]}],
@@ -625,19 +622,8 @@ def test_evaluate_reports_texts_rate_and_eta_per_model_and_benchmark_in_lines_mo
     """With XLEMBED_PROGRESS=lines (stderr not a terminal), an evaluation says which model and
     benchmark it is on, how many texts it encoded, how fast, and when it will be done."""
     from flows.progress import StageProgress
-    from tasks.stage import ShardSpec, Stage, StageConfig
 
-    class StandInTrainConfig(StageConfig):
-        seed: int = 13
-
-    def attach_model(config, inputs, shard, context):
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    train_ref = stand_in_trained_model(built, seed=13)
     benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
                   {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]}]  # fmt: skip
     config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean", "batch_size": 4}})
@@ -666,19 +652,8 @@ def test_mteb_format_tatoeba_file_equals_sentence_transformers_translation_evalu
     from sentence_transformers.sentence_transformer.evaluation import TranslationEvaluator
 
     from tasks.evaluate.mteb_results import MTEB_FORMAT_VERSION, task_result_problems
-    from tasks.stage import ShardSpec, Stage, StageConfig
 
-    class StandInTrainConfig(StageConfig):
-        seed: int = 11
-
-    def attach_model(config, inputs, shard, context):
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    train_ref = stand_in_trained_model(built, seed=11)
     benchmarks = [{"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz", "fra"]},
                   {"kind": "sts", "path": str(built["sts"]), "layout": "tsv", "langs": ["en", "en"]}]  # fmt: skip
     config = EvaluateConfig.model_validate({"benchmarks": benchmarks, "encoder": {"pooling": "mean"}, "compare_with_base": False})
@@ -777,19 +752,8 @@ def test_stsb_multi_mt_scores_each_language_and_english_with_each_other_as_scipy
 @pytest.mark.slow
 def test_stsb_multi_mt_beside_the_base_reports_each_sets_change_with_an_interval(built: dict, tmp_path: Path) -> None:
     from tasks.evaluate.bootstrap import paired_spearman_bootstrap
-    from tasks.stage import ShardSpec, Stage, StageConfig
 
-    class StandInTrainConfig(StageConfig):
-        seed: int = 3
-
-    def attach_model(config, inputs, shard, context):
-        from tasks.encoders.tiny import build_tiny_model
-
-        context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
-        return []
-
-    stand_in = Stage("train", "1", StandInTrainConfig, None, lambda c, i: [ShardSpec("model")], attach_model)
-    train_ref, _ = run_stage(built["store"], stand_in, StandInTrainConfig(), {})
+    train_ref = stand_in_trained_model(built, seed=3)
     config = EvaluateConfig.model_validate(
         {"benchmarks": [{"kind": "stsb_multi_mt", "path": str(stsb_folder(tmp_path))}], "encoder": {"pooling": "mean"}}
     )
