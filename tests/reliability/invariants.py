@@ -16,16 +16,23 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, ShardRecord
 
-# (stage, path inside the artifact) -> keys that hold wall-clock timings (differ run to run)
+# (stage, path pattern inside the artifact) -> keys that hold wall-clock timings (differ run to run)
 VOLATILE: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "files/metrics.json"): ("train_seconds", "examples_per_second"),
+    # MTEB result files carry the seconds the benchmark took (MTEB's `evaluation_time`)
+    ("evaluate", "files/mteb/*.json"): ("evaluation_time",),
 }
+
+
+def volatile_keys(stage: str, path: str) -> tuple[str, ...]:
+    return next((keys for (s, pattern), keys in VOLATILE.items() if s == stage and fnmatch(path, pattern)), ())
 
 
 def sha256(path: Path) -> str:
@@ -43,7 +50,7 @@ def without_timings(data: bytes, keys: tuple[str, ...]) -> str:
 def comparable_digest(rel: str, data: bytes) -> str:
     """The digest compared with the reference run for `stage/key/path`."""
     stage, _, path = rel.split("/", 2)
-    keys = VOLATILE.get((stage, path))
+    keys = volatile_keys(stage, path)
     return without_timings(data, keys) if keys else hashlib.sha256(data).hexdigest()
 
 
@@ -70,7 +77,7 @@ def artifact_files(root: Path | str) -> dict[str, str]:
                 # run writes two (the second drops what the first logged after its checkpoint).
                 # Their scalars after a resume are checked in tests/tasks/train/test_trainer.py.
                 files[f"{m.stage}/{m.key}/{f.path.rsplit('/', 1)[0]}/events.out.tfevents.*"] = "tensorboard event files"
-            elif (m.stage, f.path) in VOLATILE:
+            elif volatile_keys(m.stage, f.path):
                 data = store.fs.cat_file(f"{store.artifact_dir(m.stage, m.key)}/{f.path}")
                 files[f"{m.stage}/{m.key}/{f.path}"] = comparable_digest(f"{m.stage}/{m.key}/{f.path}", data)
             else:

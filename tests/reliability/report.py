@@ -151,7 +151,8 @@ def render(records: list[dict], summary: str, seconds: float, long: bool, audit:
         "an uninterrupted run's. `train` keeps its durable checkpoints outside the store (`checkpoint_dir`, pointed into the "
         "test's folder): their writes are storage events too, so kills land mid-training, and the resumed run must give "
         "bit-identical weights; its `metrics.json` is compared without its two wall-clock fields (`train_seconds`, "
-        "`examples_per_second`, `VOLATILE` in `invariants.py`), every other file byte for byte. "
+        "`examples_per_second`, `VOLATILE` in `invariants.py`), and `evaluate`'s MTEB result files without their "
+        "`evaluation_time`, every other file byte for byte. "
         "`tests/flows/test_pipeline_flow.py` kills `xlembed run` (Prefect) itself.",
         "- **S3** (`test_s3_faults.py`, `s3proxy.py`): a threaded proxy in front of moto's server fails a seeded share of requests "
         "(500/503, answers lost after the write happened, connections dropped mid-response), or stops taking writes after N bytes "
