@@ -1,5 +1,10 @@
 """Running a sweep: a driver thread per variant walks its plan; each distinct (stage, key) is
-computed once, by the first variant to reach it, while the others wait for it."""
+computed once, by the first variant to reach it, while the others wait for it.
+
+A variant that starts computing keeps its compute slot until its last step (or until it waits
+for a step another variant computes), so variants finish one after another instead of every
+training first and every evaluation last: a sweep stopped after an hour leaves whole variants,
+and the report has their scores."""
 
 from __future__ import annotations
 
@@ -38,14 +43,20 @@ class _ComputeOnce:
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, str], Future[None]] = {}
 
-    def ensure(self, ident: tuple[str, str], compute: Callable[[], None]) -> bool:
-        """Run `compute` unless another caller did or does; True when this caller ran it."""
+    def ensure(
+        self, ident: tuple[str, str], compute: Callable[[], None], before_wait: Callable[[], None] = lambda: None
+    ) -> bool:
+        """Run `compute` unless another caller did or does; True when this caller ran it.
+        `before_wait` runs before waiting for another caller's computation (to give back what
+        that caller may need)."""
         with self._lock:
             future = self._futures.get(ident)
             owner = future is None
             if owner:
                 future = self._futures[ident] = Future()
         if not owner:
+            if not future.done():
+                before_wait()
             future.result()  # re-raises the owner's failure
             return False
         try:
@@ -55,6 +66,65 @@ class _ComputeOnce:
             raise
         future.set_result(None)
         return True
+
+
+class _ComputeSlots:
+    """`max_workers` compute slots handed out in grid order: a slot goes to the first variant
+    (lowest index) among those that still have a step to compute and are not waiting for
+    another variant's step, so a later variant never starts while an earlier one is between
+    two of its steps (committing one, setting refs, about to ask for the next)."""
+
+    def __init__(self, slots: int, contenders: set[int]) -> None:
+        self._condition = threading.Condition()
+        self._free = slots
+        self._contenders = set(contenders)
+
+    def acquire(self, index: int) -> None:
+        with self._condition:
+            self._contenders.add(index)
+            while not (self._free and min(self._contenders) == index):
+                self._condition.wait()
+            self._contenders.discard(index)
+            self._free -= 1
+            self._condition.notify_all()  # the next contender may be first now, if slots remain
+
+    def release(self) -> None:
+        with self._condition:
+            self._free += 1
+            self._condition.notify_all()
+
+    def stand_aside(self, index: int) -> None:
+        """`index` asks for nothing now (it waits for another variant's step, or is done)."""
+        with self._condition:
+            self._contenders.discard(index)
+            self._condition.notify_all()
+
+    def rejoin(self, index: int) -> None:
+        with self._condition:
+            self._contenders.add(index)
+
+
+class _HeldSlot:
+    """One variant's hold on a compute slot: taken at its first computed step, kept across the
+    next ones, given back when it waits for another variant or ends."""
+
+    def __init__(self, slots: _ComputeSlots, index: int) -> None:
+        self._slots, self._index, self._held = slots, index, False
+
+    def take(self) -> None:
+        if not self._held:
+            self._slots.acquire(self._index)
+            self._held = True
+
+    def give_back(self) -> None:
+        if self._held:
+            self._held = False
+            self._slots.release()
+        self._slots.stand_aside(self._index)
+
+    def rejoin(self) -> None:
+        if not self._held:
+            self._slots.rejoin(self._index)
 
 
 RunStep = Callable[[PipelineConfig, ArtifactStore, StepPlan], None]
@@ -73,12 +143,15 @@ def run_variants(
     # runs are bounded by the pipeline's `max_workers` (a grid cannot change it): two trainings
     # side by side on 2 cores take longer than one after the other, and each its own share of RAM.
     max_workers = plan.variants[0].config.settings.max_workers if plan.variants else 1
-    computing = threading.BoundedSemaphore(max_workers)
+    slots = _ComputeSlots(
+        max_workers, {i for i, vplan in enumerate(plan.variants) if any(step.action == "compute" for step in vplan.steps)}
+    )
 
-    def drive(vplan: VariantPlan) -> VariantOutcome:
+    def drive(index: int, vplan: VariantPlan) -> VariantOutcome:
         outcome = VariantOutcome(vplan.variant.name, vplan.pipeline)
+        slot = _HeldSlot(slots, index)
         try:
-            for step in vplan.steps:
+            for position, step in enumerate(vplan.steps):
                 if step.action == "skip":
                     continue
                 with store.build_lock(step.stage, step.key):  # until the ref moved: gc keeps it
@@ -88,12 +161,14 @@ def run_variants(
                             raise RuntimeError(f"{step.stage} {step.key[:12]} is not cached and this run computes nothing")
 
                         def compute(step: StepPlan = step) -> None:
-                            with computing:
-                                log(f"{vplan.variant.name}: computing {step.stage} {step.key[:12]} ({'; '.join(step.reasons)})")
-                                run_step(vplan.config, store, step)
+                            slot.take()
+                            log(f"{vplan.variant.name}: computing {step.stage} {step.key[:12]} ({'; '.join(step.reasons)})")
+                            run_step(vplan.config, store, step)
 
-                        if once.ensure((step.stage, step.key), compute):
+                        if once.ensure((step.stage, step.key), compute, before_wait=slot.give_back):
                             outcome.computed.append(step.stage)
+                        elif any(later.action == "compute" for later in vplan.steps[position + 1 :]):
+                            slot.rejoin()  # waited for another variant; it has steps of its own ahead
                     store.set_ref(
                         vplan.pipeline,
                         step.stage,
@@ -107,12 +182,16 @@ def run_variants(
         except Exception as exc:  # noqa: BLE001 - reported per variant; the flow fails at the end
             outcome.error = f"{type(exc).__name__}: {exc}"
             log(f"{vplan.variant.name}: failed: {outcome.error}")
+        finally:
+            slot.give_back()
         return outcome
 
     workers = max(1, min(len(plan.variants), MAX_DRIVERS))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep-variant") as pool:
         # each driver runs in a copy of this context, so Prefect tasks it calls join this flow run
-        futures = [pool.submit(contextvars.copy_context().run, drive, vplan) for vplan in plan.variants]
+        futures = [
+            pool.submit(contextvars.copy_context().run, drive, index, vplan) for index, vplan in enumerate(plan.variants)
+        ]
     stopped = [f.exception() for f in futures if isinstance(f.exception(), Interrupted)]
     if stopped:  # Ctrl-C: every driver stopped at its next safe point
         done = sum(1 for f in futures if f.exception() is None and f.result().ok)

@@ -381,6 +381,51 @@ def test_distinct_stage_runs_are_bounded_by_the_pipelines_max_workers(toy_pipeli
     assert most[0] == 2
 
 
+@pytest.mark.parametrize("max_workers", [1, 2])
+def test_a_variant_finishes_its_steps_before_later_variants_start_theirs(toy_pipeline: dict, max_workers: int) -> None:
+    """Each variant computes lengths and a histogram of its own after a shared corpus: with the
+    slots taken, a variant keeps its slot from its first computed step to its last, so a sweep
+    stopped part-way leaves whole variants (trained and evaluated), not every training and no
+    evaluation. With one slot, the computations come out variant by variant, in grid order once
+    the shared step is done."""
+    tmp = toy_pipeline["tmp"]
+    config = write_config(tmp / "toy1.toml", toy_pipeline["root"], toy_pipeline["text"], max_workers=max_workers)
+    grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"lengths.shards" = [1, 2, 3, 4]\n'))
+    store = ArtifactStore(toy_pipeline["root"])
+    plan = plan_sweep(config, grid, store, toy_pipeline_stages())
+    owner = {(step.stage, step.key): vplan.variant.name for vplan in plan.variants for step in vplan.steps}
+    assert len({key for (stage, key) in owner if stage != "corpus"}) == 8  # nothing shared but the corpus
+    lock = threading.Lock()
+    events: list[tuple[str, str, str]] = []  # (start|end, variant, stage)
+    running = [0]
+    most = [0]
+
+    def run_step(config, store, step) -> None:
+        with lock:
+            events.append(("start", owner[(step.stage, step.key)], step.stage))
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # every driver is waiting for a slot meanwhile
+        run_stage(store, toy_pipeline_stages()[step.stage], config.stage_configs[step.stage], step.input_keys)
+        with lock:
+            running[0] -= 1
+            events.append(("end", owner[(step.stage, step.key)], step.stage))
+
+    outcomes = run_variants(plan, store, run_step)
+    assert all(o.ok for o in outcomes.values()), outcomes
+    assert most[0] <= max_workers
+    computed = [(variant, stage) for kind, variant, stage in events if kind == "start" and stage == "histogram"]
+    assert len(computed) == 4
+    if max_workers == 1:
+        # one slot: the starts come in runs, one variant's steps together (shared ones excepted)
+        own = [variant for kind, variant, stage in events if kind == "start" and stage != "corpus"]
+        runs = [v for i, v in enumerate(own) if i == 0 or own[i - 1] != v]
+        assert len(runs) == len(set(runs)), own
+        # and in grid order after the variant that computed the shared corpus (it keeps its slot)
+        order = [vplan.variant.name for vplan in plan.variants]
+        assert runs[1:] == sorted(runs[1:], key=order.index), runs
+
+
 def test_a_failing_variant_does_not_stop_the_others(toy_pipeline: dict) -> None:
     tmp = toy_pipeline["tmp"]
     grid = load_grid(write_grid(tmp / "g.toml", '[grid]\n"histogram.bucket" = [5, 10]\n'))
