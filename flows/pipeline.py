@@ -28,6 +28,8 @@ from flows.progress import progress_bar
 from flows.stages import stage_registry
 from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore, Manifest
+from storage.build_locks import hold_build_lock
+from storage.refs import set_ref
 from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, run_shard
 from tasks.stop import STOP, Interrupted, raise_if_stopping
 
@@ -340,14 +342,14 @@ def pipeline_flow(
             continue
         # held from the first write (or the reuse of a cached version) until the ref has moved:
         # gc keeps what a live build holds
-        with store.build_lock(step.stage, step.key):
+        with hold_build_lock(store, step.stage, step.key):
             if step.action == "compute":
                 raise_if_stopping(f"{step.stage}: stopped before it started; every stage before it is kept; rerun resumes")
                 logger.info("%s: computing %s (%s)", step.stage, step.key[:12], "; ".join(step.reasons))
                 run_step(config, store, step)
             else:
                 logger.info("%s: cached %s", step.stage, step.key[:12])
-            store.set_ref(config.name, step.stage, step.key, note="; ".join(step.reasons), expected=step.ref_key)
+            set_ref(store, config.name, step.stage, step.key, note="; ".join(step.reasons), expected=step.ref_key)
         keys[step.stage] = step.key
     rows = [{"stage": s.stage, "action": s.action, "key": s.key[:12], "why": "; ".join(s.reasons)} for s in plan]
     create_table_artifact(rows, key=f"{config.name.replace('_', '-')}-run", description=f"what pipeline {config.name} did")

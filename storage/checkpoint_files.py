@@ -3,7 +3,7 @@ build killed on one machine can resume on another that reaches the same root.
 
 They live in `{root}/_checkpoints/{stage}/{key}/`, named by the artifact's key, so only a build
 of exactly that artifact finds them. The store removes them once the artifact is committed
-(`ArtifactStore.commit`). The store does not know what the files mean: the stage chooses
+(`ArtifactStore.commit`, which knows only the folder's name). The store does not know what the files mean: the stage chooses
 their names and the order they are written in (write a pointer file last, and a kill
 mid-upload leaves the previous state usable). Every file is written whole (local: temp file +
 rename; S3: one PUT).
@@ -15,14 +15,11 @@ import contextlib
 import os
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from storage.keys import check_key, check_name
+from storage.keys import check_key
+from storage.layout import CHECKPOINTS_DIR, check_stage
+from storage.store import ArtifactStore
 
-if TYPE_CHECKING:
-    from storage.store import ArtifactStore
-
-CHECKPOINTS_DIR = "_checkpoints"
 _GLOB_CHARS = "*?["
 
 
@@ -31,7 +28,7 @@ class CheckpointFiles:
 
     def __init__(self, store: ArtifactStore, stage: str, key: str) -> None:
         self.store = store
-        self.stage, self.key = check_name(stage, "stage"), check_key(key)
+        self.stage, self.key = check_stage(stage), check_key(key)
         self.base = f"{store.root_path}/{CHECKPOINTS_DIR}/{stage}/{key}"
 
     @property

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from storage.manifest import Manifest, Ref
+from storage.refs import list_refs
 from storage.store import ArtifactStore
 
 INDEX_FILE = "index.html"
@@ -171,7 +172,7 @@ def build_index(
     written at the root itself)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     manifests = store.list_manifests()
-    refs = store.list_refs(damaged=[])  # a malformed ref is reported by `verify`; the page shows the rest
+    refs = list_refs(store, damaged=[])  # a malformed ref is reported by `verify`; the page shows the rest
     by_key = {(m.stage, m.key): m for m in manifests}
     pointing: dict[tuple[str, str], list[str]] = {}
     for ref in refs:

@@ -34,6 +34,7 @@ from flows.cli.common import (
     print_json,
     refuse_inside_store,
 )
+from storage.refs import list_refs
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
 # --output FILE writes more
@@ -50,7 +51,7 @@ def artifacts_ls(
     store = _store(root)
     refs: dict[tuple[str, str], list[str]] = {}
     damaged_refs: list[Any] = []
-    for ref in store.list_refs(damaged=damaged_refs):
+    for ref in list_refs(store, damaged=damaged_refs):
         refs.setdefault((ref.stage, ref.key), []).append(ref.pipeline)
     table = Table(title=f"artifacts in {store.root_uri}", title_justify="left")
     for column in ("stage", "key", "rows", "size", "age", "refs"):
@@ -125,7 +126,7 @@ def artifacts_show(
 
 def _manifest_summary(store: Any, m: Any) -> list[str]:
     """A few lines that say what an artifact is; `--json` has everything."""
-    refs = [f"{r.pipeline}" for r in store.list_refs() if r.stage == m.stage and r.key == m.key]
+    refs = [f"{r.pipeline}" for r in list_refs(store) if r.stage == m.stage and r.key == m.key]
     drops = ", ".join(f"{reason} {n:,}" for reason, n in sorted(m.dropped.items(), key=lambda kv: -kv[1]))
     attached = m.attached_files
     lines = [
@@ -373,7 +374,7 @@ def artifacts_query(
         return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None))
 
     def available() -> list[str]:
-        refs = [r for r in store.list_refs() if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
+        refs = [r for r in list_refs(store) if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
         return sorted(
             {r.stage for r in refs if store.is_committed(r.stage, r.key) and store.manifest(r.stage, r.key).table_files}
         )

@@ -23,6 +23,7 @@ from flows.terminal import (
     silence_third_party_bars,
     use_terminal_handler,
 )
+from storage.refs import list_refs
 
 # Before Prefect, transformers or datasets are imported: they read these settings then.
 silence_third_party_bars()
@@ -347,9 +348,9 @@ def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> s
     try:
         if key:
             return store.resolve(stage, key)
-        refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
+        refs = [r for r in list_refs(store) if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
         if pipeline is not None and not refs:
-            pipelines = sorted({r.pipeline for r in store.list_refs() if r.stage == stage})
+            pipelines = sorted({r.pipeline for r in list_refs(store) if r.stage == stage})
             raise fail(
                 f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}",
                 2,
@@ -387,7 +388,7 @@ def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[
 
     stages = store.stages()
     if artifact in stages:
-        refs = [r for r in store.list_refs() if r.stage == artifact]
+        refs = [r for r in list_refs(store) if r.stage == artifact]
         if refs or pipeline:
             return artifact, _resolve(store, artifact, None, pipeline)
         return artifact, _no_ref(store, artifact)

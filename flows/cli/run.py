@@ -35,6 +35,8 @@ from flows.cli.common import (
     run_prefect_flow,
 )
 from flows.config import PipelineConfig
+from storage.build_locks import hold_build_lock
+from storage.refs import set_ref
 
 
 def _plan(
@@ -140,8 +142,8 @@ def _execute(
     if not any(step.action == "compute" for step in steps):
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
-                with store.build_lock(step.stage, step.key):  # gc keeps it until the ref moved
-                    store.set_ref(cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
+                with hold_build_lock(store, step.stage, step.key):  # gc keeps it until the ref moved
+                    set_ref(store, cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
         refresh_index(store, cfg)
         if not MODE.quiet:
             out.print("[green]Everything is up to date; nothing to compute.[/green]")

@@ -13,6 +13,8 @@ from flows.config import PipelineConfig
 from flows.plan import StepPlan
 from flows.sweep.plan import SweepPlan, VariantPlan
 from storage import ArtifactStore
+from storage.build_locks import hold_build_lock
+from storage.refs import set_ref
 from tasks.stop import Interrupted, raise_if_stopping
 
 MAX_DRIVERS = 32
@@ -81,7 +83,7 @@ def run_variants(
             for step in vplan.steps:
                 if step.action == "skip":
                     continue
-                with store.build_lock(step.stage, step.key):  # until the ref moved: gc keeps it
+                with hold_build_lock(store, step.stage, step.key):  # until the ref moved: gc keeps it
                     if step.action == "compute":
                         raise_if_stopping(f"{vplan.variant.name}: stopped before {step.stage}")
                         if run_step is None:
@@ -94,7 +96,8 @@ def run_variants(
 
                         if once.ensure((step.stage, step.key), compute):
                             outcome.computed.append(step.stage)
-                    store.set_ref(
+                    set_ref(
+                        store,
                         vplan.pipeline,
                         step.stage,
                         step.key,

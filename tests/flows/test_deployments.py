@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from storage.refs import read_ref
 from tests.flows.toy_pipeline import REPO, cli, subprocess_env, write_config, write_corpus_text
 
 pytestmark = pytest.mark.slow
@@ -327,7 +328,7 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     assert {m.stage: m.key for m in store.list_manifests() if m.stage != "lengths"} == {
         k: v for k, v in built.items() if k != "lengths"
     }
-    assert store.read_ref("toy", "lengths").key == rebuilt
+    assert read_ref(store, "toy", "lengths").key == rebuilt
 
 
 def test_serve_runs_a_schedule_without_a_worker(toy: dict[str, Any], client: Any) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, ShardRecord
+from storage.verify import verify_artifact
 
 # (stage, path pattern inside the artifact) -> keys that hold wall-clock timings (differ run to run)
 VOLATILE: dict[tuple[str, str], tuple[str, ...]] = {
@@ -89,7 +90,7 @@ def check_store(root: Path, reference: dict[str, str] | None = None) -> dict[str
     """Assert the reader-visible invariants; return shard records: path -> (mtime, sha256)."""
     store = ArtifactStore(root)
     for manifest in store.list_manifests():
-        problems = store.verify(manifest.stage, manifest.key)
+        problems = verify_artifact(store, manifest.stage, manifest.key)
         assert problems == [], f"committed {manifest.stage}/{manifest.key[:12]} is not whole: {problems}"
         if manifest.table_files:
             assert store.read_table(manifest.stage, manifest.key).num_rows == manifest.rows_out

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore
-from storage.build_locks import LOCKS_DIR
-from storage.store import TRANSFER_SCRATCH_DIR
+from storage.layout import LOCKS_DIR, TRANSFER_SCRATCH_DIR
+from storage.refs import read_ref
 from tests.reliability.conftest import driver_command, driver_env
 from tests.reliability.driver import run as run_spec
 from tests.reliability.scenarios import dump_spec, scenario
@@ -90,7 +90,7 @@ def test_gc_beside_a_build_between_commit_and_ref_move(
         release.touch()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
-    ref = store.read_ref(PIPELINE, "corpus")
+    ref = read_ref(store, PIPELINE, "corpus")
     assert ref is not None and ref.key == key
     assert store.find(f"{store.root_path}/{LOCKS_DIR}") == [], "the build left its lock behind"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from storage import ArtifactStore
 from storage.index import AGE_SCRIPT, build_index
+from storage.refs import set_ref
 from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
 
 
@@ -42,7 +43,7 @@ def test_index_links_card_and_tensorboard_shows_the_headline_and_computes_age_wh
     store = ArtifactStore(tmp_path / "artifacts")
     stage = Stage("train", "1", _Config, None, lambda c, i: [ShardSpec("model")], _attach)
     ref, manifest = run_stage(store, stage, _Config(), {})
-    store.set_ref("demo", "train", ref.key, note="test")
+    set_ref(store, "demo", "train", ref.key, note="test")
     later = dt.datetime.fromisoformat(manifest.created_at) + dt.timedelta(hours=5)
     page = build_index(store, now=later)
     base = f"train/{ref.key}/files/"

@@ -29,6 +29,9 @@ from storage import (
     StoreError,
     conform,
 )
+from storage.gc import delete_artifact, garbage, uncommitted_keys
+from storage.refs import list_refs, read_ref, set_ref
+from storage.verify import verify_artifact
 
 STAGE = "embed"
 
@@ -160,7 +163,7 @@ def test_paths_reject_traversal(store: ArtifactStore, kit: Any) -> None:
     with pytest.raises(InvalidNameError):
         store.completed_shard(STAGE, key, "a/b")
     with pytest.raises(InvalidNameError):
-        store.read_ref("../p", STAGE)
+        read_ref(store, "../p", STAGE)
     with pytest.raises(InvalidNameError):
         store.list_manifests("../..")
     with pytest.raises(InvalidNameError):
@@ -282,15 +285,15 @@ def test_artifact_without_manifest_is_invisible(store: ArtifactStore, kit: Any) 
     with pytest.raises(ArtifactNotFound):
         store.read_table(STAGE, manifest.key)
     with pytest.raises(ArtifactNotFound):
-        store.verify(STAGE, manifest.key)
+        verify_artifact(store, STAGE, manifest.key)
     with pytest.raises(ArtifactNotFound):
         store.resolve(STAGE, manifest.key[:8])
-    assert store.uncommitted_keys() == [(STAGE, manifest.key)]
+    assert uncommitted_keys(store) == [(STAGE, manifest.key)]
     # ... until it is committed
     store.commit(manifest)
     assert store.is_committed(STAGE, manifest.key)
     assert store.list_manifests() == [manifest]
-    assert store.uncommitted_keys() == []
+    assert uncommitted_keys(store) == []
 
 
 def test_commit_refuses_when_a_listed_file_is_missing(store: ArtifactStore, kit: Any, outside: Any) -> None:
@@ -403,7 +406,7 @@ def test_schema_mismatch_is_a_store_error() -> None:
 # ------------------------------------------------------------------ verify
 def test_verify_sound_artifact(store: ArtifactStore, kit: Any) -> None:
     manifest = kit.build(store, rows=10)
-    assert store.verify(STAGE, manifest.key) == []
+    assert verify_artifact(store, STAGE, manifest.key) == []
 
 
 @pytest.mark.slow
@@ -414,7 +417,7 @@ def test_verify_detects_a_flipped_byte(store: ArtifactStore, kit: Any, outside: 
     blob = bytearray(store.fs.cat_file(path))
     blob[len(blob) // 2] ^= 0xFF
     overwrite(store, path, bytes(blob), outside)
-    problems = store.verify(STAGE, manifest.key)
+    problems = verify_artifact(store, STAGE, manifest.key)
     assert len(problems) == 1
     assert problems[0].startswith(entry.path) and "sha256" in problems[0]
 
@@ -425,7 +428,7 @@ def test_verify_detects_a_truncated_file(store: ArtifactStore, kit: Any, outside
     entry = manifest.files[0]
     path = art_path(store, STAGE, manifest.key, entry.path)
     overwrite(store, path, store.fs.cat_file(path)[:100], outside)
-    assert store.verify(STAGE, manifest.key) == [f"{entry.path}: 100 bytes, manifest says {entry.bytes}"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{entry.path}: 100 bytes, manifest says {entry.bytes}"]
 
 
 @pytest.mark.slow
@@ -434,7 +437,7 @@ def test_verify_detects_a_deleted_file(store: ArtifactStore, kit: Any, outside: 
     entries = manifest.files
     remove(store, art_path(store, STAGE, manifest.key, entries[2].path), outside)
     remove(store, art_path(store, STAGE, manifest.key, entries[0].path), outside)
-    assert store.verify(STAGE, manifest.key) == [f"{entries[0].path}: missing", f"{entries[2].path}: missing"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{entries[0].path}: missing", f"{entries[2].path}: missing"]
 
 
 @pytest.mark.slow
@@ -442,18 +445,18 @@ def test_verify_detects_a_wrong_row_count(store: ArtifactStore, kit: Any) -> Non
     manifest = kit.build(store, rows=6, commit=False)
     lying = manifest.model_copy(update={"files": [manifest.files[0].model_copy(update={"rows": 99}), *manifest.files[1:]]})
     store.commit(lying)
-    assert store.verify(STAGE, manifest.key) == [f"{manifest.files[0].path}: 4 rows, manifest says 99"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{manifest.files[0].path}: 4 rows, manifest says 99"]
 
 
 @pytest.mark.slow
 def test_verify_sees_changes_after_a_listing(store: ArtifactStore, kit: Any, outside: Any) -> None:
     """Directory listings cached by the S3 filesystem must not hide a change made elsewhere."""
     manifest = kit.build(store, rows=10)
-    assert store.verify(STAGE, manifest.key) == []
+    assert verify_artifact(store, STAGE, manifest.key) == []
     store.fs.find(art_path(store, STAGE, manifest.key))  # lists (and caches) data/
     store.fs.ls(art_path(store, STAGE, manifest.key, "data"))
     remove(store, art_path(store, STAGE, manifest.key, manifest.files[0].path), outside)
-    assert store.verify(STAGE, manifest.key) == [f"{manifest.files[0].path}: missing"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{manifest.files[0].path}: missing"]
 
 
 # -------------------------------------------------------------------- refs
@@ -461,18 +464,18 @@ def test_verify_sees_changes_after_a_listing(store: ArtifactStore, kit: Any, out
 def test_refs_history_newest_first(store: ArtifactStore, kit: Any) -> None:
     a = kit.build(store, config={"v": 1}, rows=2)
     b = kit.build(store, config={"v": 2}, rows=3)
-    assert store.read_ref("demo", STAGE) is None
+    assert read_ref(store, "demo", STAGE) is None
 
-    ref = store.set_ref("demo", STAGE, a.key, note="first")
+    ref = set_ref(store, "demo", STAGE, a.key, note="first")
     assert (ref.pipeline, ref.stage, ref.key) == ("demo", STAGE, a.key)
     assert [(h.key, h.note) for h in ref.history] == [(a.key, "first")]
-    assert store.read_ref("demo", STAGE) == ref
+    assert read_ref(store, "demo", STAGE) == ref
 
-    store.set_ref("demo", STAGE, b.key)
-    again = store.set_ref("demo", STAGE, b.key, note="no-op")  # same key: no new history entry
+    set_ref(store, "demo", STAGE, b.key)
+    again = set_ref(store, "demo", STAGE, b.key, note="no-op")  # same key: no new history entry
     assert [h.key for h in again.history] == [b.key, a.key]
-    store.set_ref("demo", STAGE, a.key, note="back")
-    ref = store.read_ref("demo", STAGE)
+    set_ref(store, "demo", STAGE, a.key, note="back")
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and ref.key == a.key
     assert [h.key for h in ref.history] == [a.key, b.key, a.key]
     assert ref.history[0].note == "back"
@@ -483,19 +486,19 @@ def test_refs_history_newest_first(store: ArtifactStore, kit: Any) -> None:
 def test_set_ref_to_an_uncommitted_key_raises(store: ArtifactStore, kit: Any) -> None:
     committed = kit.build(store, config={"v": 1}, rows=2)
     pending = kit.build(store, config={"v": 2}, rows=2, commit=False)
-    store.set_ref("demo", STAGE, committed.key)
+    set_ref(store, "demo", STAGE, committed.key)
     with pytest.raises(ArtifactNotFound):
-        store.set_ref("demo", STAGE, pending.key)
+        set_ref(store, "demo", STAGE, pending.key)
     with pytest.raises(ArtifactNotFound):
-        store.set_ref("demo", STAGE, "d" * 64)
+        set_ref(store, "demo", STAGE, "d" * 64)
     with pytest.raises(ArtifactNotFound):
-        store.set_ref("demo", "other", committed.key)  # right key, wrong stage
-    ref = store.read_ref("demo", STAGE)
+        set_ref(store, "demo", "other", committed.key)  # right key, wrong stage
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and ref.key == committed.key and len(ref.history) == 1
     with pytest.raises(InvalidNameError):
-        store.set_ref("../demo", STAGE, committed.key)
+        set_ref(store, "../demo", STAGE, committed.key)
     with pytest.raises(InvalidNameError):
-        store.set_ref("demo", STAGE, "../" + committed.key[3:])
+        set_ref(store, "demo", STAGE, "../" + committed.key[3:])
 
 
 @pytest.mark.slow
@@ -504,20 +507,20 @@ def test_ref_history_is_bounded(store: ArtifactStore, kit: Any, monkeypatch: pyt
     a = kit.build(store, config={"v": 1}, rows=1)
     b = kit.build(store, config={"v": 2}, rows=1)
     for key in (a.key, b.key, a.key, b.key, a.key):
-        store.set_ref("demo", STAGE, key)
-    ref = store.read_ref("demo", STAGE)
+        set_ref(store, "demo", STAGE, key)
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and [h.key for h in ref.history] == [a.key, b.key, a.key]
 
 
 @pytest.mark.slow
 def test_list_refs(store: ArtifactStore, kit: Any) -> None:
-    assert store.list_refs() == []
+    assert list_refs(store) == []
     embed = kit.build(store, STAGE, {"v": 1}, rows=1)
     corpus = kit.build(store, "corpus", {"v": 1}, rows=1)
-    store.set_ref("zeta", STAGE, embed.key)
-    store.set_ref("alpha", STAGE, embed.key)
-    store.set_ref("alpha", "corpus", corpus.key)
-    refs = store.list_refs()
+    set_ref(store, "zeta", STAGE, embed.key)
+    set_ref(store, "alpha", STAGE, embed.key)
+    set_ref(store, "alpha", "corpus", corpus.key)
+    refs = list_refs(store)
     assert [(r.pipeline, r.stage, r.key) for r in refs] == [
         ("alpha", "corpus", corpus.key),
         ("alpha", STAGE, embed.key),
@@ -535,13 +538,13 @@ def test_garbage_lists_unreferenced_artifacts_only(store: ArtifactStore, kit: An
     stray = kit.build(store, config={"v": 3}, rows=1)
     other_stage = kit.build(store, "corpus", {"v": 1}, rows=1)
     partial = kit.build(store, config={"v": 4}, rows=1, commit=False)
-    store.set_ref("demo", STAGE, old.key)
-    store.set_ref("demo", STAGE, current.key)
-    store.set_ref("demo", "corpus", other_stage.key)
+    set_ref(store, "demo", STAGE, old.key)
+    set_ref(store, "demo", STAGE, current.key)
+    set_ref(store, "demo", "corpus", other_stage.key)
 
-    assert sorted(store.garbage()) == sorted([(STAGE, old.key), (STAGE, stray.key)])
-    assert store.garbage(keep_history=True) == [(STAGE, stray.key)]
-    assert sorted(store.garbage(keep_history=True, include_partial=True)) == sorted([(STAGE, stray.key), (STAGE, partial.key)])
+    assert sorted(garbage(store)) == sorted([(STAGE, old.key), (STAGE, stray.key)])
+    assert garbage(store, keep_history=True) == [(STAGE, stray.key)]
+    assert sorted(garbage(store, keep_history=True, include_partial=True)) == sorted([(STAGE, stray.key), (STAGE, partial.key)])
     # garbage() only lists
     assert all(store.is_committed(STAGE, m.key) for m in (old, current, stray))
     assert store.fs.exists(art_path(store, STAGE, partial.key, partial.files[0].path))
@@ -550,7 +553,7 @@ def test_garbage_lists_unreferenced_artifacts_only(store: ArtifactStore, kit: An
 @pytest.mark.slow
 def test_garbage_with_no_refs_is_everything(store: ArtifactStore, kit: Any) -> None:
     a = kit.build(store, config={"v": 1}, rows=1)
-    assert store.garbage() == [(STAGE, a.key)]
+    assert garbage(store) == [(STAGE, a.key)]
 
 
 class _RecordingFS(LocalFileSystem):
@@ -576,7 +579,7 @@ def test_delete_removes_the_manifest_before_the_data(local_root: str, kit: Any) 
     keep = kit.build(store, config={"v": 2}, rows=9)
     manifest_path = art_path(store, STAGE, doomed.key, "manifest.json")
     store.backend.fs = _RecordingFS(manifest_path)
-    store.delete(STAGE, doomed.key)
+    delete_artifact(store, STAGE, doomed.key)
     # the first removal takes the manifest; when the data goes, the artifact is already uncommitted
     assert store.fs.events[0] == ("rm_file", True)
     assert all(present is False for _, present in store.fs.events[1:])
@@ -589,15 +592,15 @@ def test_delete_removes_the_manifest_before_the_data(local_root: str, kit: Any) 
 def test_delete(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     doomed = kit.build(store, config={"v": 1}, rows=9)
     keep = kit.build(store, config={"v": 2}, rows=9)
-    store.delete(STAGE, doomed.key)
+    delete_artifact(store, STAGE, doomed.key)
     assert not store.is_committed(STAGE, doomed.key)
     assert [m.key for m in store.list_manifests()] == [keep.key]
     assert not any(path.startswith(f"{STAGE}/{doomed.key}") for path in read_all(store))
-    assert store.verify(STAGE, keep.key) == []
-    store.delete(STAGE, doomed.key)  # deleting twice is harmless
-    store.delete(STAGE, "e" * 64)
+    assert verify_artifact(store, STAGE, keep.key) == []
+    delete_artifact(store, STAGE, doomed.key)  # deleting twice is harmless
+    delete_artifact(store, STAGE, "e" * 64)
     with pytest.raises(InvalidNameError):
-        store.delete("refs", "e" * 64)
+        delete_artifact(store, "refs", "e" * 64)
 
 
 def test_an_unreadable_manifest_is_an_error_not_an_absence(local_root: str, kit: Any) -> None:
@@ -611,7 +614,7 @@ def test_an_unreadable_manifest_is_an_error_not_an_absence(local_root: str, kit:
     with pytest.raises(StoreError, match="cannot read"):
         store.list_manifests()
     with pytest.raises(StoreError, match="cannot read"):
-        store.garbage(include_partial=True)
+        garbage(store, include_partial=True)
     assert (Path(store.artifact_dir(STAGE, odd.key)) / odd.files[0].path).exists()
 
 
@@ -657,7 +660,7 @@ def test_a_second_process_sees_new_commits(root: str, kit: Any) -> None:
     reader = ArtifactStore(root)
     first = kit.build(reader, config={"v": 1}, rows=1)
     assert [m.key for m in reader.list_manifests()] == [first.key]
-    reader.uncommitted_keys()
+    uncommitted_keys(reader)
     reader.stages()
 
     fs_class = type(reader.fs)
@@ -668,15 +671,15 @@ def test_a_second_process_sees_new_commits(root: str, kit: Any) -> None:
     second = kit.build(writer, config={"v": 2}, rows=1)
     third = kit.build(writer, "corpus", {"v": 3}, rows=1)
     partial = kit.build(writer, config={"v": 4}, rows=1, commit=False)
-    writer.set_ref("demo", STAGE, second.key)
+    set_ref(writer, "demo", STAGE, second.key)
 
     assert {m.key for m in reader.list_manifests()} == {first.key, second.key, third.key}
     assert reader.stages() == ["corpus", STAGE]
     assert reader.resolve(STAGE, second.key[:10]) == second.key
     assert reader.is_committed(STAGE, second.key)
-    assert set(reader.uncommitted_keys()) == {(STAGE, partial.key)}
-    assert [r.key for r in reader.list_refs()] == [second.key]
-    assert sorted(reader.garbage()) == sorted([(STAGE, first.key), ("corpus", third.key)])
+    assert set(uncommitted_keys(reader)) == {(STAGE, partial.key)}
+    assert [r.key for r in list_refs(reader)] == [second.key]
+    assert sorted(garbage(reader)) == sorted([(STAGE, first.key), ("corpus", third.key)])
 
 
 # ------------------------------------------------------- hostile manifests
@@ -737,7 +740,7 @@ def test_hostile_manifest_in_the_store_is_not_followed(store: ArtifactStore, kit
 def test_no_credentials_are_written(s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path) -> None:
     store = ArtifactStore(s3_root)
     a = kit.build(store, config={"v": 1}, rows=5)
-    store.set_ref("demo", STAGE, a.key)
+    set_ref(store, "demo", STAGE, a.key)
     blobs = read_all(store)
     assert any(path.endswith("manifest.json") for path in blobs)
     assert any(path.startswith("refs/demo/") for path in blobs)
