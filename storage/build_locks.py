@@ -102,13 +102,13 @@ def hold_build_lock(store: ArtifactStore, stage: str, key: str, what: str = "bui
     pid, host, started = os.getpid(), socket.gethostname(), _now()
     safe_host = "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:64] or "host"
     path = f"{lock_dir(store, stage, key)}/{safe_host}-{pid}-{uuid.uuid4().hex[:8]}.json"
-    store.write_object(path, _record(pid, host, started, what))
+    store.backend.write_object(path, _record(pid, host, started, what))
     stop = threading.Event()
 
     def refresh() -> None:
         while not stop.wait(REFRESH_EVERY.total_seconds()):
             try:
-                store.write_object(path, _record(pid, host, started, what))
+                store.backend.write_object(path, _record(pid, host, started, what))
             except (OSError, StoreError) as exc:  # a missed refresh only shortens the lock's life
                 log.warning("could not refresh the build lock %s: %s", path, exc)
 
@@ -120,7 +120,7 @@ def hold_build_lock(store: ArtifactStore, stage: str, key: str, what: str = "bui
         stop.set()
         keeper.join()
         try:
-            store.remove(path)
+            store.backend.remove(path)
         except FileNotFoundError:
             pass
         except (OSError, StoreError) as exc:  # left behind, it goes stale once this process is gone

@@ -45,21 +45,21 @@ class CheckpointFiles:
 
     def read(self, name: str) -> bytes | None:
         """The file's bytes, or None when it does not exist."""
-        return self.store.read_bytes(self._path(name))
+        return self.store.backend.read_bytes(self._path(name))
 
     def write(self, name: str, data: bytes) -> None:
-        self.store.write_object(self._path(name), data)
+        self.store.backend.write_object(self._path(name), data)
 
     def put(self, local: Path, name: str) -> None:
         """Upload a local file as `name`, whole."""
-        self.store.copy_local_file(str(local), self._path(name))
+        self.store.backend.copy_local_file(str(local), self._path(name))
 
     def get(self, name: str, local: Path) -> None:
         """Download `name` to `local` (a temp file renamed into place)."""
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f".{local.name}.tmp-{uuid.uuid4().hex}")
         try:
-            self.store.download(self._path(name), str(tmp))
+            self.store.backend.download(self._path(name), str(tmp))
             os.replace(tmp, local)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -68,11 +68,11 @@ class CheckpointFiles:
     def names(self, folder: str = "") -> list[str]:
         """Relative names of the files under `folder` (all of them by default), sorted; temporary
         files of an interrupted local write (names starting with '.') are left out."""
-        found = self.store.find(self._path(folder) if folder else self.base)
+        found = self.store.backend.find(self._path(folder) if folder else self.base)
         prefix = self.base.rstrip("/") + "/"
         names = [p[len(prefix) :] for p in found if p.startswith(prefix)]
         return sorted(n for n in names if not any(part.startswith(".") for part in n.split("/")))
 
     def remove(self, name: str = "") -> None:
         """Remove a file or folder (everything by default); absent is fine."""
-        self.store.remove(self._path(name) if name else self.base)
+        self.store.backend.remove(self._path(name) if name else self.base)

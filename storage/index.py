@@ -276,7 +276,7 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
 
 def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:
     base = f"{store.root_path.rstrip('/')}/{reports_dir}"
-    found = sorted(p for p in store.find(base) if p.endswith(REPORT_SUFFIXES))
+    found = sorted(p for p in store.backend.find(base) if p.endswith(REPORT_SUFFIXES))
     if not found:
         return
     page.parts.append(f"<h2>{_e(reports_dir.capitalize())}</h2>")

@@ -129,7 +129,7 @@ def write_ref(store: ArtifactStore, ref: Ref) -> Ref:
     copies between stores go through `copy_refs`, which merges."""
     if not store.is_committed(ref.stage, ref.key):
         raise ArtifactNotFound(f"cannot write ref {ref.pipeline}/{ref.stage}: {ref.stage}/{ref.key} is not committed here")
-    store.write_object(ref_path(store, ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
+    store.backend.write_object(ref_path(store, ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
     return ref
 
 
@@ -158,12 +158,12 @@ def update_ref(store: ArtifactStore, pipeline: str, stage: str, change: Callable
     ref is still what was read; re-read and retry when another writer got there first."""
     path = ref_path(store, pipeline, stage)
     for _ in range(CAS_RETRIES):
-        data, token = store.read_versioned(path)
+        data, token = store.backend.read_versioned(path)
         current = parse_record(Ref, data, path) if data is not None else None
         new = change(current)
         if new is None or new == current:
             return current
-        if store.write_if_unchanged(path, new.model_dump_json(indent=2).encode("utf-8"), token):
+        if store.backend.write_if_unchanged(path, new.model_dump_json(indent=2).encode("utf-8"), token):
             return new
     raise RefConflict(f"refs/{pipeline}/{stage} kept changing under {CAS_RETRIES} attempts to update it; try again")
 

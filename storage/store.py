@@ -26,7 +26,6 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -140,7 +139,9 @@ class ArtifactStore:
 
     A local root folder is created unless `create=False` (commands that only read use that,
     and `check_root`, so that a mistyped root is an error, not an empty store). How bytes reach
-    the root (local disk or an object store) is the backend's business (storage/backends.py).
+    the root (local disk or an object store) is the backend's business (storage/backends.py):
+    objects by path are read and written through `store.backend` (paths under `root_path`;
+    every write lands whole, every read and listing goes to the root, not to a cache).
     The store writes, commits and reads artifacts (every read checked against the manifest);
     the operations built on it take it as their first argument where they are defined: refs
     (storage/refs.py), build locks (storage/build_locks.py), checkpoint files
@@ -154,15 +155,6 @@ class ArtifactStore:
         self.backend: StorageBackend = backend_for(fs, self.root_path, f"{self.root_path}/{REFS_DIR}/{REFS_LOCK_FILE}")
         if create:
             self.backend.prepare_root()
-
-    @property
-    def fs(self) -> Any:
-        """The root's fsspec filesystem (for reading an object by path)."""
-        return self.backend.fs
-
-    @property
-    def is_local(self) -> bool:
-        return self.backend.is_local
 
     def check_root(self, *, must_exist: bool) -> bool:
         """Reach the root once, turning the usual failures (no such bucket, bad or missing
@@ -195,54 +187,12 @@ class ArtifactStore:
         check_name(shard_id, "shard id")
         return f"{self.artifact_dir(stage, key)}/shards/{shard_id}.json"
 
-    # ------------------------------------------------------------ objects by path
-    # Paths are under `root_path`. Every write lands whole: a reader sees the old bytes or the
-    # new, never a part. Every read and listing goes to the root, not to a cache.
-    def read_bytes(self, path: str) -> bytes | None:
-        """The object's bytes, or None when it does not exist."""
-        return self.backend.read_bytes(path)
-
-    def find(self, path: str) -> list[str]:
-        """Every file under `path`, recursively ([] when there is none)."""
-        return self.backend.find(path)
-
-    def download(self, path: str, local: str) -> None:
-        """Copy an object to a local file (FileNotFoundError when it does not exist)."""
-        self.backend.download(path, local)
-
-    def remove(self, path: str) -> None:
-        """Remove a file or a folder with everything under it; absent is fine."""
-        self.backend.remove(path)
-
-    def write_object(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
-        """Write a whole object at `path`. With `exclusive`, return False if it already exists."""
-        return self.backend.write_object(path, data, exclusive=exclusive)
-
     def write_root_file(self, name: str, data: bytes) -> str:
         """Write `{root}/{name}` whole (a page such as index.html beside the stage folders)."""
         check_name(name.replace(".", "-"), "file name")
         path = f"{self.root_path}/{name}"
-        self.write_object(path, data)
+        self.backend.write_object(path, data)
         return f"{self.root_uri}/{name}"
-
-    def copy_local_file(self, local: str, dest: str) -> None:
-        """Place a copy of a local file at `dest` whole; the local file stays."""
-        self.backend.copy_local_file(local, dest)
-
-    def move_local_file(self, local: str, dest: str) -> None:
-        """Place a local file at `dest` whole; the local file is gone afterwards."""
-        self.backend.move_local_file(local, dest)
-
-    def read_versioned(self, path: str) -> tuple[bytes | None, Any]:
-        """An object's bytes and a token for `write_if_unchanged` (local: the bytes; S3: the ETag)."""
-        return self.backend.read_versioned(path)
-
-    def write_if_unchanged(self, path: str, data: bytes, token: Any) -> bool:
-        """Replace the object at `path` only if it is still what `read_versioned` returned with
-        `token` (None: only if it does not exist). False when it changed. Local roots compare
-        under an exclusive lock of `{root}/refs/.lock`; S3 uses conditional PUTs (If-Match /
-        If-None-Match), so no lock is needed across machines."""
-        return self.backend.write_if_unchanged(path, data, token)
 
     # ------------------------------------------------------------- manifests
     def is_committed(self, stage: str, key: str) -> bool:
@@ -259,7 +209,7 @@ class ArtifactStore:
 
     def manifest(self, stage: str, key: str) -> Manifest:
         path = self.manifest_path(stage, key)
-        data = self.read_bytes(path)
+        data = self.backend.read_bytes(path)
         if data is None:
             raise ArtifactNotFound(f"no committed artifact {stage}/{key} under {self.root_uri}")
         manifest = parse_record(Manifest, data, path)
@@ -273,7 +223,7 @@ class ArtifactStore:
             if not self.backend.exists(f"{self.artifact_dir(manifest.stage, manifest.key)}/{entry.path}"):
                 raise StoreError(f"refusing to commit {manifest.stage}/{manifest.key}: {entry.path} is missing")
         data = manifest.model_dump_json(indent=2).encode("utf-8")
-        first = self.write_object(self.manifest_path(manifest.stage, manifest.key), data, exclusive=True)
+        first = self.backend.write_object(self.manifest_path(manifest.stage, manifest.key), data, exclusive=True)
         self._remove_checkpoints(manifest.stage, manifest.key)
         if first:
             return manifest
@@ -285,7 +235,7 @@ class ArtifactStore:
         # (storage/checkpoint_files.py); a failure only leaves files behind
         folder = f"{CHECKPOINTS_DIR}/{check_stage(stage)}/{check_key(key)}"
         try:
-            self.remove(f"{self.root_path}/{folder}")
+            self.backend.remove(f"{self.root_path}/{folder}")
         except Exception as exc:  # noqa: BLE001 - the commit stands; say what is left
             log.warning("could not remove the checkpoints of %s/%s under %s/%s (%s: %s); delete them by hand",
                         stage, key, self.root_uri, folder, type(exc).__name__, exc)  # fmt: skip
@@ -351,7 +301,7 @@ class ArtifactStore:
     def completed_shard(self, stage: str, key: str, shard_id: str) -> ShardRecord | None:
         """The shard's record if it finished earlier and all its files are present."""
         path = self._shard_path(stage, key, shard_id)
-        data = self.read_bytes(path)
+        data = self.backend.read_bytes(path)
         if data is None:
             return None
         record = parse_record(ShardRecord, data, path)
@@ -422,7 +372,7 @@ class ArtifactStore:
             FileEntry(path=rel, bytes=0, sha256="0" * 64)  # validates the name: relative, no '..'
             local = os.fspath(local)
             digest, size = sha256_file(local), os.path.getsize(local)
-            self.copy_local_file(local, f"{base}/{rel}")
+            self.backend.copy_local_file(local, f"{base}/{rel}")
             entries.append(FileEntry(path=rel, rows=None, bytes=size, sha256=digest))
         return entries
 
@@ -442,7 +392,7 @@ class ArtifactStore:
 
     def commit_shard(self, stage: str, key: str, record: ShardRecord) -> ShardRecord:
         self.refuse_committed(stage, key)
-        self.write_object(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
+        self.backend.write_object(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
         return record
 
     # ------------------------------------------------------------------ reads
@@ -526,7 +476,7 @@ class _PartWriter:
             raise write_error(exc, f"{self.dest} (temporary file {self.tmp})") from exc
         entry = FileEntry(path=self.rel, rows=self.rows, bytes=os.path.getsize(self.tmp), sha256=sha256_file(self.tmp))
         self.guard()
-        self.store.move_local_file(self.tmp, self.dest)
+        self.store.backend.move_local_file(self.tmp, self.dest)
         return entry
 
     def abort(self) -> None:

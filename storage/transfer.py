@@ -59,7 +59,7 @@ SCRATCH_DIR = ("transfer-scratch",)
 
 def scratch_base(source: ArtifactStore, destination: ArtifactStore) -> Path:
     """Where a transfer between these stores keeps its scratch files (see the module's doc)."""
-    if destination.is_local:
+    if destination.backend.is_local:
         return Path(destination.root_path) / TRANSFER_SCRATCH_DIR
     return xlembed_cache_dir(*SCRATCH_DIR)
 
@@ -118,10 +118,10 @@ def _scratch(source: ArtifactStore, destination: ArtifactStore) -> Iterator[Path
 def _place(destination: ArtifactStore, local: str, dest: str) -> None:
     """A verified scratch file into place: renamed when the scratch is on the destination's
     disk, else copied and removed."""
-    if destination.is_local and Path(local).is_relative_to(destination.root_path):
-        destination.move_local_file(local, dest)
+    if destination.backend.is_local and Path(local).is_relative_to(destination.root_path):
+        destination.backend.move_local_file(local, dest)
     else:
-        destination.copy_local_file(local, dest)
+        destination.backend.copy_local_file(local, dest)
         os.unlink(local)
 
 

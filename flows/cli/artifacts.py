@@ -438,7 +438,7 @@ def artifacts_index(
         if output.suffix.lower() not in (".html", ".htm"):
             output = output / INDEX_FILE
         output = output.expanduser().resolve()
-        if store.is_local:
+        if store.backend.is_local:
             base = os.path.relpath(store.root_uri, output.parent).replace(os.sep, "/")
             link_base = "" if base == "." else f"{base}/"
         else:  # a local page over a remote store: absolute links, which a browser may not open

@@ -254,10 +254,10 @@ def artifacts_gc(
     for path in partial:
         out.print(Text(f"{'delete' if yes else 'would delete'} partial file {store.relative(path)}"), highlight=False)
         if yes:
-            store.remove(path)
+            store.backend.remove(path)
     for lock, _ in stale:
         if yes:  # its holder is gone: the file guards nothing
-            store.remove(lock.path)
+            store.backend.remove(lock.path)
     for line in skipped:
         err.print(Text(f"skipped: {line}"), highlight=False)
     if kept:

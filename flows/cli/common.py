@@ -366,7 +366,7 @@ def refuse_inside_store(store: Any, path: Path, what: str) -> None:
     """Exit 2 when a local output `path` would land inside a local store's root: a file written
     there could overwrite a committed artifact's file or a ref. (An s3:// root has no local
     folder to land in.)"""
-    if not store.is_local:
+    if not store.backend.is_local:
         return
     root = Path(store.root_path).resolve()
     target = path.expanduser().resolve()

@@ -43,7 +43,7 @@ def _put_bytes(store: ArtifactStore, dest: str, data: bytes) -> None:
     with tempfile.NamedTemporaryFile("wb", suffix=".tmp", delete=False) as f:
         f.write(data)
     try:
-        store.copy_local_file(f.name, dest)
+        store.backend.copy_local_file(f.name, dest)
     finally:
         Path(f.name).unlink(missing_ok=True)
 

@@ -206,7 +206,7 @@ def manifests(root: str) -> dict[str, str]:
     from storage import ArtifactStore
 
     store = ArtifactStore(root)
-    store.fs.invalidate_cache()
+    store.backend.fs.invalidate_cache()
     return {m.stage: m.key for m in store.list_manifests()}
 
 
@@ -321,7 +321,7 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     from storage import ArtifactStore
 
     store = ArtifactStore(toy["root"])
-    store.fs.invalidate_cache()
+    store.backend.fs.invalidate_cache()
     lengths = {m.key: m for m in store.list_manifests("lengths")}
     rebuilt = next(key for key, m in lengths.items() if m.rebuild_of == built["lengths"])
     assert set(lengths) == {built["lengths"], rebuilt}

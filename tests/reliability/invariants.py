@@ -79,7 +79,7 @@ def artifact_files(root: Path | str) -> dict[str, str]:
                 # Their scalars after a resume are checked in tests/tasks/train/test_trainer.py.
                 files[f"{m.stage}/{m.key}/{f.path.rsplit('/', 1)[0]}/events.out.tfevents.*"] = "tensorboard event files"
             elif volatile_keys(m.stage, f.path):
-                data = store.fs.cat_file(f"{store.artifact_dir(m.stage, m.key)}/{f.path}")
+                data = store.backend.fs.cat_file(f"{store.artifact_dir(m.stage, m.key)}/{f.path}")
                 files[f"{m.stage}/{m.key}/{f.path}"] = comparable_digest(f"{m.stage}/{m.key}/{f.path}", data)
             else:
                 files[f"{m.stage}/{m.key}/{f.path}"] = f.sha256

@@ -155,9 +155,9 @@ def test_verify(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, 
     current = populated["current"]
     entry = current.files[0]
     path = f"{store.artifact_dir(STAGE, current.key)}/{entry.path}"
-    blob = bytearray(store.fs.cat_file(path))
+    blob = bytearray(store.backend.fs.cat_file(path))
     blob[len(blob) // 2] ^= 0x01
-    if store.is_local:
+    if store.backend.is_local:
         Path(path).write_bytes(bytes(blob))
     else:  # corrupt it behind the store's back
         server = request.getfixturevalue("s3_server")
@@ -241,20 +241,20 @@ def test_gc_include_partial_collects_temporary_files_inside_committed_folders(
 
     listed = committed()
     partial = f"{base}/data/.s0-00000.parquet.tmp-{'a' * 32}"  # what a copy killed mid-file leaves
-    store.write_object(partial, b"half a file")
+    store.backend.write_object(partial, b"half a file")
     young = cli("gc", "--include-partial", "--yes").output  # written a moment ago: a copy may be writing it
-    assert store.fs.exists(partial) and "partial file" not in young
+    assert store.backend.fs.exists(partial) and "partial file" not in young
     assert "kept 1: 1 a ref points to it" in young and "nothing to collect" in young
     assert (
         f"would delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-"
         in cli("gc", "--include-partial", "--grace", "0").output
     )
     assert "partial file" not in cli("gc", "--grace", "0").output  # only with --include-partial
-    assert store.fs.exists(partial)
+    assert store.backend.fs.exists(partial)
     done = cli("gc", "--include-partial", "--grace", "0", "--yes").output
     assert f"delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-" in done
-    store.fs.invalidate_cache()
-    assert not store.fs.exists(partial)
+    store.backend.fs.invalidate_cache()
+    assert not store.backend.fs.exists(partial)
     assert committed() == listed and len(listed) >= len(built.files) + 1  # the data files, shard records, manifest
     assert store.is_committed(STAGE, built.key)
     cli("verify")
@@ -279,10 +279,12 @@ def test_gc_says_what_it_kept_and_why_and_honours_build_locks(cli: Cli, store: A
     old = (datetime.now(timezone.utc) - build_locks.STALE_AFTER - timedelta(minutes=5)).isoformat()
     record = {"pid": 1, "host": "elsewhere.example", "started_at": old, "refreshed_at": old, "what": "build"}
     lock_dir = build_locks.lock_dir(store, STAGE, held.key)
-    store.write_object(f"{lock_dir}/elsewhere-1-0.json", json.dumps(record).encode())
-    store.write_object(f"{build_locks.lock_dir(store, STAGE, young.key)}/x-2-0.json", b"{ not json")
+    store.backend.write_object(f"{lock_dir}/elsewhere-1-0.json", json.dumps(record).encode())
+    store.backend.write_object(f"{build_locks.lock_dir(store, STAGE, young.key)}/x-2-0.json", b"{ not json")
     fresh = {**record, "refreshed_at": datetime.now(timezone.utc).isoformat()}
-    store.write_object(f"{build_locks.lock_dir(store, STAGE, referenced.key)}/elsewhere-3-0.json", json.dumps(fresh).encode())
+    store.backend.write_object(
+        f"{build_locks.lock_dir(store, STAGE, referenced.key)}/elsewhere-3-0.json", json.dumps(fresh).encode()
+    )
     out = cli("gc", "--grace", "0").output
     assert f"stale lock {STAGE}/{held.key[:12]} ignored: pid 1 on elsewhere.example has not refreshed it for 2.1h" in out
     assert f"stale lock {STAGE}/{young.key[:12]} ignored: its file cannot be read" in out
@@ -425,11 +427,11 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
     manifest = kit.manifest("train", key, config, records)
     store.commit(manifest.model_copy(update={"files": [*manifest.files, *attached]}))
     set_ref(store, "demo", "train", key)
-    store.fs.makedirs(f"{store.root_path}/sweeps/grid-1", exist_ok=True)
-    store.fs.pipe_file(f"{store.root_path}/sweeps/grid-1/report.html", b"<p>sweep</p>")
+    store.backend.fs.makedirs(f"{store.root_path}/sweeps/grid-1", exist_ok=True)
+    store.backend.fs.pipe_file(f"{store.root_path}/sweeps/grid-1/report.html", b"<p>sweep</p>")
 
     assert "index.html: 5 artifacts" in cli("index").stdout
-    html = store.fs.cat_file(f"{store.root_path}/index.html").decode("utf-8")
+    html = store.backend.fs.cat_file(f"{store.root_path}/index.html").decode("utf-8")
 
     class Links(HTMLParser):
         def __init__(self) -> None:
@@ -446,7 +448,7 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
     assert f"train/{key}/files/report/report.html" in files and f"train/{key}/files/curves.png" in files
     assert "sweeps/grid-1/report.html" in files
     for href in files:
-        assert store.fs.exists(f"{store.root_path}/{unquote(href)}"), href
+        assert store.backend.fs.exists(f"{store.root_path}/{unquote(href)}"), href
     for m in [*populated.values()]:
         assert m.key[:12] in html
     from storage.index import AGE_SCRIPT
@@ -494,8 +496,8 @@ def test_a_truncated_manifest_is_reported_and_the_rest_listed(
 ) -> None:
     stray = populated["stray"]
     path = f"{store.artifact_dir(STAGE, stray.key)}/manifest.json"
-    blob = store.fs.cat_file(path)
-    store.write_object(path, blob[: len(blob) // 2])
+    blob = store.backend.fs.cat_file(path)
+    store.backend.write_object(path, blob[: len(blob) // 2])
     listing = cli("ls")
     assert "damaged" in line_with(listing.stdout, stray.key[:12])
     assert populated["current"].key[:12] in listing.stdout and populated["corpus"].key[:12] in listing.stdout

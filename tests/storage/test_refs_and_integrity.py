@@ -181,8 +181,8 @@ def test_push_over_a_damaged_remote_copy_repairs_it(local_root: str, s3_root: st
     assert runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root]).exit_code == 0
     entry = built.table_files[0]
     path = f"{remote.artifact_dir('embed', built.key)}/{entry.path}"
-    good = remote.fs.cat_file(path)
-    remote.fs.pipe_file(path, bytes(b ^ 0xFF for b in good))  # same size, other bytes
+    good = remote.backend.fs.cat_file(path)
+    remote.backend.fs.pipe_file(path, bytes(b ^ 0xFF for b in good))  # same size, other bytes
     assert verify_artifact(remote, "embed", built.key)
     again = runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     assert again.exit_code == 0, again.output
@@ -199,7 +199,7 @@ def test_push_fails_naming_a_damaged_remote_file_it_cannot_restore(local_root: s
     remote.commit(kit.manifest("embed", built.key, {"model": "labse"}, records))
     entry = remote.manifest("embed", built.key).table_files[-1]  # 3 rows here, 1 row locally
     path = f"{remote.artifact_dir('embed', built.key)}/{entry.path}"
-    remote.fs.pipe_file(path, b"x" * entry.bytes)
+    remote.backend.fs.pipe_file(path, b"x" * entry.bytes)
     result = CliRunner().invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     message = str(result.exception)  # the CLI's main() prints a StoreError as this one line
     assert result.exit_code == 1 and "\n" not in message
@@ -212,7 +212,7 @@ def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any,
     loose = kit.build(store, config={"v": 2})
     other = kit.build(store, stage="other", config={"v": 3})
     set_ref(store, "demo", "embed", kept.key)
-    store.write_object(f"{store.root_path}/refs/demo/other.json", b'{"pipeline": "demo", "stage": "oth')
+    store.backend.write_object(f"{store.root_path}/refs/demo/other.json", b'{"pipeline": "demo", "stage": "oth')
     runner = CliRunner()
     for command in (["ls"], ["refs"]):
         result = runner.invoke(app, ["artifacts", *command, "--root", root])
@@ -234,11 +234,11 @@ def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any,
 def test_gc_collects_around_a_damaged_manifest(store: ArtifactStore, kit: Any, root: str) -> None:
     loose = kit.build(store, config={"v": 1})
     damaged = kit.build(store, config={"v": 2})
-    store.write_object(f"{store.artifact_dir('embed', damaged.key)}/manifest.json", b"{ not json")
+    store.backend.write_object(f"{store.artifact_dir('embed', damaged.key)}/manifest.json", b"{ not json")
     gc = CliRunner().invoke(app, ["artifacts", "gc", "--grace", "0", "--yes", "--include-partial", "--root", root])
     assert gc.exit_code == 0, gc.output
     assert f"delete embed/{loose.key[:12]}" in gc.output and f"{damaged.key[:12]} kept" in gc.output
-    assert store.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
+    assert store.backend.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
 
 
 @pytest.mark.slow
@@ -266,7 +266,7 @@ def test_a_ref_whose_content_disagrees_with_its_path_is_malformed_everywhere(sto
     other = kit.build(store, stage="other", config={"v": 3})
     set_ref(store, "demo", "other", other.key)
     misplaced = {"pipeline": "demo", "stage": "other", "key": other.key, "history": []}
-    store.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(misplaced).encode())
+    store.backend.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(misplaced).encode())
     runner = CliRunner()
     for command in (["ls"], ["refs"]):
         result = runner.invoke(app, ["artifacts", *command, "--root", root])
@@ -280,7 +280,7 @@ def test_a_ref_whose_content_disagrees_with_its_path_is_malformed_everywhere(sto
     assert "every embed and other artifact kept" in gc.output, gc.output
     # a pipeline that is no valid name (`../..`) in the content: one line, no traceback
     invalid = {**misplaced, "pipeline": "../..", "stage": "embed", "key": embed.key}
-    store.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(invalid).encode())
+    store.backend.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(invalid).encode())
     for command in (["verify"], ["refs"], ["gc"]):
         result = runner.invoke(app, ["artifacts", *command, "--root", root])
         assert "Traceback" not in result.output and "is not a valid name" in result.output, result.output

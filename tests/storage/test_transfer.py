@@ -63,7 +63,7 @@ def test_a_source_file_that_is_gone_is_one_line_naming_it(local_root: str, s3_ro
     remote = ArtifactStore(s3_root)
     manifest = kit.build(remote, config={"v": 5}, rows=4)
     victim = manifest.files[0].path
-    remote.fs.rm_file(f"{remote.artifact_dir('embed', manifest.key)}/{victim}")
+    remote.backend.fs.rm_file(f"{remote.artifact_dir('embed', manifest.key)}/{victim}")
     local = ArtifactStore(local_root)
     with pytest.raises(CorruptArtifact, match=f"^{s3_root}: embed/{manifest.key}/{victim} is missing"):
         copy_artifact(remote, local, "embed", manifest.key)
