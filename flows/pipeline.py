@@ -209,7 +209,7 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     """Rewrite `{root}/index.html` and link it from this flow run's artifacts (`artifact_key`).
     The page is a view of the store, not part of a run's result: failing to write it is one
     warning line, never a failed run."""
-    from storage.index import index_url, write_index
+    from flows.store_index import index_url, write_index
 
     url = index_url(store)
     try:

@@ -427,8 +427,8 @@ def artifacts_index(
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
+    from flows.store_index import INDEX_FILE, build_index, write_index
     from flows.sweep.report import SWEEPS_DIR
-    from storage.index import INDEX_FILE, build_index, write_index
 
     store = _store(root)
     if output is None:

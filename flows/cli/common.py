@@ -322,13 +322,13 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
 
 
 def _age(created_at: str) -> str:
-    from storage.index import format_age
+    from flows.store_index import format_age
 
     return format_age(created_at)
 
 
 def _size(n: int) -> str:
-    from storage.index import format_size
+    from flows.store_index import format_size
 
     return format_size(n)
 
@@ -427,8 +427,8 @@ def refresh_index(store: Any, cfg: PipelineConfig) -> None:
     the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
     if not cfg.settings.write_index:
         return
+    from flows.store_index import INDEX_FILE, write_index
     from flows.sweep.report import SWEEPS_DIR
-    from storage.index import INDEX_FILE, write_index
 
     try:
         write_index(store, reports_dir=SWEEPS_DIR)

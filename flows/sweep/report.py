@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flows.store_index import REPORTS_DIR
 from flows.sweep.driver import VariantOutcome
 from flows.sweep.grid import UNTRAINED_VARIANT, slug
 from flows.sweep.plan import SweepPlan
 from flows.sweep.toml_writer import toml_document
 from storage import ArtifactStore
-from storage.index import REPORTS_DIR
 
 SWEEPS_DIR = REPORTS_DIR  # the store index lists the reports written here
 

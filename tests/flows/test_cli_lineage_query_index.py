@@ -318,7 +318,7 @@ def test_index_page_lists_every_artifact_with_working_relative_links(built: dict
     assert "sweeps/demo-grid/report.html" in page.hrefs and "sweeps/demo-grid/report.md" in page.hrefs
     assert sum(h.endswith("manifest.json") for h in page.hrefs) == len(keys)
     check_links(page, root)
-    from storage.index import AGE_SCRIPT
+    from flows.store_index import AGE_SCRIPT
 
     written = index.read_text(encoding="utf-8")
     assert written.count("<script") == 1 and AGE_SCRIPT in written  # only the script that computes ages when read

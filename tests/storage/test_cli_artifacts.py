@@ -451,7 +451,7 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
         assert store.backend.fs.exists(f"{store.root_path}/{unquote(href)}"), href
     for m in [*populated.values()]:
         assert m.key[:12] in html
-    from storage.index import AGE_SCRIPT
+    from flows.store_index import AGE_SCRIPT
 
     # names from configs are escaped; the one script is the page's own (ages computed when read)
     assert "<b>trained</b>" not in html and html.count("<script") == 1 and AGE_SCRIPT in html

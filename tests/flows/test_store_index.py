@@ -1,4 +1,4 @@
-"""The store index (storage/index.py) as a person reads it (issue 30, item 4): a train artifact's
+"""The store index (flows/store_index.py) as a person reads it (issue 30, item 4): a train artifact's
 model card and TensorBoard folder are linked, an evaluation shows its headline change with the
 interval, ages are computed when the page is read, and tables scroll instead of being cut."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from flows.store_index import AGE_SCRIPT, build_index
 from storage import ArtifactStore
-from storage.index import AGE_SCRIPT, build_index
 from storage.refs import set_ref
 from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
 
