@@ -34,7 +34,15 @@ from flows.cli.common import (
     print_json,
     refuse_inside_store,
 )
+from flows.plan import config_changes
+from flows.store_index import INDEX_FILE, build_index, write_index
+from flows.store_index import REPORTS_DIR as SWEEPS_DIR
+from storage import StoreError
+from storage.keys import KEY_SCHEME, KEY_SCHEMES
+from storage.lineage import flatten, lineage, node_record
+from storage.query import QueryError, collect_error, scan_artifact, sql_query
 from storage.refs import list_refs
+from tasks.stage import REJECTS_DIR, keyed_config
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
 # --output FILE writes more
@@ -187,8 +195,6 @@ def _print_rejects(store: Any, stage: str, key: str, rows: int, reason: str | No
     """Per reason: how many rows were dropped (the manifest), how many are kept, and the first `rows` of them."""
     import polars as pl
 
-    from tasks.stage import REJECTS_DIR
-
     manifest = store.manifest(stage, key)
     files = [e.path.removeprefix("files/") for e in manifest.attached_files if e.path.startswith(f"files/{REJECTS_DIR}/")]
     if not files:
@@ -241,9 +247,6 @@ def _fingerprint_text(value: Any) -> str:
 def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]], tree: Any | None = None, via: str = "") -> Any:
     from rich.text import Text
     from rich.tree import Tree
-
-    from storage.keys import KEY_SCHEME, KEY_SCHEMES
-    from storage.lineage import flatten
 
     head = Text.assemble(
         (f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan")
@@ -313,9 +316,6 @@ def artifacts_lineage(
     """The tree of artifacts this one was built from: keys, configs, sources, creation time, code version."""
     import json
 
-    from storage.lineage import lineage, node_record
-    from tasks.stage import keyed_config
-
     store = _store(root)
     full = _resolve(store, stage, key, pipeline)
     compare = None
@@ -349,9 +349,6 @@ def artifacts_query(
     """SQL over artifacts by stage name, read lazily from the store (local or s3://) with DuckDB;
     the query reads the store's artifacts and nothing else."""
     import duckdb
-
-    from storage import StoreError
-    from storage.query import QueryError, collect_error, scan_artifact, sql_query
 
     if output is not None and output.suffix.lower() not in (".parquet", ".csv"):
         raise fail(f"--output {output}: write .parquet or .csv", 2)
@@ -427,9 +424,6 @@ def artifacts_index(
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
-    from flows.store_index import INDEX_FILE, build_index, write_index
-    from flows.sweep.report import SWEEPS_DIR
-
     store = _store(root)
     if output is None:
         page = write_index(store, reports_dir=SWEEPS_DIR)
@@ -453,8 +447,6 @@ def artifacts_index(
 @artifacts_app.command("diff")
 def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "artifacts") -> None:
     """Differences between two versions of a stage: config, code, inputs, rows and drops."""
-    from flows.plan import config_changes
-
     store = _store(root)
     a = store.manifest(stage, _resolve(store, stage, key_a, None))
     b = store.manifest(stage, _resolve(store, stage, key_b, None))

@@ -25,8 +25,12 @@ from flows.cli.common import (
     fail,
     out,
 )
+from flows.plan import make_plan
+from storage import DamagedArtifact, StoreError
 from storage.gc import delete_artifact, garbage, partial_files, stale_locks
+from storage.keys import InvalidNameError, check_name
 from storage.refs import list_refs, read_ref, set_ref
+from storage.transfer import copy_artifact, copy_refs
 from storage.verify import verify_artifact
 
 
@@ -39,8 +43,6 @@ def _transfer(
     prefer: str | None,
     flags: tuple[str, str],
 ) -> None:
-    from storage.transfer import copy_artifact, copy_refs
-
     source, destination = _store(source_root), _store(destination_root, must_exist=False)
     if stage is not None:
         _known_stage(source, stage)
@@ -145,8 +147,6 @@ def artifacts_verify(
 ) -> None:
     """Re-hash files against their manifests and check that every ref points at a committed
     artifact. Exit 1 if anything is missing, damaged or corrupt."""
-    from storage import DamagedArtifact
-
     store = _store(root)
     if stage is not None:
         _known_stage(store, stage)
@@ -275,9 +275,7 @@ def _planned_versions(configs: list[Path], store: Any) -> dict[tuple[str, str], 
     (cached, or to be computed: an interrupted build's folder is resumed, not garbage)."""
     if not configs:
         return {}
-    from flows.plan import make_plan
-    from flows.stages import stage_registry
-    from storage import StoreError
+    from flows.stages import stage_registry  # lazy: every stage module (polars), only for gc --config
 
     planned: dict[tuple[str, str], str] = {}
     for path in configs:
@@ -353,8 +351,6 @@ def artifacts_rollback(
 ) -> None:
     """Move a ref back through the versions runs set it to: each rollback goes one version further back
     (--steps N: N versions), --to KEY picks one, --list shows them. Nothing is deleted."""
-    from storage.keys import InvalidNameError, check_name
-
     try:  # a name such as ../../x must not reach a path
         check_name(pipeline, "pipeline")
         check_name(stage, "stage")

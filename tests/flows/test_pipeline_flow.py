@@ -97,7 +97,7 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
-    import flows.store_index
+    import flows.pipeline
     from flows.pipeline import pipeline_flow
 
     root, config = toy_pipeline["root"], toy_pipeline["config"]
@@ -139,7 +139,7 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(
     logging.getLogger("prefect.flow_runs").addHandler(handler)
     try:
         with monkeypatch.context() as patch:
-            patch.setattr(flows.store_index, "write_index", broken)
+            patch.setattr(flows.pipeline, "write_index", broken)
             state = pipeline_flow(config_path=str(config), return_state=True)
     finally:
         logging.getLogger("prefect.flow_runs").removeHandler(handler)
