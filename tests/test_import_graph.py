@@ -109,9 +109,15 @@ def test_the_graph_is_read_from_the_source() -> None:
     assert "tasks.train.trainer" in edges["tasks.train.launch"]
 
 
-def test_type_checking_imports_are_edges() -> None:
-    # tasks/train/views.py imports TrainContext only under `if TYPE_CHECKING:`, for annotations
-    assert "tasks.train.objectives.base" in graph()["tasks.train.views"]
+def test_type_checking_imports_are_edges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = tmp_path / "annotated.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:  # for annotations only\n"
+        "    from storage.store import ArtifactStore\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setitem(MODULES, "storage.annotated", module)
+    assert imports("storage.annotated") == [("storage.store", ["ArtifactStore"])]
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
