@@ -16,13 +16,13 @@ from rich.text import Text
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
 from flows.interrupts import interruptible
 from flows.output import Output, quiet_prefect_notices
-from flows.progress import PROGRESS_ENV
 from flows.runners import make_task_runner
 from flows.store_index import INDEX_FILE, format_age, format_size, write_index
 from flows.store_index import REPORTS_DIR as SWEEPS_DIR
 from flows.terminal import (
     DEFAULT,
     PLAN_NOTES_PRINTED_ENV,
+    PROGRESS_ENV,
     QUIET,
     VERBOSE,
     silence_third_party_bars,
