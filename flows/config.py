@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from storage.keys import check_name
-from tasks.extras import missing_extras
+from tasks.extras import MissingExtraError, missing_extras, require_extra
 from tasks.stage import CONFIG_DIR, Stage, StageConfig, resolve_config_path
 from tasks.strict_numbers import StrictScalars
 
@@ -68,8 +68,6 @@ class PipelineSettings(StrictScalars):
     @field_validator("task_runner")
     @classmethod
     def _runner_installed(cls, runner: str) -> str:
-        from tasks.extras import MissingExtraError, require_extra
-
         if runner in ("dask", "ray"):
             try:
                 require_extra(runner, f"task_runner = {runner!r}")
@@ -156,7 +154,7 @@ def load_config_dict(
     """Validate a pipeline config already parsed from TOML (a sweep's variants are built in
     memory), exactly as `load_config` validates a file. `origin` is the file it stands for: errors
     begin with it, and relative paths resolve against its folder unless `base_dir` is given."""
-    from flows.stages import stage_registry
+    from flows.stages import stage_registry  # lazy: every stage module (polars), not needed for --help
 
     registry = stages if stages is not None else stage_registry()
     path = Path(origin)

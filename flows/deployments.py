@@ -33,6 +33,10 @@ from uuid import UUID
 
 from prefect.task_runners import TaskRunner
 
+from flows.config import load_config
+from flows.pipeline import pipeline_flow
+from flows.runners import make_task_runner
+
 FLOW_NAME = "xlembed-pipeline"
 REBUILD = "xlembed-rebuild"
 STAGE = "xlembed-stage"
@@ -85,9 +89,6 @@ class ConfiguredTaskRunner(TaskRunner):
         if self._inner is None:
             from prefect.context import FlowRunContext
 
-            from flows.config import load_config
-            from flows.runners import make_task_runner
-
             context = FlowRunContext.get()
             if context is None:
                 raise RuntimeError("ConfiguredTaskRunner runs tasks of a flow run only")
@@ -112,8 +113,6 @@ class ConfiguredTaskRunner(TaskRunner):
 
 
 def _deployment_flow() -> Any:
-    from flows.pipeline import pipeline_flow
-
     return pipeline_flow.with_options(task_runner=ConfiguredTaskRunner())
 
 

@@ -26,9 +26,12 @@ from flows.interrupts import take_signals
 from flows.plan import StepPlan, make_plan
 from flows.progress import progress_bar
 from flows.stages import stage_registry
+from flows.store_index import index_url, write_index
 from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore, Manifest
-from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, run_shard
+from storage.build_locks import hold_build_lock
+from storage.refs import set_ref
+from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, resolve_inputs, run_shard
 from tasks.stop import STOP, Interrupted, raise_if_stopping
 
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)
@@ -94,8 +97,6 @@ def remember_config(stage: Stage[Any], config: dict[str, Any], model: StageConfi
 
 @task(name="plan-shards", **RETRY)
 def plan_shards_task(root: str, stage_name: str, config: dict[str, Any], input_keys: dict[str, str]) -> list[ShardSpec]:
-    from tasks.stage import resolve_inputs
-
     stage = stage_registry()[stage_name]
     store = ArtifactStore(root)
     return stage.plan_shards(validated_config(stage, config), resolve_inputs(store, stage, input_keys))
@@ -184,7 +185,7 @@ def commit_task(
 
     for path in attached:  # a stage's own human report (evaluate) goes to the UI too
         if path.endswith("report.md"):
-            from tasks.reporting.figures import inline_figures
+            from tasks.reporting.figures import inline_figures  # lazy: matplotlib, only for a commit with figures
 
             folder = path.rsplit("/", 1)[0]
             # the UI cannot follow links beside the report: the figures travel inside it
@@ -207,8 +208,6 @@ def publish_store_index(store: ArtifactStore, artifact_key: str, logger: Any) ->
     """Rewrite `{root}/index.html` and link it from this flow run's artifacts (`artifact_key`).
     The page is a view of the store, not part of a run's result: failing to write it is one
     warning line, never a failed run."""
-    from storage.index import index_url, write_index
-
     url = index_url(store)
     try:
         page = write_index(store)
@@ -340,14 +339,14 @@ def pipeline_flow(
             continue
         # held from the first write (or the reuse of a cached version) until the ref has moved:
         # gc keeps what a live build holds
-        with store.build_lock(step.stage, step.key):
+        with hold_build_lock(store, step.stage, step.key):
             if step.action == "compute":
                 raise_if_stopping(f"{step.stage}: stopped before it started; every stage before it is kept; rerun resumes")
                 logger.info("%s: computing %s (%s)", step.stage, step.key[:12], "; ".join(step.reasons))
                 run_step(config, store, step)
             else:
                 logger.info("%s: cached %s", step.stage, step.key[:12])
-            store.set_ref(config.name, step.stage, step.key, note="; ".join(step.reasons), expected=step.ref_key)
+            set_ref(store, config.name, step.stage, step.key, note="; ".join(step.reasons), expected=step.ref_key)
         keys[step.stage] = step.key
     rows = [{"stage": s.stage, "action": s.action, "key": s.key[:12], "why": "; ".join(s.reasons)} for s in plan]
     create_table_artifact(rows, key=f"{config.name.replace('_', '-')}-run", description=f"what pipeline {config.name} did")

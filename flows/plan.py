@@ -16,7 +16,8 @@ from storage.content_hash import HashStats, hash_stats
 from storage.keys import KEY_SCHEME, KEY_SCHEMES
 from storage.lineage import flatten
 from storage.manifest import Ref
-from storage.refs import current_version, next_attempt
+from storage.refs import current_version, next_attempt, read_ref
+from storage.verify import size_problems
 from tasks.stage import KeyedConfig, Stage, keyed_parts, source_fingerprints, stage_key
 
 Action = Literal["cached", "compute", "skip"]
@@ -214,7 +215,7 @@ def _plan_step(
     prints = source_fingerprints(stage, stage_config)
     keyed = keyed_parts(stage_config)
     config_key = stage_key(stage, stage_config, input_keys, prints, keyed=keyed)
-    ref = store.read_ref(config.name, name)
+    ref = read_ref(store, config.name, name)
     version = current_version(store, config.name, name, config_key, ref)
     key, rekeyed, attempt = version or config_key, False, 0
     if forced:
@@ -223,7 +224,7 @@ def _plan_step(
             key, attempt = next_attempt(store, name, config_key)
     elif name not in targets and name not in needed:
         action, reasons = "skip", ["not selected"]
-    elif version is not None and (damage := store.size_problems(name, version)):
+    elif version is not None and (damage := size_problems(store, name, version)):
         # a cached file was truncated or removed: build a sound version beside it rather than fail downstream
         action, reasons, forced = (
             "compute",

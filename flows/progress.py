@@ -28,14 +28,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flows.terminal import print_above_bars, set_live_display, terminal_console
+from flows.terminal import PROGRESS_ENV, print_above_bars, set_live_display, terminal_console
 
 _lock = threading.Lock()
 _display: Any = None
 _users = 0
 log = logging.getLogger("xlembed.progress")
 
-PROGRESS_ENV = "XLEMBED_PROGRESS"
 EVERY_ENV = "XLEMBED_PROGRESS_EVERY"
 
 

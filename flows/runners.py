@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from flows.config import PipelineSettings
+from flows.interrupts import children_ignore_ctrl_c
 
 SHARD_TASK = "build-shard"
 
@@ -21,8 +22,8 @@ def shard_resources(task_name: str, parameters: dict[str, Any], gpus_per_task: f
     stage such as corpus); every other task (planning, commit) nothing."""
     if task_name != SHARD_TASK or not gpus_per_task:
         return {}
-    from flows.pipeline import validated_config
-    from flows.stages import stage_registry
+    from flows.pipeline import validated_config  # lazy: prefect; the CLI imports this module to pick a runner
+    from flows.stages import stage_registry  # lazy: every stage module (polars), only on a Ray cluster with GPUs
 
     stage = stage_registry()[parameters["stage_name"]]
     config = parameters["config"]
@@ -56,8 +57,6 @@ def _ray_task_runner_class() -> type:
             return shard_resources(task_name, parameters, self.gpus_per_task)
 
         def __enter__(self) -> "ShardRayTaskRunner":
-            from flows.interrupts import children_ignore_ctrl_c
-
             with children_ignore_ctrl_c():  # a local Ray's processes start here
                 return super().__enter__()
 

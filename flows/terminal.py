@@ -74,6 +74,7 @@ def silence_third_party_bars() -> None:
 
 
 VERBOSITY_ENV = "XLEMBED_VERBOSITY"  # quiet, default or verbose: what TerminalLogHandler shows
+PROGRESS_ENV = "XLEMBED_PROGRESS"  # "0": no progress bars (flows/progress.py); `--quiet` sets it
 # The plan's notes (the hashing cost, a key-scheme change): the command line prints them under its
 # plan table, then the flow plans again and logs them for the Prefect UI. A log record marked
 # PLAN_NOTE is left off the terminal once the command line has printed the notes (it sets

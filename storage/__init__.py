@@ -2,6 +2,7 @@
 
 from storage.keys import InvalidNameError, artifact_key, canonical_json, check_key, check_name
 from storage.manifest import ColumnSchema, FileEntry, Manifest, Ref, RefEntry, ShardRecord
+from storage.refs import DamagedRef, utc_now
 from storage.store import (
     AlreadyCommitted,
     ArtifactNotFound,
@@ -9,7 +10,6 @@ from storage.store import (
     ArtifactStore,
     CorruptArtifact,
     DamagedArtifact,
-    DamagedRef,
     RefConflict,
     RootNotFound,
     SchemaMismatch,
@@ -18,7 +18,6 @@ from storage.store import (
     StoreWriteError,
     columns_of,
     conform,
-    utc_now,
 )
 
 __all__ = [

@@ -27,15 +27,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
 
 from storage.errors import StoreError
 from storage.keys import KEY_PATTERN, NAME_PATTERN, check_key, check_name
+from storage.layout import LOCKS_DIR
+from storage.store import ArtifactStore
 
-if TYPE_CHECKING:
-    from storage.store import ArtifactStore
-
-LOCKS_DIR = "_locks"
 REFRESH_EVERY = timedelta(minutes=10)
 STALE_AFTER = timedelta(hours=2)
 
@@ -100,18 +97,18 @@ def lock_dir(store: ArtifactStore, stage: str, key: str) -> str:
 
 
 @contextlib.contextmanager
-def hold(store: ArtifactStore, stage: str, key: str, what: str = "build") -> Iterator[BuildLock]:
+def hold_build_lock(store: ArtifactStore, stage: str, key: str, what: str = "build") -> Iterator[BuildLock]:
     """Hold a lock on `stage/key` for the body's duration; refreshed every `REFRESH_EVERY`."""
     pid, host, started = os.getpid(), socket.gethostname(), _now()
     safe_host = "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:64] or "host"
     path = f"{lock_dir(store, stage, key)}/{safe_host}-{pid}-{uuid.uuid4().hex[:8]}.json"
-    store.write_object(path, _record(pid, host, started, what))
+    store.backend.write_object(path, _record(pid, host, started, what))
     stop = threading.Event()
 
     def refresh() -> None:
         while not stop.wait(REFRESH_EVERY.total_seconds()):
             try:
-                store.write_object(path, _record(pid, host, started, what))
+                store.backend.write_object(path, _record(pid, host, started, what))
             except (OSError, StoreError) as exc:  # a missed refresh only shortens the lock's life
                 log.warning("could not refresh the build lock %s: %s", path, exc)
 
@@ -123,7 +120,7 @@ def hold(store: ArtifactStore, stage: str, key: str, what: str = "build") -> Ite
         stop.set()
         keeper.join()
         try:
-            store.remove(path)
+            store.backend.remove(path)
         except FileNotFoundError:
             pass
         except (OSError, StoreError) as exc:  # left behind, it goes stale once this process is gone
@@ -135,7 +132,7 @@ def hold_all(store: ArtifactStore, items: list[tuple[str, str]], what: str = "bu
     """Hold a lock on each (stage, key) until the body ends."""
     with contextlib.ExitStack() as stack:
         for stage, key in dict.fromkeys(items):
-            stack.enter_context(hold(store, stage, key, what))
+            stack.enter_context(hold_build_lock(store, stage, key, what))
         yield
 
 

@@ -11,15 +11,13 @@ import contextlib
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from storage import build_locks
 from storage.keys import KEY_PATTERN
 from storage.manifest import DamagedArtifact
-from storage.refs import DamagedRef
-
-if TYPE_CHECKING:
-    from storage.store import ArtifactStore
+from storage.refs import DamagedRef, list_refs
+from storage.store import ArtifactStore
 
 # why gc kept an artifact no ref points to now (the summary counts each)
 KEPT_REFERENCED = "a ref points to it"
@@ -32,7 +30,7 @@ KEPT_MALFORMED_REF = "a ref of its stage is malformed"
 KEPT_ORDER = (KEPT_REFERENCED, KEPT_HISTORY, KEPT_YOUNG, KEPT_LOCKED, KEPT_PLANNED, KEPT_DAMAGED, KEPT_MALFORMED_REF)
 
 
-def delete(store: ArtifactStore, stage: str, key: str) -> None:
+def delete_artifact(store: ArtifactStore, stage: str, key: str) -> None:
     """Uncommit first (remove the manifest), then the files, so readers never see a torso.
     Only `gc` calls this: no build deletes or rewrites a committed artifact."""
     fs = store.backend.fs
@@ -121,7 +119,7 @@ def garbage(
     damaged: list[DamagedArtifact] = []
     referenced: set[tuple[str, str]] = set()
     current: set[tuple[str, str]] = set()
-    for ref in store.list_refs(damaged=damaged_refs):
+    for ref in list_refs(store, damaged=damaged_refs):
         referenced.add((ref.stage, ref.key))
         current.add((ref.stage, ref.key))
         if keep_history:

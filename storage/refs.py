@@ -16,18 +16,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from storage.errors import ArtifactNotFound, RefConflict, StoreError
 from storage.keys import NAME_PATTERN, attempt_key, check_name
+from storage.layout import REFS_DIR
 from storage.manifest import Ref, RefEntry, parse_record
+from storage.store import ArtifactStore
 
-if TYPE_CHECKING:
-    from storage.store import ArtifactStore
-
-REFS_DIR = "refs"
-# a compare-and-swap on a local root holds this file's lock (S3 needs none: conditional PUTs)
-LOCK_FILE = ".lock"
 REF_HISTORY_LIMIT = 200
 # how often an update is retried when the ref moves under it; each retry re-reads it, and the
 # change function decides again (it refuses when the move is not one it may overwrite)
@@ -133,7 +129,7 @@ def write_ref(store: ArtifactStore, ref: Ref) -> Ref:
     copies between stores go through `copy_refs`, which merges."""
     if not store.is_committed(ref.stage, ref.key):
         raise ArtifactNotFound(f"cannot write ref {ref.pipeline}/{ref.stage}: {ref.stage}/{ref.key} is not committed here")
-    store.write_object(ref_path(store, ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
+    store.backend.write_object(ref_path(store, ref.pipeline, ref.stage), ref.model_dump_json(indent=2).encode("utf-8"))
     return ref
 
 
@@ -162,12 +158,12 @@ def update_ref(store: ArtifactStore, pipeline: str, stage: str, change: Callable
     ref is still what was read; re-read and retry when another writer got there first."""
     path = ref_path(store, pipeline, stage)
     for _ in range(CAS_RETRIES):
-        data, token = store.read_versioned(path)
+        data, token = store.backend.read_versioned(path)
         current = parse_record(Ref, data, path) if data is not None else None
         new = change(current)
         if new is None or new == current:
             return current
-        if store.write_if_unchanged(path, new.model_dump_json(indent=2).encode("utf-8"), token):
+        if store.backend.write_if_unchanged(path, new.model_dump_json(indent=2).encode("utf-8"), token):
             return new
     raise RefConflict(f"refs/{pipeline}/{stage} kept changing under {CAS_RETRIES} attempts to update it; try again")
 
@@ -179,7 +175,7 @@ def current_version(
     history built for it (a rebuild, or the first build), else the first build if committed.
     `ref`: the pipeline's ref when the caller has read it already."""
     if not isinstance(ref, Ref):
-        ref = store.read_ref(pipeline, stage)
+        ref = read_ref(store, pipeline, stage)
     for entry in ref.history if ref is not None else ():
         if entry.built_for == config_key and store.is_committed(stage, entry.key):
             return entry.key
@@ -261,7 +257,7 @@ def copy_refs(
     `flags`, the options that pick the source's or the destination's side) unless `prefer` picks
     a side. Histories are merged in every case: no version either side recorded is dropped."""
     result = RefCopyResult()
-    for ref in source.list_refs():
+    for ref in list_refs(source):
         if pipelines is not None and ref.pipeline not in pipelines:
             continue
         name = f"{ref.pipeline}/{ref.stage}"
@@ -296,7 +292,7 @@ def copy_refs(
                 outcome.append(("kept", f"{name}: kept {current.key[:12]} (diverged; chose the destination's)"))
             return new
 
-        before = destination.read_ref(ref.pipeline, ref.stage)
+        before = read_ref(destination, ref.pipeline, ref.stage)
         after = update_ref(destination, ref.pipeline, ref.stage, change)
         kind, line = outcome[0] if outcome else ("", "")
         if kind == "conflict":

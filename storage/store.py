@@ -25,18 +25,13 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage import build_locks, gc, refs, verify
 from storage.backends import StorageBackend, backend_for, sha256_file, write_error
-from storage.build_locks import LOCKS_DIR
-from storage.checkpoint_files import CHECKPOINTS_DIR, CheckpointFiles
 from storage.errors import (  # the store's errors live there, re-exported here
     AlreadyCommitted,
     ArtifactNotFound,
@@ -49,17 +44,16 @@ from storage.errors import (  # the store's errors live there, re-exported here
     StoreWriteError,
     filesystem_for,
 )
-from storage.keys import KEY_PATTERN, InvalidNameError, check_key, check_name
-from storage.manifest import ColumnSchema, DamagedArtifact, FileEntry, Manifest, Ref, ShardRecord, parse_record
-from storage.refs import ANY_VALUE, REFS_DIR, DamagedRef, utc_now
+from storage.file_checks import check_file, missing_file
+from storage.keys import KEY_PATTERN, check_key, check_name
+from storage.layout import CHECKPOINTS_DIR, MANIFEST, NOT_STAGES, REFS_DIR, REFS_LOCK_FILE, check_stage
+from storage.manifest import ColumnSchema, DamagedArtifact, FileEntry, Manifest, ShardRecord, parse_record
 
 __all__ = [  # re-exported: callers import them from here
-    "ANY_VALUE",
     "AlreadyCommitted",
     "ArtifactNotFound",
     "CorruptArtifact",
     "DamagedArtifact",
-    "DamagedRef",
     "RefConflict",
     "RootNotFound",
     "SchemaMismatch",
@@ -67,15 +61,11 @@ __all__ = [  # re-exported: callers import them from here
     "StoreError",
     "StoreWriteError",
     "sha256_file",
-    "utc_now",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "artifacts"
-# a transfer's scratch copies, under a local root, where the next transfer (or gc) finds them
-TRANSFER_SCRATCH_DIR = "_scratch"
-MANIFEST = "manifest.json"
 MAX_ROWS_PER_FILE = 1_000_000
 _GLOB_CHARS = "*?["
 
@@ -149,26 +139,22 @@ class ArtifactStore:
 
     A local root folder is created unless `create=False` (commands that only read use that,
     and `check_root`, so that a mistyped root is an error, not an empty store). How bytes reach
-    the root (local disk or an object store) is the backend's business (storage/backends.py);
-    checks against manifests live in storage/verify.py, refs in storage/refs.py and garbage
-    collection in storage/gc.py; the methods here that only delegate keep callers in one place."""
+    the root (local disk or an object store) is the backend's business (storage/backends.py):
+    objects by path are read and written through `store.backend` (paths under `root_path`;
+    every write lands whole, every read and listing goes to the root, not to a cache).
+    The store writes, commits and reads artifacts (every read checked against the manifest);
+    the operations built on it take it as their first argument where they are defined: refs
+    (storage/refs.py), build locks (storage/build_locks.py), checkpoint files
+    (storage/checkpoint_files.py), audits (storage/verify.py) and garbage collection
+    (storage/gc.py). None of them is imported here."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
         self.root_uri = normalize_root(root)
         # `root_path`: the root as fsspec's `fs` names it (no protocol), the base of every object path
         fs, self.root_path = filesystem_for(self.root_uri)
-        self.backend: StorageBackend = backend_for(fs, self.root_path, f"{self.root_path}/{REFS_DIR}/{refs.LOCK_FILE}")
+        self.backend: StorageBackend = backend_for(fs, self.root_path, f"{self.root_path}/{REFS_DIR}/{REFS_LOCK_FILE}")
         if create:
             self.backend.prepare_root()
-
-    @property
-    def fs(self) -> Any:
-        """The root's fsspec filesystem (for reading an object by path)."""
-        return self.backend.fs
-
-    @property
-    def is_local(self) -> bool:
-        return self.backend.is_local
 
     def check_root(self, *, must_exist: bool) -> bool:
         """Reach the root once, turning the usual failures (no such bucket, bad or missing
@@ -181,15 +167,8 @@ class ArtifactStore:
         return f"ArtifactStore({self.root_uri!r})"
 
     # ----------------------------------------------------------------- paths
-    @staticmethod
-    def _check_stage(stage: str) -> str:
-        check_name(stage, "stage")
-        if stage == REFS_DIR:
-            raise InvalidNameError(f"{REFS_DIR!r} is reserved and cannot name a stage")
-        return stage
-
     def artifact_dir(self, stage: str, key: str) -> str:
-        return f"{self.root_path}/{self._check_stage(stage)}/{check_key(key)}"
+        return f"{self.root_path}/{check_stage(stage)}/{check_key(key)}"
 
     def uri(self, stage: str, key: str) -> str:
         return f"{self.root_uri}/{stage}/{key}"
@@ -208,57 +187,12 @@ class ArtifactStore:
         check_name(shard_id, "shard id")
         return f"{self.artifact_dir(stage, key)}/shards/{shard_id}.json"
 
-    def ref_path(self, pipeline: str, stage: str) -> str:
-        return refs.ref_path(self, pipeline, stage)
-
-    # ------------------------------------------------------------ objects by path
-    # Paths are under `root_path`. Every write lands whole: a reader sees the old bytes or the
-    # new, never a part. Every read and listing goes to the root, not to a cache.
-    def read_bytes(self, path: str) -> bytes | None:
-        """The object's bytes, or None when it does not exist."""
-        return self.backend.read_bytes(path)
-
-    def find(self, path: str) -> list[str]:
-        """Every file under `path`, recursively ([] when there is none)."""
-        return self.backend.find(path)
-
-    def download(self, path: str, local: str) -> None:
-        """Copy an object to a local file (FileNotFoundError when it does not exist)."""
-        self.backend.download(path, local)
-
-    def remove(self, path: str) -> None:
-        """Remove a file or a folder with everything under it; absent is fine."""
-        self.backend.remove(path)
-
-    def write_object(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
-        """Write a whole object at `path`. With `exclusive`, return False if it already exists."""
-        return self.backend.write_object(path, data, exclusive=exclusive)
-
     def write_root_file(self, name: str, data: bytes) -> str:
         """Write `{root}/{name}` whole (a page such as index.html beside the stage folders)."""
         check_name(name.replace(".", "-"), "file name")
         path = f"{self.root_path}/{name}"
-        self.write_object(path, data)
+        self.backend.write_object(path, data)
         return f"{self.root_uri}/{name}"
-
-    def copy_local_file(self, local: str, dest: str) -> None:
-        """Place a copy of a local file at `dest` whole; the local file stays."""
-        self.backend.copy_local_file(local, dest)
-
-    def move_local_file(self, local: str, dest: str) -> None:
-        """Place a local file at `dest` whole; the local file is gone afterwards."""
-        self.backend.move_local_file(local, dest)
-
-    def read_versioned(self, path: str) -> tuple[bytes | None, Any]:
-        """An object's bytes and a token for `write_if_unchanged` (local: the bytes; S3: the ETag)."""
-        return self.backend.read_versioned(path)
-
-    def write_if_unchanged(self, path: str, data: bytes, token: Any) -> bool:
-        """Replace the object at `path` only if it is still what `read_versioned` returned with
-        `token` (None: only if it does not exist). False when it changed. Local roots compare
-        under an exclusive lock of `{root}/refs/.lock`; S3 uses conditional PUTs (If-Match /
-        If-None-Match), so no lock is needed across machines."""
-        return self.backend.write_if_unchanged(path, data, token)
 
     # ------------------------------------------------------------- manifests
     def is_committed(self, stage: str, key: str) -> bool:
@@ -275,7 +209,7 @@ class ArtifactStore:
 
     def manifest(self, stage: str, key: str) -> Manifest:
         path = self.manifest_path(stage, key)
-        data = self.read_bytes(path)
+        data = self.backend.read_bytes(path)
         if data is None:
             raise ArtifactNotFound(f"no committed artifact {stage}/{key} under {self.root_uri}")
         manifest = parse_record(Manifest, data, path)
@@ -289,25 +223,22 @@ class ArtifactStore:
             if not self.backend.exists(f"{self.artifact_dir(manifest.stage, manifest.key)}/{entry.path}"):
                 raise StoreError(f"refusing to commit {manifest.stage}/{manifest.key}: {entry.path} is missing")
         data = manifest.model_dump_json(indent=2).encode("utf-8")
-        first = self.write_object(self.manifest_path(manifest.stage, manifest.key), data, exclusive=True)
+        first = self.backend.write_object(self.manifest_path(manifest.stage, manifest.key), data, exclusive=True)
         self._remove_checkpoints(manifest.stage, manifest.key)
         if first:
             return manifest
         log.info("artifact %s/%s was committed concurrently; keeping the first commit", manifest.stage, manifest.key)
         return self.manifest(manifest.stage, manifest.key)
 
-    def checkpoint_files(self, stage: str, key: str) -> CheckpointFiles:
-        """`{root}/_checkpoints/{stage}/{key}/`: where a build keeps state to resume from elsewhere."""
-        return CheckpointFiles(self, self._check_stage(stage), key)
-
     def _remove_checkpoints(self, stage: str, key: str) -> None:
-        # the artifact is committed: nothing will resume from them (a failure only leaves files behind)
-        files = self.checkpoint_files(stage, key)
+        # the artifact is committed: nothing will resume from its checkpoint files
+        # (storage/checkpoint_files.py); a failure only leaves files behind
+        folder = f"{CHECKPOINTS_DIR}/{check_stage(stage)}/{check_key(key)}"
         try:
-            files.remove()
+            self.backend.remove(f"{self.root_path}/{folder}")
         except Exception as exc:  # noqa: BLE001 - the commit stands; say what is left
-            log.warning("could not remove the checkpoints of %s/%s under %s (%s: %s); delete them by hand",
-                        stage, key, files.uri, type(exc).__name__, exc)  # fmt: skip
+            log.warning("could not remove the checkpoints of %s/%s under %s/%s (%s: %s); delete them by hand",
+                        stage, key, self.root_uri, folder, type(exc).__name__, exc)  # fmt: skip
 
     def list_manifests(self, stage: str | None = None, damaged: list[DamagedArtifact] | None = None) -> list[Manifest]:
         """All committed artifacts, listing by prefix and fetching manifests in one batch.
@@ -315,7 +246,7 @@ class ArtifactStore:
         A manifest that cannot be parsed raises, unless `damaged` is given: then it is
         reported there and the other artifacts are still listed. (A manifest that cannot be
         read at all always raises: `gc` must not take it for an absent one.)"""
-        stages = [self._check_stage(stage)] if stage else self.stages()
+        stages = [check_stage(stage)] if stage else self.stages()
         paths: dict[str, tuple[str, str]] = {}
         for name in stages:
             try:
@@ -353,9 +284,7 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
-        return sorted(
-            n for n in names if n not in (REFS_DIR, CHECKPOINTS_DIR, LOCKS_DIR, TRANSFER_SCRATCH_DIR) and not n.startswith(".")
-        )
+        return sorted(n for n in names if n not in NOT_STAGES and not n.startswith("."))
 
     def resolve(self, stage: str, key_or_prefix: str) -> str:
         """A full key from a unique prefix (as git does with commit ids)."""
@@ -372,7 +301,7 @@ class ArtifactStore:
     def completed_shard(self, stage: str, key: str, shard_id: str) -> ShardRecord | None:
         """The shard's record if it finished earlier and all its files are present."""
         path = self._shard_path(stage, key, shard_id)
-        data = self.read_bytes(path)
+        data = self.backend.read_bytes(path)
         if data is None:
             return None
         record = parse_record(ShardRecord, data, path)
@@ -443,19 +372,27 @@ class ArtifactStore:
             FileEntry(path=rel, bytes=0, sha256="0" * 64)  # validates the name: relative, no '..'
             local = os.fspath(local)
             digest, size = sha256_file(local), os.path.getsize(local)
-            self.copy_local_file(local, f"{base}/{rel}")
+            self.backend.copy_local_file(local, f"{base}/{rel}")
             entries.append(FileEntry(path=rel, rows=None, bytes=size, sha256=digest))
         return entries
 
     def attached_dir(self, stage: str, key: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
         """A local folder holding an artifact's attached files (`files/`), for libraries that
-        want a directory (transformers). Local stores return the folder itself; remote ones
-        download it once into `cache_dir/{stage}/{key}`, verifying checksums."""
-        return verify.attached_dir(self, stage, key, cache_dir)
+        want a directory (transformers), each checked against the manifest. Local stores return
+        the folder itself; remote ones download it once into `cache_dir/{stage}/{key}` (files
+        already there and whole are kept)."""
+        manifest = self.manifest(stage, key)
+        entries = {entry.path.removeprefix("files/"): entry for entry in manifest.attached_files}
+        cache = Path(cache_dir or Path(tempfile.gettempdir()) / "xlembed-artifacts") / stage / key
+
+        def check(name: str, local: str, lasting: bool) -> None:
+            check_file(stage, key, entries[name], local, lasting)
+
+        return self.backend.local_folder(f"{self.artifact_dir(stage, key)}/files", sorted(entries), cache, check)
 
     def commit_shard(self, stage: str, key: str, record: ShardRecord) -> ShardRecord:
         self.refuse_committed(stage, key)
-        self.write_object(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
+        self.backend.write_object(self._shard_path(stage, key, record.shard_id), record.model_dump_json().encode("utf-8"))
         return record
 
     # ------------------------------------------------------------------ reads
@@ -481,80 +418,36 @@ class ArtifactStore:
             with self.verified_path(stage, key, entry) as local, open(local, "rb") as f:
                 yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
 
-    def verified_path(self, stage: str, key: str, entry: FileEntry) -> contextlib.AbstractContextManager[str]:
+    @contextlib.contextmanager
+    def verified_path(self, stage: str, key: str, entry: FileEntry) -> Iterator[str]:
         """A local path to a committed file's bytes, checked against its manifest entry before
         anyone parses them (CorruptArtifact if it differs or is missing)."""
-        return verify.verified_path(self, stage, key, entry)
+        path = f"{self.artifact_dir(stage, key)}/{entry.path}"
+        with contextlib.ExitStack() as stack:
+            try:
+                local = stack.enter_context(
+                    self.backend.verified_path(path, lambda local, lasting: check_file(stage, key, entry, local, lasting))
+                )
+            except FileNotFoundError:
+                raise missing_file(stage, key, entry) from None
+            yield local
 
     def fetch_verified(self, stage: str, key: str, entry: FileEntry, local: str) -> None:
         """Copy a committed file to `local`, checked against its manifest entry."""
-        verify.fetch_verified(self, stage, key, entry, local)
+        try:
+            self.backend.download(f"{self.artifact_dir(stage, key)}/{entry.path}", local)
+        except FileNotFoundError:
+            raise missing_file(stage, key, entry) from None
+        check_file(stage, key, entry, local, lasting=False)
 
     def file_sizes(self, stage: str, key: str, names: Iterable[str]) -> dict[str, int]:
         """The sizes of the named files of an artifact (paths relative to it), as stored now;
         a missing file is left out (one listing on object stores, no hashing)."""
         return self.backend.sizes(self.artifact_dir(stage, key), names)
 
-    def size_problems(self, stage: str, key: str) -> list[str]:
-        """Each file there with its manifest's size (no hashing): the problems found."""
-        return verify.size_problems(self, stage, key)
-
-    def verify(self, stage: str, key: str) -> list[str]:
-        """Re-hash every file against the manifest; the problems found (empty = sound)."""
-        return verify.verify(self, stage, key)
-
-    # ------------------------------------------------------------------- refs
-    def read_ref(self, pipeline: str, stage: str) -> Ref | None:
-        return refs.read_ref(self, pipeline, stage)
-
-    def set_ref(self, pipeline: str, stage: str, key: str, note: str = "", *, expected: str | None | object = ANY_VALUE) -> Ref:
-        """Point `refs/{pipeline}/{stage}` at a committed key by compare-and-swap (`refs.set_ref`)."""
-        return refs.set_ref(self, pipeline, stage, key, note, expected=expected)
-
-    def write_ref(self, ref: Ref) -> Ref:
-        """Store a ref as given, unconditionally: for tests and repairs (`refs.write_ref`)."""
-        return refs.write_ref(self, ref)
-
-    def list_refs(self, damaged: list[DamagedRef] | None = None) -> list[Ref]:
-        return refs.list_refs(self, damaged)
-
-    # ------------------------------------------------------------ maintenance
-    def delete(self, stage: str, key: str) -> None:
-        """Remove one artifact, its manifest first (only `gc` calls this)."""
-        gc.delete(self, stage, key)
-
-    def uncommitted_keys(self, committed: set[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
-        return gc.uncommitted_keys(self, committed)
-
-    def garbage(
-        self,
-        keep_history: bool = False,
-        include_partial: bool = False,
-        skipped: list[str] | None = None,
-        grace: timedelta = timedelta(0),
-        *,
-        kept: dict[str, int] | None = None,
-        planned: Mapping[tuple[str, str], str] | None = None,
-    ) -> list[tuple[str, str]]:
-        """Artifacts that no ref points to, no live build holds, no plan would use, and older than
-        `grace` (`gc.garbage`; nothing is deleted here)."""
-        return gc.garbage(self, keep_history, include_partial, skipped, grace=grace, kept=kept, planned=planned)
-
-    def stale_locks(self) -> list[tuple[build_locks.BuildLock, str]]:
-        """Build locks whose holder is gone, each with why (`gc.stale_locks`)."""
-        return gc.stale_locks(self)
-
-    def partial_files(self, grace: timedelta = timedelta(0)) -> list[str]:
-        """Leftover `*.tmp-*` files inside committed artifacts' folders (`gc.partial_files`)."""
-        return gc.partial_files(self, grace)
-
     def relative(self, path: str) -> str:
         """A path under the root as the user reads it: relative to the root."""
         return path[len(self.root_path) :].lstrip("/") if path.startswith(self.root_path) else path
-
-    def build_lock(self, stage: str, key: str, what: str = "build") -> contextlib.AbstractContextManager[Any]:
-        """Hold a lock on `stage/key` that gc honours (storage/build_locks.py) while the body runs."""
-        return build_locks.hold(self, stage, key, what)
 
 
 class _PartWriter:
@@ -583,7 +476,7 @@ class _PartWriter:
             raise write_error(exc, f"{self.dest} (temporary file {self.tmp})") from exc
         entry = FileEntry(path=self.rel, rows=self.rows, bytes=os.path.getsize(self.tmp), sha256=sha256_file(self.tmp))
         self.guard()
-        self.store.move_local_file(self.tmp, self.dest)
+        self.store.backend.move_local_file(self.tmp, self.dest)
         return entry
 
     def abort(self) -> None:

@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.build_locks import STALE_AFTER, process_alive
+from storage.layout import TRANSFER_SCRATCH_DIR
 from storage.manifest import FileEntry, Manifest
 from storage.refs import RefCopyResult, copy_refs
-from storage.store import TRANSFER_SCRATCH_DIR, ArtifactStore, CorruptArtifact, StoreError
+from storage.store import ArtifactStore, CorruptArtifact, StoreError
 from storage.user_cache import xlembed_cache_dir
+from storage.verify import verify_artifact
 
 __all__ = ["CopyResult", "RefCopyResult", "copy_artifact", "copy_refs"]
 
@@ -57,7 +59,7 @@ SCRATCH_DIR = ("transfer-scratch",)
 
 def scratch_base(source: ArtifactStore, destination: ArtifactStore) -> Path:
     """Where a transfer between these stores keeps its scratch files (see the module's doc)."""
-    if destination.is_local:
+    if destination.backend.is_local:
         return Path(destination.root_path) / TRANSFER_SCRATCH_DIR
     return xlembed_cache_dir(*SCRATCH_DIR)
 
@@ -116,10 +118,10 @@ def _scratch(source: ArtifactStore, destination: ArtifactStore) -> Iterator[Path
 def _place(destination: ArtifactStore, local: str, dest: str) -> None:
     """A verified scratch file into place: renamed when the scratch is on the destination's
     disk, else copied and removed."""
-    if destination.is_local and Path(local).is_relative_to(destination.root_path):
-        destination.move_local_file(local, dest)
+    if destination.backend.is_local and Path(local).is_relative_to(destination.root_path):
+        destination.backend.move_local_file(local, dest)
     else:
-        destination.copy_local_file(local, dest)
+        destination.backend.copy_local_file(local, dest)
         os.unlink(local)
 
 
@@ -153,7 +155,7 @@ def _repair_present(
     """Verify the destination's committed copy; put back the source's bytes for damaged files
     whose manifest entry is the same on both sides (a repair restores what the destination's own
     manifest says, so the committed version does not change)."""
-    problems = destination.verify(stage, key)
+    problems = verify_artifact(destination, stage, key)
     if not problems:
         return ()
     theirs = {entry.path: entry for entry in destination.manifest(stage, key).files}
@@ -171,7 +173,7 @@ def _repair_present(
             local = str(scratch / f"{index:06d}")
             _fetch_verified(source, stage, key, ours[path], local)
             _place(destination, local, f"{base}/{path}")
-    still = destination.verify(stage, key)
+    still = verify_artifact(destination, stage, key)
     if still:
         raise StoreError(f"{destination.uri(stage, key)} is still damaged after the repair: {still[0]}")
     return tuple(damaged)

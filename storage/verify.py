@@ -1,100 +1,16 @@
-"""Checking stored files against their manifest: before a read parses them, before a copy
-sends them on, and on demand (`xlembed artifacts verify`).
-
-A reader never parses bytes that differ from the manifest: `verified_path` hands out a local
-path only after the size and sha256 match (a local root's file is checked in place, once per
-process while its size and mtime stay the same; a remote one is downloaded and checked).
+"""Checking a committed artifact on demand (`xlembed artifacts verify`): cheaply, each file
+there with its manifest's size (`size_problems`), or fully, every file re-hashed and every
+Parquet file's rows counted (`verify`). Reads check each file before they parse it on their own
+(storage/file_checks.py, `ArtifactStore.verified_path`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import pyarrow.parquet as pq
 
 from storage.backends import sha256_file
-from storage.errors import CorruptArtifact, StoreError
-from storage.manifest import FileEntry
-
-if TYPE_CHECKING:
-    from storage.store import ArtifactStore
-
-# Local files already hashed against a manifest in this process: (path, size, mtime_ns, sha256).
-_VERIFIED_LOCAL: set[tuple[str, int, int, str]] = set()
-
-
-def rebuild_hint(stage: str) -> str:
-    return (
-        f"Rebuild it with `xlembed run CONFIG --force {stage}` (and `xlembed artifacts verify {stage}` "
-        "lists what else is damaged)"
-    )
-
-
-def _missing(stage: str, key: str, entry: FileEntry) -> CorruptArtifact:
-    return CorruptArtifact(f"{stage}/{key}/{entry.path} is missing; not read. {rebuild_hint(stage)}")
-
-
-def check_file(stage: str, key: str, entry: FileEntry, local: str, lasting: bool) -> None:
-    """Size and sha256 of a local file against its manifest entry; CorruptArtifact if it differs
-    or is missing. `lasting`: the file is the stored one itself, so a match is remembered while
-    its size and mtime stay the same (a temporary copy is hashed every time)."""
-    try:
-        stat = os.stat(local)
-    except FileNotFoundError:
-        raise _missing(stage, key, entry) from None
-    seen = (local, stat.st_size, stat.st_mtime_ns, entry.sha256)
-    if lasting and seen in _VERIFIED_LOCAL:
-        return
-    if stat.st_size != entry.bytes or sha256_file(local) != entry.sha256:
-        raise CorruptArtifact(
-            f"{stage}/{key}/{entry.path} does not match its manifest ({stat.st_size} bytes, manifest says {entry.bytes}; "
-            f"or its sha256 differs): the artifact is corrupt and was not read. {rebuild_hint(stage)}"
-        )
-    if lasting:
-        _VERIFIED_LOCAL.add(seen)
-
-
-@contextlib.contextmanager
-def verified_path(store: ArtifactStore, stage: str, key: str, entry: FileEntry) -> Iterator[str]:
-    """A local path to the file's bytes, checked against the manifest before anyone parses them."""
-    path = f"{store.artifact_dir(stage, key)}/{entry.path}"
-    with contextlib.ExitStack() as stack:
-        try:
-            local = stack.enter_context(
-                store.backend.verified_path(path, lambda local, lasting: check_file(stage, key, entry, local, lasting))
-            )
-        except FileNotFoundError:
-            raise _missing(stage, key, entry) from None
-        yield local
-
-
-def fetch_verified(store: ArtifactStore, stage: str, key: str, entry: FileEntry, local: str) -> None:
-    """Copy one file of a committed artifact to `local`, checked against its manifest entry."""
-    try:
-        store.backend.download(f"{store.artifact_dir(stage, key)}/{entry.path}", local)
-    except FileNotFoundError:
-        raise _missing(stage, key, entry) from None
-    check_file(stage, key, entry, local, lasting=False)
-
-
-def attached_dir(store: ArtifactStore, stage: str, key: str, cache_dir: str | os.PathLike[str] | None) -> Path:
-    """A local folder holding the artifact's attached files (`files/`), each checked against the
-    manifest: the folder itself on a local root, else a download into `cache_dir/{stage}/{key}`
-    (files already there and whole are kept)."""
-    import tempfile
-
-    manifest = store.manifest(stage, key)
-    entries = {entry.path.removeprefix("files/"): entry for entry in manifest.attached_files}
-    cache = Path(cache_dir or Path(tempfile.gettempdir()) / "xlembed-artifacts") / stage / key
-
-    def check(name: str, local: str, lasting: bool) -> None:
-        check_file(stage, key, entries[name], local, lasting)
-
-    return store.backend.local_folder(f"{store.artifact_dir(stage, key)}/files", sorted(entries), cache, check)
+from storage.errors import StoreError
+from storage.store import ArtifactStore
 
 
 def size_problems(store: ArtifactStore, stage: str, key: str) -> list[str]:
@@ -115,7 +31,7 @@ def size_problems(store: ArtifactStore, stage: str, key: str) -> list[str]:
     return problems
 
 
-def verify(store: ArtifactStore, stage: str, key: str) -> list[str]:
+def verify_artifact(store: ArtifactStore, stage: str, key: str) -> list[str]:
     """Re-hash every file against the manifest; return the problems found (empty = sound)."""
     manifest = store.manifest(stage, key)
     base = store.artifact_dir(stage, key)

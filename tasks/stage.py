@@ -34,8 +34,10 @@ from storage import (
     columns_of,
     utc_now,
 )
+from storage.build_locks import hold_build_lock
 from storage.content_hash import file_sha256
 from storage.keys import KEY_SCHEME, check_name
+from storage.refs import read_ref, set_ref
 from tasks.stop import raise_if_stopping
 from tasks.strict_numbers import StrictScalars
 
@@ -703,7 +705,7 @@ def run_stage(
     fingerprints = source_fingerprints(stage, config)
     keyed = keyed_parts(config)
     config_key = stage_key(stage, config, input_keys, fingerprints, keyed=keyed)
-    ref = store.read_ref(pipeline, stage.name) if pipeline else None
+    ref = read_ref(store, pipeline, stage.name) if pipeline else None
     version = (
         current_version(store, pipeline, stage.name, config_key)
         if pipeline
@@ -711,12 +713,12 @@ def run_stage(
     )
     if version is not None and not force:
         if pipeline:
-            with store.build_lock(stage.name, version):
-                store.set_ref(pipeline, stage.name, version, note="up to date", expected=ref.key if ref else None)
+            with hold_build_lock(store, stage.name, version):
+                set_ref(store, pipeline, stage.name, version, note="up to date", expected=ref.key if ref else None)
         return store.ref(stage.name, version), store.manifest(stage.name, version)
     key, attempt = (config_key, 0) if version is None else next_attempt(store, stage.name, config_key)
     # held from the first write until the ref has moved: gc keeps what a live build holds
-    with store.build_lock(stage.name, key):
+    with hold_build_lock(store, stage.name, key):
         started = time.perf_counter()
         inputs = resolve_inputs(store, stage, input_keys)
         shards = stage.plan_shards(config, inputs)
@@ -726,7 +728,7 @@ def run_stage(
             allow_empty=allow_empty, keyed=keyed, rebuild_of=config_key if attempt else None, attempt=attempt,
         )  # fmt: skip
         if pipeline:
-            store.set_ref(
-                pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None
+            set_ref(
+                store, pipeline, stage.name, key, note="forced (--force)" if force else "built", expected=ref.key if ref else None
             )
     return store.ref(stage.name, key), manifest

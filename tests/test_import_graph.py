@@ -1,6 +1,6 @@
 """The import graph of tasks/, flows/ and storage/, read from the source
-with ast (imports at module level and inside functions; `if TYPE_CHECKING:` blocks, which never
-run, left out), has no cycle anywhere among the modules of tasks/, flows/ and storage/, no
+with ast (imports at module level, inside functions and in `if TYPE_CHECKING:` blocks: an import
+only a type checker runs still makes a reader of either module read the other), has no cycle anywhere among the modules of tasks/, flows/ and storage/, no
 `tasks` -> `flows` and no `storage` -> `tasks` import, flows imports no private name (`_x`) of a
 stage module, and no test module imports a private name of the package. Grouped by package (the
 folders under tasks/, flows/ and storage/) it has no cycle either, and a stage package imports
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,25 +31,6 @@ def module_files() -> dict[str, Path]:
 MODULES = module_files()
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _walk(node: ast.AST) -> Iterator[ast.AST]:
-    """Every node under `node`, except the bodies of `if TYPE_CHECKING:` (their `else` is kept)."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child):
-            for other in child.orelse:
-                yield other
-                yield from _walk(other)
-            continue
-        yield child
-        yield from _walk(child)
-
-
 def _known(name: str) -> str | None:
     """The module `name` or its nearest ancestor that is one of ours (None: not ours)."""
     while name:
@@ -66,7 +46,7 @@ def imports(module: str) -> list[tuple[str, list[str]]]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for node in _walk(tree):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(target, []) for alias in node.names if (target := _known(alias.name))]
         elif isinstance(node, ast.ImportFrom):
@@ -127,6 +107,17 @@ def test_the_graph_is_read_from_the_source() -> None:
     assert "tasks.train.trainer" in edges and "tasks.train.objectives" in edges["tasks.train.trainer"]
     assert "tasks.train.views" in edges["tasks.train.objectives.dueam_wmd"]
     assert "tasks.train.trainer" in edges["tasks.train.launch"]
+
+
+def test_type_checking_imports_are_edges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = tmp_path / "annotated.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:  # for annotations only\n"
+        "    from storage.store import ArtifactStore\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setitem(MODULES, "storage.annotated", module)
+    assert imports("storage.annotated") == [("storage.store", ["ArtifactStore"])]
 
 
 def test_the_cycle_finder_finds_cycles() -> None:

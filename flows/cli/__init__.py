@@ -25,6 +25,8 @@ from flows.cli import artifacts_admin  # noqa: F401 - pull, push, verify, gc, re
 from flows.cli import deploy  # noqa: F401 - deploy, serve
 from flows.cli import export  # noqa: F401
 from flows.cli.common import ROOT_ENV, app, err
+from storage import StoreError
+from storage.errors import explain
 
 __all__ = ["app", "entrypoint"]
 
@@ -66,8 +68,6 @@ def _quiet_exit_on_closed_pipe() -> None:
 
 def entrypoint() -> None:
     """Console script: store problems become one clear line, not a traceback."""
-    from storage import StoreError
-
     sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment]
     try:
         app(prog_name="xlembed")
@@ -82,8 +82,6 @@ def entrypoint() -> None:
         err.print(Text.assemble(("error:", "red"), " ", str(exc)), highlight=False)
         sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - object-storage failures become one line too
-        from storage.errors import explain
-
         message = explain(exc, os.environ.get(ROOT_ENV))
         if message is None or os.environ.get("XLEMBED_DEBUG"):
             raise

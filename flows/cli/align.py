@@ -32,7 +32,7 @@ def align(
     root: RootOpt = None,
 ) -> None:
     """Score the backend of the config's align section against gold word alignments: AER, precision, recall, F1."""
-    from tasks.align.gold import GoldInputError, score_gold_set
+    from tasks.align.gold import GoldInputError, score_gold_set  # lazy: polars and the align stage, not needed for --help
 
     cfg = _load(config, root)
     if "align" not in cfg.stage_configs:

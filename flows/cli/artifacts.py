@@ -34,6 +34,15 @@ from flows.cli.common import (
     print_json,
     refuse_inside_store,
 )
+from flows.plan import config_changes
+from flows.store_index import INDEX_FILE, build_index, write_index
+from flows.store_index import REPORTS_DIR as SWEEPS_DIR
+from storage import StoreError
+from storage.keys import KEY_SCHEME, KEY_SCHEMES
+from storage.lineage import flatten, lineage, node_record
+from storage.query import QueryError, collect_error, scan_artifact, sql_query
+from storage.refs import list_refs
+from tasks.stage import REJECTS_DIR, keyed_config
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
 # --output FILE writes more
@@ -50,7 +59,7 @@ def artifacts_ls(
     store = _store(root)
     refs: dict[tuple[str, str], list[str]] = {}
     damaged_refs: list[Any] = []
-    for ref in store.list_refs(damaged=damaged_refs):
+    for ref in list_refs(store, damaged=damaged_refs):
         refs.setdefault((ref.stage, ref.key), []).append(ref.pipeline)
     table = Table(title=f"artifacts in {store.root_uri}", title_justify="left")
     for column in ("stage", "key", "rows", "size", "age", "refs"):
@@ -125,7 +134,7 @@ def artifacts_show(
 
 def _manifest_summary(store: Any, m: Any) -> list[str]:
     """A few lines that say what an artifact is; `--json` has everything."""
-    refs = [f"{r.pipeline}" for r in store.list_refs() if r.stage == m.stage and r.key == m.key]
+    refs = [f"{r.pipeline}" for r in list_refs(store) if r.stage == m.stage and r.key == m.key]
     drops = ", ".join(f"{reason} {n:,}" for reason, n in sorted(m.dropped.items(), key=lambda kv: -kv[1]))
     attached = m.attached_files
     lines = [
@@ -186,8 +195,6 @@ def _print_rejects(store: Any, stage: str, key: str, rows: int, reason: str | No
     """Per reason: how many rows were dropped (the manifest), how many are kept, and the first `rows` of them."""
     import polars as pl
 
-    from tasks.stage import REJECTS_DIR
-
     manifest = store.manifest(stage, key)
     files = [e.path.removeprefix("files/") for e in manifest.attached_files if e.path.startswith(f"files/{REJECTS_DIR}/")]
     if not files:
@@ -240,9 +247,6 @@ def _fingerprint_text(value: Any) -> str:
 def _lineage_tree(node: Any, record: dict[str, Any], seen: set[tuple[str, str]], tree: Any | None = None, via: str = "") -> Any:
     from rich.text import Text
     from rich.tree import Tree
-
-    from storage.keys import KEY_SCHEME, KEY_SCHEMES
-    from storage.lineage import flatten
 
     head = Text.assemble(
         (f"{via}: " if via and via != node.stage else "", "dim"), (node.stage, "bold"), " ", (node.key[:12], "cyan")
@@ -312,9 +316,6 @@ def artifacts_lineage(
     """The tree of artifacts this one was built from: keys, configs, sources, creation time, code version."""
     import json
 
-    from storage.lineage import lineage, node_record
-    from tasks.stage import keyed_config
-
     store = _store(root)
     full = _resolve(store, stage, key, pipeline)
     compare = None
@@ -349,9 +350,6 @@ def artifacts_query(
     the query reads the store's artifacts and nothing else."""
     import duckdb
 
-    from storage import StoreError
-    from storage.query import QueryError, collect_error, scan_artifact, sql_query
-
     if output is not None and output.suffix.lower() not in (".parquet", ".csv"):
         raise fail(f"--output {output}: write .parquet or .csv", 2)
     store = _store(root)
@@ -373,7 +371,7 @@ def artifacts_query(
         return scan_artifact(store, mention.stage, _resolve(store, mention.stage, mention.key, None))
 
     def available() -> list[str]:
-        refs = [r for r in store.list_refs() if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
+        refs = [r for r in list_refs(store) if r.stage in committed and (pipeline is None or r.pipeline == pipeline)]
         return sorted(
             {r.stage for r in refs if store.is_committed(r.stage, r.key) and store.manifest(r.stage, r.key).table_files}
         )
@@ -426,9 +424,6 @@ def artifacts_index(
     root: StoreRootOpt = "artifacts",
 ) -> None:
     """Write a static HTML page (index.html in the root) listing pipelines, refs, versions, reports and figures."""
-    from flows.sweep.report import SWEEPS_DIR
-    from storage.index import INDEX_FILE, build_index, write_index
-
     store = _store(root)
     if output is None:
         page = write_index(store, reports_dir=SWEEPS_DIR)
@@ -437,7 +432,7 @@ def artifacts_index(
         if output.suffix.lower() not in (".html", ".htm"):
             output = output / INDEX_FILE
         output = output.expanduser().resolve()
-        if store.is_local:
+        if store.backend.is_local:
             base = os.path.relpath(store.root_uri, output.parent).replace(os.sep, "/")
             link_base = "" if base == "." else f"{base}/"
         else:  # a local page over a remote store: absolute links, which a browser may not open
@@ -452,8 +447,6 @@ def artifacts_index(
 @artifacts_app.command("diff")
 def artifacts_diff(stage: str, key_a: str, key_b: str, root: StoreRootOpt = "artifacts") -> None:
     """Differences between two versions of a stage: config, code, inputs, rows and drops."""
-    from flows.plan import config_changes
-
     store = _store(root)
     a = store.manifest(stage, _resolve(store, stage, key_a, None))
     b = store.manifest(stage, _resolve(store, stage, key_b, None))

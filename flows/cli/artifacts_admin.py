@@ -25,6 +25,13 @@ from flows.cli.common import (
     fail,
     out,
 )
+from flows.plan import make_plan
+from storage import DamagedArtifact, StoreError
+from storage.gc import delete_artifact, garbage, partial_files, stale_locks
+from storage.keys import InvalidNameError, check_name
+from storage.refs import list_refs, read_ref, set_ref
+from storage.transfer import copy_artifact, copy_refs
+from storage.verify import verify_artifact
 
 
 def _transfer(
@@ -36,8 +43,6 @@ def _transfer(
     prefer: str | None,
     flags: tuple[str, str],
 ) -> None:
-    from storage.transfer import copy_artifact, copy_refs
-
     source, destination = _store(source_root), _store(destination_root, must_exist=False)
     if stage is not None:
         _known_stage(source, stage)
@@ -142,8 +147,6 @@ def artifacts_verify(
 ) -> None:
     """Re-hash files against their manifests and check that every ref points at a committed
     artifact. Exit 1 if anything is missing, damaged or corrupt."""
-    from storage import DamagedArtifact
-
     store = _store(root)
     if stage is not None:
         _known_stage(store, stage)
@@ -159,7 +162,7 @@ def artifacts_verify(
         out.print(f"    {item.problem}", highlight=False, markup=False)
     broken_refs = 0
     damaged_refs: list[Any] = []
-    for ref in store.list_refs(damaged=damaged_refs):
+    for ref in list_refs(store, damaged=damaged_refs):
         if (stage is None or ref.stage == stage) and not store.is_committed(ref.stage, ref.key):
             broken_refs += 1
             out.print(
@@ -169,7 +172,7 @@ def artifacts_verify(
                 highlight=False,
             )
     for name, full in targets:
-        problems = store.verify(name, full)
+        problems = verify_artifact(store, name, full)
         if problems:
             bad += 1
             out.print(f"[red]CORRUPT[/red] {name}/{full[:12]}")
@@ -233,22 +236,28 @@ def artifacts_gc(
     planned = _planned_versions(config or [], store)
     skipped: list[str] = []
     kept: dict[str, int] = {}
-    doomed = store.garbage(
-        keep_history=keep_history, include_partial=include_partial, skipped=skipped, grace=period, kept=kept, planned=planned
+    doomed = garbage(
+        store,
+        keep_history=keep_history,
+        include_partial=include_partial,
+        skipped=skipped,
+        grace=period,
+        kept=kept,
+        planned=planned,
     )
-    stale = store.stale_locks()
-    partial = store.partial_files(grace=period) if include_partial else []
+    stale = stale_locks(store)
+    partial = partial_files(store, grace=period) if include_partial else []
     for stage, key in doomed:
         out.print(f"{'delete' if yes else 'would delete'} {stage}/{key[:12]}")
         if yes:
-            store.delete(stage, key)
+            delete_artifact(store, stage, key)
     for path in partial:
         out.print(Text(f"{'delete' if yes else 'would delete'} partial file {store.relative(path)}"), highlight=False)
         if yes:
-            store.remove(path)
+            store.backend.remove(path)
     for lock, _ in stale:
         if yes:  # its holder is gone: the file guards nothing
-            store.remove(lock.path)
+            store.backend.remove(lock.path)
     for line in skipped:
         err.print(Text(f"skipped: {line}"), highlight=False)
     if kept:
@@ -266,9 +275,7 @@ def _planned_versions(configs: list[Path], store: Any) -> dict[tuple[str, str], 
     (cached, or to be computed: an interrupted build's folder is resumed, not garbage)."""
     if not configs:
         return {}
-    from flows.plan import make_plan
-    from flows.stages import stage_registry
-    from storage import StoreError
+    from flows.stages import stage_registry  # lazy: every stage module (polars), only for gc --config
 
     planned: dict[tuple[str, str], str] = {}
     for path in configs:
@@ -302,7 +309,7 @@ def artifacts_refs(root: StoreRootOpt = "artifacts") -> None:
     for column in ("pipeline", "stage", "key", "versions", "since"):
         table.add_column(column)
     damaged: list[Any] = []
-    for ref in store.list_refs(damaged=damaged):
+    for ref in list_refs(store, damaged=damaged):
         table.add_row(ref.pipeline, ref.stage, ref.key[:12], str(len(ref.history)), ref.history[0].at if ref.history else "")
     for item in damaged:
         table.add_row(item.pipeline, item.stage, Text("damaged", style="red"), "", "")
@@ -344,17 +351,15 @@ def artifacts_rollback(
 ) -> None:
     """Move a ref back through the versions runs set it to: each rollback goes one version further back
     (--steps N: N versions), --to KEY picks one, --list shows them. Nothing is deleted."""
-    from storage.keys import InvalidNameError, check_name
-
     try:  # a name such as ../../x must not reach a path
         check_name(pipeline, "pipeline")
         check_name(stage, "stage")
     except InvalidNameError as exc:
         raise fail(str(exc), 2) from None
     store = _store(root)
-    ref = store.read_ref(pipeline, stage)
+    ref = read_ref(store, pipeline, stage)
     if ref is None:
-        known = sorted(f"{r.pipeline}/{r.stage}" for r in store.list_refs())
+        known = sorted(f"{r.pipeline}/{r.stage}" for r in list_refs(store))
         raise fail(f"no ref {pipeline}/{stage} in {store.root_uri}; refs: {', '.join(known) or 'none'}", 2)
     versions = _ref_versions(ref)
     position = _ref_position(ref, versions)
@@ -381,7 +386,7 @@ def artifacts_rollback(
                 2,
             )
     where = f" (version -{index})" if index is not None else ""
-    store.set_ref(pipeline, stage, target, note=f"{ROLLBACK_NOTE}{ref.key[:12]}{where}")
+    set_ref(store, pipeline, stage, target, note=f"{ROLLBACK_NOTE}{ref.key[:12]}{where}")
     out.print(f"{pipeline}/{stage}: {ref.key[:12]} -> {target[:12]}", highlight=False)
     if index is not None:
         built = versions[index].at

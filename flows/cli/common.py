@@ -14,15 +14,25 @@ from rich.console import Console
 from rich.text import Text
 
 from flows.config import ROOT_ENV, ConfigError, PipelineConfig, load_config
-from flows.output import Output
+from flows.interrupts import interruptible
+from flows.output import Output, quiet_prefect_notices
+from flows.runners import make_task_runner
+from flows.store_index import INDEX_FILE, format_age, format_size, write_index
+from flows.store_index import REPORTS_DIR as SWEEPS_DIR
 from flows.terminal import (
     DEFAULT,
     PLAN_NOTES_PRINTED_ENV,
+    PROGRESS_ENV,
     QUIET,
     VERBOSE,
     silence_third_party_bars,
     use_terminal_handler,
 )
+from storage import ArtifactStore, StoreAccessError, StoreError
+from storage.errors import explain
+from storage.refs import list_refs
+from tasks.stage import PACKAGE_VERSION, DataError
+from tasks.stop import Interrupted
 
 # Before Prefect, transformers or datasets are imported: they read these settings then.
 silence_third_party_bars()
@@ -155,8 +165,6 @@ def output_mode(verbose: bool = False, quiet: bool = False, as_json: bool = Fals
     use_terminal_handler(MODE.verbosity)
     out.quiet = MODE.as_json
     if MODE.quiet:
-        from flows.progress import PROGRESS_ENV
-
         os.environ.setdefault(PROGRESS_ENV, "0")
     return MODE
 
@@ -190,9 +198,6 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def _one_line(exc: BaseException, root: str | None = None) -> str:
     """An exception as the one line a user reads: a storage failure explained (root, cause, fix),
     a data error as its own message, anything else as `Type: message` (never an empty message)."""
-    from storage.errors import explain
-    from tasks.stage import DataError
-
     explained = explain(exc, root)
     if explained is not None:
         return explained
@@ -229,8 +234,6 @@ class _OneLinePerFailure:
 
 def _exception_line(exc: BaseException) -> str:
     """`Type: message` on one line (a data error's message as is: it names the file and line)."""
-    from tasks.stage import DataError
-
     text = " ".join((str(exc) or repr(exc)).split())
     return text if isinstance(exc, DataError) else f"{type(exc).__name__}: {text}"
 
@@ -257,8 +260,6 @@ def stopped(exc: BaseException) -> typer.Exit:
 
 def _version(value: bool) -> None:
     if value:
-        from tasks.stage import PACKAGE_VERSION
-
         out.print(f"xlembed {PACKAGE_VERSION}")
         raise typer.Exit()
 
@@ -305,8 +306,6 @@ def _refuse_file_root(root: str) -> None:
 def _store(root: str, *, must_exist: bool = True) -> Any:
     """The store at `root`, reached once: a root that does not exist is an error for commands
     that read (`must_exist`); one that cannot be reached is one line naming the fix."""
-    from storage import ArtifactStore, StoreAccessError, StoreError
-
     if not root.strip():
         raise fail(f"the artifact root is empty: give --root a folder or s3://bucket/prefix (or set {ROOT_ENV})", 2)
     _refuse_file_root(root)
@@ -321,14 +320,10 @@ def _store(root: str, *, must_exist: bool = True) -> Any:
 
 
 def _age(created_at: str) -> str:
-    from storage.index import format_age
-
     return format_age(created_at)
 
 
 def _size(n: int) -> str:
-    from storage.index import format_size
-
     return format_size(n)
 
 
@@ -341,15 +336,13 @@ def _known_stage(store: Any, stage: str) -> str:
 
 
 def _resolve(store: Any, stage: str, key: str | None, pipeline: str | None) -> str:
-    from storage import StoreError
-
     _known_stage(store, stage)
     try:
         if key:
             return store.resolve(stage, key)
-        refs = [r for r in store.list_refs() if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
+        refs = [r for r in list_refs(store) if r.stage == stage and (pipeline is None or r.pipeline == pipeline)]
         if pipeline is not None and not refs:
-            pipelines = sorted({r.pipeline for r in store.list_refs() if r.stage == stage})
+            pipelines = sorted({r.pipeline for r in list_refs(store) if r.stage == stage})
             raise fail(
                 f"--pipeline {pipeline}: no ref {pipeline}/{stage}; pipelines with a {stage} ref: {', '.join(pipelines) or 'none'}",
                 2,
@@ -365,7 +358,7 @@ def refuse_inside_store(store: Any, path: Path, what: str) -> None:
     """Exit 2 when a local output `path` would land inside a local store's root: a file written
     there could overwrite a committed artifact's file or a ref. (An s3:// root has no local
     folder to land in.)"""
-    if not store.is_local:
+    if not store.backend.is_local:
         return
     root = Path(store.root_path).resolve()
     target = path.expanduser().resolve()
@@ -383,11 +376,9 @@ def _resolve_artifact(store: Any, artifact: str, pipeline: str | None) -> tuple[
     """ARTIFACT on the command line: a stage name (its ref; refused, with the refs listed, when
     refs of several pipelines point at different artifacts of it, as `artifacts head` does) or a
     key or unique key prefix of any stage."""
-    from storage import StoreError
-
     stages = store.stages()
     if artifact in stages:
-        refs = [r for r in store.list_refs() if r.stage == artifact]
+        refs = [r for r in list_refs(store) if r.stage == artifact]
         if refs or pipeline:
             return artifact, _resolve(store, artifact, None, pipeline)
         return artifact, _no_ref(store, artifact)
@@ -426,8 +417,6 @@ def refresh_index(store: Any, cfg: PipelineConfig) -> None:
     the flows do at their end (flows.pipeline.publish_store_index), without the Prefect link."""
     if not cfg.settings.write_index:
         return
-    from flows.sweep.report import SWEEPS_DIR
-    from storage.index import INDEX_FILE, write_index
 
     try:
         write_index(store, reports_dir=SWEEPS_DIR)
@@ -445,10 +434,6 @@ def run_prefect_flow(server: Any, cfg: PipelineConfig, what: str, load_flow: Any
     `failure_hint()` (a traceback with --verbose). The flow's result is returned."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
-    from flows.interrupts import interruptible
-    from flows.output import quiet_prefect_notices
-    from flows.runners import make_task_runner
-    from tasks.stop import Interrupted
 
     quiet_prefect_notices()
     flow = load_flow().with_options(task_runner=make_task_runner(cfg.settings))

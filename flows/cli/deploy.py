@@ -24,7 +24,7 @@ NoScheduleOpt = Annotated[bool, typer.Option("--no-schedule", help="register the
 def _deployment_spec(
     config: Path, root: str | None, cron: str, timezone: str, interval: float | None, no_schedule: bool, paused: bool = False
 ) -> Any:
-    from flows.deployments import DeploymentSpec
+    from flows import deployments  # lazy: prefect, not needed for --help
 
     _load(config, root)  # a bad config fails here, not at 3 a.m. on a worker
     if not no_schedule and interval is None:
@@ -34,7 +34,7 @@ def _deployment_spec(
             Cron(cron, timezone=timezone)
         except ValueError as exc:
             raise fail(f"--cron/--timezone: {exc}", 2) from None
-    return DeploymentSpec(
+    return deployments.DeploymentSpec(
         config_path=str(config.expanduser().resolve()),
         root=root,
         cron=None if no_schedule else cron,
@@ -77,17 +77,16 @@ def deploy(
     \b
       prefect deployment run 'xlembed-pipeline/xlembed-stage' -p only=align
     """
-    from flows.deployments import FLOW_NAME, REBUILD, STAGE, DeploymentError, require_server
-    from flows.deployments import deploy as register
+    from flows import deployments  # lazy: prefect, not needed for --help
 
     spec = _deployment_spec(config, root, cron, timezone, interval, no_schedule, paused)
     try:
-        url = require_server()
-    except DeploymentError as exc:
+        url = deployments.require_server()
+    except deployments.DeploymentError as exc:
         raise fail(str(exc), 2) from None
     try:
-        ids = register(spec, pool, create_pool=create_pool)
-    except DeploymentError as exc:
+        ids = deployments.deploy(spec, pool, create_pool=create_pool)
+    except deployments.DeploymentError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - an unreachable or failing server: one line
         if os.environ.get("XLEMBED_DEBUG"):
@@ -96,15 +95,19 @@ def deploy(
     table = Table(title=f"deployments on {url} (work pool {pool})", title_justify="left")
     for column in ("deployment", "schedule", "id"):
         table.add_column(column, no_wrap=column != "schedule")
-    table.add_row(f"{FLOW_NAME}/{REBUILD}", Text(_schedule_text(spec) + (" [paused]" if paused else "")), str(ids[REBUILD]))
-    table.add_row(f"{FLOW_NAME}/{STAGE}", "on demand", str(ids[STAGE]))
+    table.add_row(
+        f"{deployments.FLOW_NAME}/{deployments.REBUILD}",
+        Text(_schedule_text(spec) + (" [paused]" if paused else "")),
+        str(ids[deployments.REBUILD]),
+    )
+    table.add_row(f"{deployments.FLOW_NAME}/{deployments.STAGE}", "on demand", str(ids[deployments.STAGE]))
     out.print(table)
     out.print(Text(f"config {spec.config_path}" + (f", artifact root {root}" if root else "")), highlight=False, soft_wrap=True)
     out.print(
         f"start a worker:  prefect worker start --pool {pool} --type process", highlight=False, markup=False, soft_wrap=True
     )
     out.print(
-        f"run one stage:   prefect deployment run '{FLOW_NAME}/{STAGE}' -p only=STAGE",
+        f"run one stage:   prefect deployment run '{deployments.FLOW_NAME}/{deployments.STAGE}' -p only=STAGE",
         highlight=False,
         markup=False,
         soft_wrap=True,
@@ -126,13 +129,12 @@ def serve(
     Registers xlembed-rebuild (scheduled) and xlembed-stage (on demand) on the Prefect server
     (PREFECT_API_URL) and runs their flow runs here. Schedules are paused when it stops.
     """
-    from flows.deployments import DeploymentError, require_server
-    from flows.deployments import serve as serve_deployments
+    from flows import deployments  # lazy: prefect, not needed for --help
 
     spec = _deployment_spec(config, root, cron, timezone, interval, no_schedule)
     try:
-        require_server()
-    except DeploymentError as exc:
+        deployments.require_server()
+    except deployments.DeploymentError as exc:
         raise fail(str(exc), 2) from None
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
-    serve_deployments(spec, limit=limit)
+    deployments.serve(spec, limit=limit)

@@ -20,6 +20,7 @@ from flows.cli.common import (
     out,
     refuse_inside_store,
 )
+from tasks.publish import ExportError
 
 
 @app.command("export")
@@ -88,8 +89,7 @@ def export(
 def _export_dataset(
     store: Any, stage: str, key: str, folder: Path, *, push: str | None, private: bool, layout: str, pivot: str | None
 ) -> None:
-    from tasks.publish import ExportError
-    from tasks.publish.dataset import export_dataset, push_dataset
+    from tasks.publish.dataset import export_dataset, push_dataset  # lazy: polars and the stages it reads, not needed for --help
 
     if layout not in ("multiway", "pairs", "both"):
         raise fail(f"--layout {layout!r}: use multiway, pairs or both", 2)
@@ -111,8 +111,12 @@ def _export_dataset(
 def _export_model(
     store: Any, stage: str, key: str, directory: Path, *, push: str | None, private: bool, drop_language_embedding: bool
 ) -> None:
-    from tasks.publish import ExportError
-    from tasks.publish.model import LanguageEmbeddingRefused, PushError, export_trained_model, push_to_hub
+    from tasks.publish.model import (  # lazy: torch and transformers, not needed for --help
+        LanguageEmbeddingRefused,
+        PushError,
+        export_trained_model,
+        push_to_hub,
+    )
 
     evaluation = None
     if stage == "evaluate":

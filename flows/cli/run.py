@@ -34,7 +34,12 @@ from flows.cli.common import (
     result_line,
     run_prefect_flow,
 )
+from flows.cli.sweep import _sweep
 from flows.config import PipelineConfig
+from flows.plan import check_plan_data, make_plan
+from storage import ArtifactStore, StoreError
+from storage.build_locks import hold_build_lock
+from storage.refs import set_ref
 
 
 def _plan(
@@ -42,15 +47,11 @@ def _plan(
 ) -> tuple[Any, list[Any]]:
     """The store and the plan; then every computing stage's input data is checked (line
     counts, columns, readable files), so that bad data fails now, not hours into a run."""
-    from flows.plan import check_plan_data, make_plan
-    from flows.stages import stage_registry
-    from storage import StoreError
+    from flows.stages import stage_registry  # lazy: every stage module (polars), not needed for --help
 
     store = _store(config.settings.root, must_exist=False) if create else None
     try:
         if store is None:  # `plan` reads only: a root that is not there yet is not created
-            from storage import ArtifactStore
-
             store = ArtifactStore(config.settings.root, create=False)
             if not store.check_root(must_exist=False) and not MODE.quiet:
                 err.print(
@@ -106,7 +107,6 @@ def plan(
             raise fail("--grid plans whole variants: it cannot be combined with --only, --from or --force", 2)
         if MODE.as_json:
             raise fail("--json does not apply to --grid yet: plan one variant's config", 2)
-        from flows.cli.sweep import _sweep
 
         check_root_option(root)
         _sweep(config, grid, None, root, dry_run=True)
@@ -121,7 +121,7 @@ def plan(
 
 
 def _pipeline_flow() -> Any:
-    from flows.pipeline import pipeline_flow
+    from flows.pipeline import pipeline_flow  # lazy: prefect, only when something is computed
 
     return pipeline_flow
 
@@ -130,7 +130,7 @@ def _execute(
     cfg: PipelineConfig, config: Path, only: str | None, from_stage: str | None, force: list[str], root: str | None
 ) -> tuple[Any, dict[str, str]]:
     """Plan, then run the Prefect flow unless everything is cached. Returns (store, stage -> key)."""
-    from flows.server import TemporaryServer
+    from flows.server import TemporaryServer  # lazy: sockets, subprocess and urllib, not needed for --help
 
     server = TemporaryServer.start_early()  # starts while the run plans (flows/server.py)
     store, steps = _plan(cfg, only, from_stage, force)
@@ -140,8 +140,8 @@ def _execute(
     if not any(step.action == "compute" for step in steps):
         for step in steps:  # nothing to build: just make the refs agree with the config
             if step.action == "cached":
-                with store.build_lock(step.stage, step.key):  # gc keeps it until the ref moved
-                    store.set_ref(cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
+                with hold_build_lock(store, step.stage, step.key):  # gc keeps it until the ref moved
+                    set_ref(store, cfg.name, step.stage, step.key, note="up to date", expected=step.ref_key)
         refresh_index(store, cfg)
         if not MODE.quiet:
             out.print("[green]Everything is up to date; nothing to compute.[/green]")
@@ -271,7 +271,7 @@ def _print_evaluation(store: Any, key: str) -> dict[str, Any]:
     """Print the scores (unless -q), the report's location and the headline lines; returns them for --json."""
     import polars as pl
 
-    from tasks.evaluate.stage import main_metric_rows
+    from tasks.evaluate.stage import main_metric_rows  # lazy: the evaluate stage (polars), only for `xlembed evaluate`
 
     main = main_metric_rows(store.read_table("evaluate", key))  # each benchmark's main metric
     if not MODE.quiet:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from flows.cli.common import ConfigArg, RootOpt, _load, app, fail, out, print_plan_notes, refresh_index, run_prefect_flow
 from flows.config import ConfigError
+from storage import ArtifactStore, StoreError
 
 
 def _sweep_table(plan: Any) -> Table:
@@ -39,10 +40,14 @@ def _sweep_table(plan: Any) -> Table:
 def _sweep(
     config: Path, grid_path: Path, baseline: str | None, root: str | None, *, dry_run: bool, only: list[str] | None = None
 ) -> None:
-    from flows.server import TemporaryServer
-    from flows.stages import stage_registry
-    from flows.sweep import load_grid, plan_sweep, run_variants, write_report
-    from storage import ArtifactStore, StoreError
+    from flows.server import TemporaryServer  # lazy: sockets, subprocess and urllib, not needed for --help
+    from flows.stages import stage_registry  # lazy: every stage module (polars), not needed for --help
+    from flows.sweep import (  # lazy: the sweep report's polars and matplotlib, not needed for --help
+        load_grid,
+        plan_sweep,
+        run_variants,
+        write_report,
+    )
 
     cfg = _load(config, root)
     server = TemporaryServer() if dry_run else TemporaryServer.start_early()  # starts while the sweep plans
@@ -72,7 +77,7 @@ def _sweep(
     except (ConfigError, ValueError, StoreError, FileNotFoundError) as exc:
         server.stop()
         raise fail(str(exc), 2) from None
-    from flows.sweep import sweep_dir, sweep_flow
+    from flows.sweep import sweep_dir, sweep_flow  # lazy: prefect, only when variants run
 
     run_prefect_flow(
         server, cfg, "sweep", lambda: sweep_flow, lambda: f" (report, if any: {sweep_dir(store, grid.name)}/report.md)",

@@ -89,7 +89,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """`flows.sweep.sweep_flow` imports the Prefect flow on first use (flows/sweep/flow.py)."""
     if name == "sweep_flow":
-        from flows.sweep.flow import sweep_flow
+        from flows.sweep.flow import sweep_flow  # lazy: prefect, only when the flow is asked for
 
         return sweep_flow
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

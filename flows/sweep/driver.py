@@ -18,6 +18,8 @@ from flows.config import PipelineConfig
 from flows.plan import StepPlan
 from flows.sweep.plan import SweepPlan, VariantPlan
 from storage import ArtifactStore
+from storage.build_locks import hold_build_lock
+from storage.refs import set_ref
 from tasks.stop import Interrupted, raise_if_stopping
 
 MAX_DRIVERS = 32
@@ -154,7 +156,7 @@ def run_variants(
             for position, step in enumerate(vplan.steps):
                 if step.action == "skip":
                     continue
-                with store.build_lock(step.stage, step.key):  # until the ref moved: gc keeps it
+                with hold_build_lock(store, step.stage, step.key):  # until the ref moved: gc keeps it
                     if step.action == "compute":
                         raise_if_stopping(f"{vplan.variant.name}: stopped before {step.stage}")
                         if run_step is None:
@@ -169,7 +171,8 @@ def run_variants(
                             outcome.computed.append(step.stage)
                         elif any(later.action == "compute" for later in vplan.steps[position + 1 :]):
                             slot.rejoin()  # waited for another variant; it has steps of its own ahead
-                    store.set_ref(
+                    set_ref(
+                        store,
                         vplan.pipeline,
                         step.stage,
                         step.key,

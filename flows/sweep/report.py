@@ -9,12 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flows.store_index import REPORTS_DIR
 from flows.sweep.driver import VariantOutcome
 from flows.sweep.grid import UNTRAINED_VARIANT, slug
 from flows.sweep.plan import SweepPlan
 from flows.sweep.toml_writer import toml_document
 from storage import ArtifactStore
-from storage.index import REPORTS_DIR
+from tasks.evaluate.columns import VariantResult
+from tasks.evaluate.compare import build_comparison
+from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
+from tasks.evaluate.schema import ITEM_KEY
+from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR, STS_ITEMS_FILE
+from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE
 
 SWEEPS_DIR = REPORTS_DIR  # the store index lists the reports written here
 
@@ -43,7 +49,7 @@ def _put_bytes(store: ArtifactStore, dest: str, data: bytes) -> None:
     with tempfile.NamedTemporaryFile("wb", suffix=".tmp", delete=False) as f:
         f.write(data)
     try:
-        store.copy_local_file(f.name, dest)
+        store.backend.copy_local_file(f.name, dest)
     finally:
         Path(f.name).unlink(missing_ok=True)
 
@@ -54,9 +60,6 @@ def _evaluation_extras(store: ArtifactStore, stage: str, key: str) -> dict[str, 
     scored beside it), "base_metrics" and "sts_items" (per-pair STS cosines). Evaluations older
     than the outcomes have no items."""
     import pyarrow.parquet as pq
-
-    from tasks.evaluate.schema import ITEM_KEY
-    from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR, STS_ITEMS_FILE
 
     item_columns = [*ITEM_KEY, "correct"]  # margins are not compared
     wanted = {
@@ -85,11 +88,6 @@ def write_report(
 ) -> SweepReport:
     """Compare the variants' evaluations and save report.md, report.html (and intervals.png),
     sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
-    from tasks.evaluate.columns import VariantResult
-    from tasks.evaluate.compare import build_comparison
-    from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
-    from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE
-
     baseline = plan.grid.check_baseline(baseline) if baseline is not None else plan.grid.baseline
     results = []
     for vplan in plan.variants:

@@ -15,8 +15,7 @@ and sets its tokens' word ids (tasks/train/word_spans.py), and keeps the pairs a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -25,10 +24,8 @@ import pyarrow.compute as pc
 
 from tasks.train.text_columns import string_series
 from tasks.train.tokens import TokenSpans
+from tasks.train.training_data import TrainingData, WordPairs
 from tasks.train.word_spans import word_char_spans_flat
-
-if TYPE_CHECKING:  # the training data holds the join's result and calls it: data.py imports this module
-    from tasks.train.data import TrainingData
 
 log = logging.getLogger(__name__)
 
@@ -65,51 +62,6 @@ def one_to_one_pairs(pairs: np.ndarray, scores: np.ndarray, sentence: np.ndarray
     mask = np.zeros(len(order), dtype=bool)
     mask[order[keep]] = True
     return mask
-
-
-class WordPairs(Mapping):
-    """Word pairs per (text, pivot text), as one sorted key array and one flat pair array.
-
-    A read-only mapping `(text id, pivot text id) -> [k, 2] int32 pairs` (what a dict of them
-    would give), and `lookup` for a whole batch of keys at once with one `searchsorted`, so
-    the step builder never goes through Python per row.
-    """
-
-    def __init__(self, keys: np.ndarray, offsets: np.ndarray, pairs: np.ndarray, n_texts: int) -> None:
-        self.keys = keys  # [n] int64, sorted: text * n_texts + pivot text
-        self.offsets = offsets  # [n + 1] int64 into `pairs`
-        self.pairs = pairs  # [total, 2] int32 (word of the text, word of the pivot text)
-        self.n_texts = n_texts
-
-    @classmethod
-    def empty(cls) -> WordPairs:
-        return cls(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros((0, 2), dtype=np.int32), 0)
-
-    def lookup(self, texts: np.ndarray, pivots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(start in `pairs`, number of pairs) per (text, pivot text): 0 pairs where it has none."""
-        texts, pivots = np.asarray(texts, dtype=np.int64), np.asarray(pivots, dtype=np.int64)
-        start, count = np.zeros(len(texts), dtype=np.int64), np.zeros(len(texts), dtype=np.int64)
-        if not len(self.keys):
-            return start, count
-        wanted = texts * self.n_texts + pivots
-        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
-        hit = (texts >= 0) & (pivots >= 0) & (texts < self.n_texts) & (pivots < self.n_texts) & (self.keys[at] == wanted)
-        start[hit] = self.offsets[at[hit]]
-        count[hit] = self.offsets[at[hit] + 1] - start[hit]
-        return start, count
-
-    def __getitem__(self, key: tuple[int, int]) -> np.ndarray:
-        start, count = self.lookup(np.array([key[0]]), np.array([key[1]]))
-        if not count[0]:
-            raise KeyError(key)
-        return self.pairs[start[0] : start[0] + count[0]]
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        n = max(self.n_texts, 1)
-        return zip((self.keys // n).tolist(), (self.keys % n).tolist())
-
-    def __len__(self) -> int:
-        return len(self.keys)
 
 
 JOIN_SLICE_RECORDS = 200_000  # align records joined at a time: the join's working memory is flat in the records

@@ -24,7 +24,7 @@ from tasks.languages import LangCodes
 from tasks.registry import validate_named
 from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the objectives' modules import torch (see ObjectivesConfig)
     from tasks.train.objectives import ObjectiveConfig
 
 

@@ -21,39 +21,18 @@ alone, are drawn from this table by tasks/train/batching.py.
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tasks.train.alignment_join import WordPairs, add_alignments
+from tasks.train.alignment_join import add_alignments
 from tasks.train.text_columns import large_strings
 from tasks.train.tokens import distinct_texts, tokenize
+from tasks.train.training_data import TrainingData
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainingData:
-    texts: pa.LargeStringArray  # distinct texts by text id (in order of first appearance, row by row)
-    langs: list[str]  # column order of `groups`; langs[0] is the pivot
-    groups: np.ndarray  # [n_groups, n_langs] int32 text id, -1 where the row lacks the language
-    group_ids: pa.LargeStringArray  # corpus group id of each row of `groups`
-    token_ids: np.ndarray  # [n_texts, max_length] int64, padded with pad_id
-    lengths: np.ndarray  # [n_texts] int64
-    word_ids: np.ndarray  # [n_texts, max_length] int32: word index of each token, -1 for none
-    alignments: WordPairs = field(default_factory=lambda: WordPairs.empty())  # (text, pivot text) -> [k, 2] word pairs
-    pad_id: int = 0
-    mask_id: int | None = None
-    dropped: Counter = field(default_factory=Counter)
-    max_pairs: int = 0
-
-    @property
-    def n_groups(self) -> int:
-        return int(self.groups.shape[0])
 
 
 def _rows_from(table: pa.Table, split: str) -> pl.DataFrame:

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from storage import ArtifactStore
+from storage.checkpoint_files import CheckpointFiles
 from tasks.stop import Interrupted, own_process_group, register_child, stop_requested, unregister_child
 from tasks.train.checkpoint import StoreCheckpoints
 from tasks.train.config import TrainConfig
@@ -74,7 +75,7 @@ def store_checkpoints(where: dict[str, str] | None, local: Path) -> Any:
     """Rank 0's store mirror of the checkpoints (tasks.train.checkpoint.StoreCheckpoints), or None."""
     if not where:
         return None
-    return StoreCheckpoints(ArtifactStore(where["root"], create=False).checkpoint_files(where["stage"], where["key"]), local)
+    return StoreCheckpoints(CheckpointFiles(ArtifactStore(where["root"], create=False), where["stage"], where["key"]), local)
 
 
 def _worker(spec_path: str) -> None:

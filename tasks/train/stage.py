@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.checkpoint_files import CheckpointFiles
 from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, run_stage, stage_key
 from tasks.train.config import TrainConfig
 
@@ -83,7 +84,7 @@ def store_checkpoints_for(config: TrainConfig, key: str, store: Any, local: Path
 
     if config.checkpoint_location != "store":
         return None
-    return StoreCheckpoints(store.checkpoint_files(TRAIN_STAGE.name, key), local)
+    return StoreCheckpoints(CheckpointFiles(store, TRAIN_STAGE.name, key), local)
 
 
 def training_table(inputs: Inputs) -> pa.Table:

@@ -18,6 +18,8 @@ from flows.cli import app
 from flows.config import load_config
 from flows.plan import make_plan
 from storage import ArtifactStore
+from storage.gc import delete_artifact
+from storage.refs import set_ref
 from tasks.stage import run_stage
 from tests.flows.toy_pipeline import write_config
 
@@ -39,7 +41,7 @@ def built(toy_pipeline: dict, toy_stages: dict) -> dict[str, Any]:
     keys = {}
     for step in make_plan(config, store, toy_stages):
         run_stage(store, toy_stages[step.stage], config.stage_configs[step.stage], step.input_keys)
-        store.set_ref(config.name, step.stage, step.key)
+        set_ref(store, config.name, step.stage, step.key)
         keys[step.stage] = step.key
     return {**toy_pipeline, "store": store, "keys": keys}
 
@@ -124,7 +126,7 @@ def test_lineage_of_a_manifest_from_before_content_keys_shows_its_config_paths_a
 
 def test_lineage_marks_a_collected_input_missing_and_refuses_an_unknown_key(built: dict) -> None:
     keys, root, store = built["keys"], built["root"], built["store"]
-    store.delete("corpus", keys["corpus"])
+    delete_artifact(store, "corpus", keys["corpus"])
     text = artifacts("lineage", "histogram", root=root)
     assert f"corpus {keys['corpus'][:12]}  missing from the store" in text
     tree = json.loads(artifacts("lineage", "histogram", "--json", root=root))
@@ -316,7 +318,7 @@ def test_index_page_lists_every_artifact_with_working_relative_links(built: dict
     assert "sweeps/demo-grid/report.html" in page.hrefs and "sweeps/demo-grid/report.md" in page.hrefs
     assert sum(h.endswith("manifest.json") for h in page.hrefs) == len(keys)
     check_links(page, root)
-    from storage.index import AGE_SCRIPT
+    from flows.store_index import AGE_SCRIPT
 
     written = index.read_text(encoding="utf-8")
     assert written.count("<script") == 1 and AGE_SCRIPT in written  # only the script that computes ages when read

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
+from storage.refs import list_refs
 from tests.flows.toy_pipeline import cli, subprocess_env, write_config, write_corpus_text
 
 BOX = set("┏┃┡│└┌┐┘╭╰━─═")
@@ -66,7 +67,7 @@ def test_a_run_into_a_pipe_prints_plain_lines_and_whole_uris(piped_run):
     out = piped_run["result"].stdout
     assert not BOX & set(out), out
     store = ArtifactStore(piped_run["root"])
-    uris = [store.uri(ref.stage, ref.key) for ref in store.list_refs()]
+    uris = [store.uri(ref.stage, ref.key) for ref in list_refs(store)]
     assert uris and all(len(uri) > 80 for uri in uris)
     lines = out.splitlines()
     for uri in uris:  # each URI whole on one line, not wrapped or cut to "…"

@@ -25,6 +25,7 @@ from flows.config import load_config
 from flows.plan import make_plan
 from storage import ArtifactStore
 from storage.keys import KEY_SCHEME
+from storage.refs import set_ref
 from tests.flows.toy_pipeline import actions, build, plan_for, write_config, write_corpus_text
 
 
@@ -107,7 +108,7 @@ def test_old_scheme_artifacts_are_announced_once(toy_pipeline: dict, toy_stages:
         shutil.copytree(Path(store.artifact_dir(name, step.key)), target)
         (target / "manifest.json").write_text(json.dumps(manifest))
         shutil.rmtree(Path(store.artifact_dir(name, step.key)))
-        store.set_ref("toy", name, old_key)
+        set_ref(store, "toy", name, old_key)
     plan = plan_for(toy_pipeline["config"], toy_stages)
     assert actions(plan) == {"corpus": "compute", "lengths": "compute", "histogram": "compute"}
     assert plan["corpus"].reasons == ["key scheme v1 -> v2 (content keys)"]

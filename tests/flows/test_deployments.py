@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from storage.refs import read_ref
 from tests.flows.toy_pipeline import REPO, cli, subprocess_env, write_config, write_corpus_text
 
 pytestmark = pytest.mark.slow
@@ -205,7 +206,7 @@ def manifests(root: str) -> dict[str, str]:
     from storage import ArtifactStore
 
     store = ArtifactStore(root)
-    store.fs.invalidate_cache()
+    store.backend.fs.invalidate_cache()
     return {m.stage: m.key for m in store.list_manifests()}
 
 
@@ -320,14 +321,14 @@ def test_deploy_schedule_worker_run_and_single_stage_rerun(toy: dict[str, Any], 
     from storage import ArtifactStore
 
     store = ArtifactStore(toy["root"])
-    store.fs.invalidate_cache()
+    store.backend.fs.invalidate_cache()
     lengths = {m.key: m for m in store.list_manifests("lengths")}
     rebuilt = next(key for key, m in lengths.items() if m.rebuild_of == built["lengths"])
     assert set(lengths) == {built["lengths"], rebuilt}
     assert {m.stage: m.key for m in store.list_manifests() if m.stage != "lengths"} == {
         k: v for k, v in built.items() if k != "lengths"
     }
-    assert store.read_ref("toy", "lengths").key == rebuilt
+    assert read_ref(store, "toy", "lengths").key == rebuilt
 
 
 def test_serve_runs_a_schedule_without_a_worker(toy: dict[str, Any], client: Any) -> None:

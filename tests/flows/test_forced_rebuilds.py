@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore, CorruptArtifact
+from storage.refs import read_ref
+from storage.verify import verify_artifact
 from tests.flows.toy_pipeline import actions, build, plan_for
 
 
@@ -26,7 +28,7 @@ def test_a_forced_rebuild_plans_a_new_version_and_a_rollback_returns_to_the_firs
     assert forced["lengths"].attempt == 1 and forced["histogram"].action == "compute"  # its input is the new version
     rebuilt = build(config, toy_stages, force=["lengths"])
     assert rebuilt["lengths"].key == forced["lengths"].key  # the plan's key is the one built (numbered, not random)
-    assert store.is_committed("lengths", first["lengths"].key) and store.verify("lengths", first["lengths"].key) == []
+    assert store.is_committed("lengths", first["lengths"].key) and verify_artifact(store, "lengths", first["lengths"].key) == []
     assert actions(plan_for(config, toy_stages)) == {"corpus": "cached", "lengths": "cached", "histogram": "cached"}
     assert plan_for(config, toy_stages)["lengths"].key == rebuilt["lengths"].key
     result = CliRunner().invoke(app, ["artifacts", "rollback", "toy", "lengths", "--root", str(root)])
@@ -42,7 +44,7 @@ def test_a_forced_rebuild_that_fails_on_a_corrupt_input_keeps_the_current_versio
     store = ArtifactStore(root)
     histogram = Path(store.artifact_dir("histogram", first["histogram"].key))
     before = _files(histogram)
-    ref_before = store.read_ref("toy", "histogram")
+    ref_before = read_ref(store, "toy", "histogram")
     part = (
         Path(store.artifact_dir("lengths", first["lengths"].key))
         / store.manifest("lengths", first["lengths"].key).table_files[0].path
@@ -53,6 +55,6 @@ def test_a_forced_rebuild_that_fails_on_a_corrupt_input_keeps_the_current_versio
     with pytest.raises(CorruptArtifact):
         build(config, toy_stages, only="histogram", force=["histogram"])
     assert _files(histogram) == before, "the committed histogram was deleted or rewritten before the failure"
-    assert store.read_ref("toy", "histogram") == ref_before
-    assert store.verify("histogram", first["histogram"].key) == []
+    assert read_ref(store, "toy", "histogram") == ref_before
+    assert verify_artifact(store, "histogram", first["histogram"].key) == []
     assert plan_for(config, toy_stages, only="histogram")["histogram"].action == "cached"

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore
+from storage.refs import read_ref
 from tests.flows.toy_pipeline import build, plan_for, write_config
 
 
@@ -34,7 +35,7 @@ def test_gc_keeps_the_versions_a_pipelines_current_plan_would_use(toy_pipeline: 
     write_config(config, root, text, bucket=10)  # back: the plan reuses the first build, no ref points to it yet
     assert plan_for(config, toy_stages)["histogram"].key == first
     store = ArtifactStore(root)
-    assert store.read_ref("toy", "histogram").key == second
+    assert read_ref(store, "toy", "histogram").key == second
 
     assert f"would delete histogram/{first[:12]}" in gc(root)  # without the config gc cannot know
     kept = gc(root, "--config", str(config), "--yes")

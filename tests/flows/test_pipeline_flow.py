@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore
+from storage.refs import list_refs, read_ref
+from storage.verify import verify_artifact
 from tests.flows.toy_pipeline import cli, subprocess_env, write_config
 
 pytestmark = pytest.mark.slow
@@ -42,10 +44,10 @@ def test_flow_runs_dag_publishes_artifacts_and_second_run_computes_nothing(toy_p
     stores = committed(toy_pipeline["root"])
     assert sorted(stores) == ["corpus", "histogram", "lengths"]
     store = ArtifactStore(toy_pipeline["root"])
-    refs = {r.stage: r.key for r in store.list_refs()}
+    refs = {r.stage: r.key for r in list_refs(store)}
     assert refs == {stage: found[0] for stage, found in stores.items()} == keys
     assert store.manifest("lengths", refs["lengths"]).rows_out == store.manifest("corpus", refs["corpus"]).rows_out
-    assert all(store.verify(stage, key) == [] for stage, key in refs.items())
+    assert all(verify_artifact(store, stage, key) == [] for stage, key in refs.items())
 
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts()}
@@ -78,8 +80,8 @@ def test_flow_only_and_force(toy_pipeline: dict, prefect_server: None) -> None:
     # recomputed although cached: as a new version beside the old one, which is left as it was
     assert keys["corpus"] != corpus_key and store.manifest("corpus", keys["corpus"]).rebuild_of == corpus_key
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()} == before
-    assert store.read_ref("toy", "corpus").key == keys["corpus"]
-    assert [h.key for h in store.read_ref("toy", "corpus").history] == [keys["corpus"], corpus_key]
+    assert read_ref(store, "toy", "corpus").key == keys["corpus"]
+    assert [h.key for h in read_ref(store, "toy", "corpus").history] == [keys["corpus"], corpus_key]
     assert sorted(committed(toy_pipeline["root"])) == ["corpus", "histogram", "lengths"]
     # the rebuilt corpus is a new input: downstream stages are built on it, and a plain run keeps it
     assert store.manifest("lengths", keys["lengths"]).input_keys["corpus"] == keys["corpus"]
@@ -95,7 +97,7 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
-    import storage.index
+    import flows.pipeline
     from flows.pipeline import pipeline_flow
 
     root, config = toy_pipeline["root"], toy_pipeline["config"]
@@ -137,7 +139,7 @@ def test_runs_refresh_the_store_index_and_link_it_from_the_flow_run(
     logging.getLogger("prefect.flow_runs").addHandler(handler)
     try:
         with monkeypatch.context() as patch:
-            patch.setattr(storage.index, "write_index", broken)
+            patch.setattr(flows.pipeline, "write_index", broken)
             state = pipeline_flow(config_path=str(config), return_state=True)
     finally:
         logging.getLogger("prefect.flow_runs").removeHandler(handler)
@@ -206,7 +208,7 @@ def test_sigkill_mid_stage_resumes_without_recomputing(toy_pipeline: dict, tmp_p
         }
         attached = {str(p.relative_to(folder)) for p in folder.glob("files/**/*") if p.is_file() and not p.name.startswith(".")}
         assert attached == {f.path for f in m.attached_files}
-    assert all(store.verify(m.stage, m.key) == [] for m in store.list_manifests())
+    assert all(verify_artifact(store, m.stage, m.key) == [] for m in store.list_manifests())
 
 
 def test_two_concurrent_runs_commit_one_artifact_per_key(toy_pipeline: dict, tmp_path: Path) -> None:
@@ -227,7 +229,7 @@ def test_two_concurrent_runs_commit_one_artifact_per_key(toy_pipeline: dict, tmp
     keys = committed(toy_pipeline["root"])
     assert {stage: len(k) for stage, k in keys.items()} == {"corpus": 1, "lengths": 1, "histogram": 1}
     store = ArtifactStore(toy_pipeline["root"])
-    assert all(store.verify(m.stage, m.key) == [] for m in store.list_manifests())
+    assert all(verify_artifact(store, m.stage, m.key) == [] for m in store.list_manifests())
 
 
 def test_dask_cluster_run_equals_thread_run(toy_pipeline: dict, tmp_path: Path) -> None:

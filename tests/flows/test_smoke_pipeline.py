@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from storage import ArtifactStore
+from storage.refs import read_ref
 from tests.flows.toy_pipeline import REPO, cli, subprocess_env
 
 STAGES = ["corpus", "translate_model", "translate", "base_model", "align", "train", "evaluate"]
@@ -26,7 +27,7 @@ def test_smoke_profile_runs_every_stage_end_to_end(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
     store = ArtifactStore(str(root))
-    refs = {stage: store.read_ref("smoke", stage) for stage in STAGES}
+    refs = {stage: read_ref(store, "smoke", stage) for stage in STAGES}
     assert all(ref is not None for ref in refs.values()), refs
     manifests = {stage: store.manifest(stage, ref.key) for stage, ref in refs.items()}
     # the translate artifact is a multi-way corpus: each English row plus k=3 translations

@@ -37,6 +37,7 @@ from flows.sweep import (
     write_report,
 )
 from storage import ArtifactStore
+from storage.refs import list_refs
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
 from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
 from tests.flows.toy_pipeline import write_config
@@ -347,7 +348,7 @@ def test_shared_steps_compute_once_even_when_variants_reach_them_together(toy_pi
     assert all(o.ok for o in outcomes.values()), outcomes
     assert sorted(calls) == sorted(set(calls))  # no (stage, key) twice
     assert [stage for stage, _ in calls].count("corpus") == 1 and [stage for stage, _ in calls].count("histogram") == 6
-    refs = {(r.pipeline, r.stage): r.key for r in store.list_refs()}
+    refs = {(r.pipeline, r.stage): r.key for r in list_refs(store)}
     for vplan in plan.variants:
         assert {stage: refs[(vplan.pipeline, stage)] for stage in vplan.keys()} == vplan.keys()
     # planned again, everything is cached

@@ -11,6 +11,7 @@ from pathlib import Path
 from flows.config import load_config
 from flows.plan import StepPlan, make_plan
 from storage import ArtifactStore
+from storage.refs import set_ref
 from tasks.stage import run_stage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def build(config_path: Path, stages: dict, **options) -> dict[str, StepPlan]:
         if step.action == "compute":
             run_stage(store, stages[step.stage], config.stage_configs[step.stage], step.input_keys, force=step.forced)
         if step.action != "skip":
-            store.set_ref(config.name, step.stage, step.key)
+            set_ref(store, config.name, step.stage, step.key)
     return {step.stage: step for step in plan}
 
 

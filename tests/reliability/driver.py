@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_state: dict[str, Any] = {"stage": None, "counts": {}, "kill": None}
+_state: dict[str, Any] = {"stage": None, "counts": {}, "kill": None, "muted": False}
 
 
 def event(kind: str) -> None:
@@ -51,14 +51,16 @@ def event(kind: str) -> None:
 def install_hooks(stages: list[str] | tuple[str, ...] = ()) -> None:
     """Wrap the store's write paths (and train's checkpoint writes) so that each one is a numbered event."""
     import storage.store as store_module
+    from storage.backends import LocalFiles, ObjectStoreFiles
 
-    store = store_module.ArtifactStore
     part = store_module._PartWriter
 
     def around(owner: Any, name: str, label: str) -> None:
         original = getattr(owner, name)
 
         def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if _state["muted"]:
+                return original(*args, **kwargs)
             event(f"before-{label}")
             result = original(*args, **kwargs)
             event(f"after-{label}")
@@ -66,9 +68,25 @@ def install_hooks(stages: list[str] | tuple[str, ...] = ()) -> None:
 
         setattr(owner, name, wrapped)
 
-    around(store, "write_object", "write-record")
-    around(store, "copy_local_file", "put-file")
-    around(store, "move_local_file", "place-part")
+    def muted(owner: Any, name: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            _state["muted"] = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _state["muted"] = False
+
+        setattr(owner, name, wrapped)
+
+    # the store writes every object through its backend (`store.backend`); a ref's compare-and-swap
+    # writes through `write_object` inside `write_if_unchanged`, which is not one of the events
+    for backend in (LocalFiles, ObjectStoreFiles):
+        around(backend, "write_object", "write-record")
+        around(backend, "copy_local_file", "put-file")
+        around(backend, "move_local_file", "place-part")
+        muted(backend, "write_if_unchanged")
     around(part, "write", "part-write")
     original_fsync = os.fsync
 
@@ -89,18 +107,23 @@ def install_pause(pause: dict[str, Any]) -> None:
     """Hold the build between its commit and its ref move (where gc once raced it)."""
     import time
 
-    import storage.store as store_module
+    import storage.refs as refs_module
 
-    original = store_module.ArtifactStore.set_ref
+    original = refs_module.set_ref
 
-    def set_ref(self: Any, pipeline: str, stage: str, key: str, *args: Any, **kwargs: Any) -> Any:
-        if stage == pause["stage"] and self.is_committed(stage, key):
+    def set_ref(store: Any, pipeline: str, stage: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        if stage == pause["stage"] and store.is_committed(stage, key):
             print(f"PAUSED {stage} {key}", flush=True)
             while not Path(pause["release"]).exists():
                 time.sleep(0.05)
-        return original(self, pipeline, stage, key, *args, **kwargs)
+        return original(store, pipeline, stage, key, *args, **kwargs)
 
-    store_module.ArtifactStore.set_ref = set_ref  # type: ignore[method-assign]
+    # callers bind `set_ref` at import (`from storage.refs import set_ref`): replace it in the
+    # module and in every module already imported that holds it
+    refs_module.set_ref = set_ref
+    for module in list(sys.modules.values()):
+        if getattr(module, "set_ref", None) is original:
+            module.set_ref = set_ref  # type: ignore[attr-defined]
 
 
 def transfer(spec: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, ShardRecord
+from storage.verify import verify_artifact
 
 # (stage, path pattern inside the artifact) -> keys that hold wall-clock timings (differ run to run)
 VOLATILE: dict[tuple[str, str], tuple[str, ...]] = {
@@ -78,7 +79,7 @@ def artifact_files(root: Path | str) -> dict[str, str]:
                 # Their scalars after a resume are checked in tests/tasks/train/test_trainer.py.
                 files[f"{m.stage}/{m.key}/{f.path.rsplit('/', 1)[0]}/events.out.tfevents.*"] = "tensorboard event files"
             elif volatile_keys(m.stage, f.path):
-                data = store.fs.cat_file(f"{store.artifact_dir(m.stage, m.key)}/{f.path}")
+                data = store.backend.fs.cat_file(f"{store.artifact_dir(m.stage, m.key)}/{f.path}")
                 files[f"{m.stage}/{m.key}/{f.path}"] = comparable_digest(f"{m.stage}/{m.key}/{f.path}", data)
             else:
                 files[f"{m.stage}/{m.key}/{f.path}"] = f.sha256
@@ -89,7 +90,7 @@ def check_store(root: Path, reference: dict[str, str] | None = None) -> dict[str
     """Assert the reader-visible invariants; return shard records: path -> (mtime, sha256)."""
     store = ArtifactStore(root)
     for manifest in store.list_manifests():
-        problems = store.verify(manifest.stage, manifest.key)
+        problems = verify_artifact(store, manifest.stage, manifest.key)
         assert problems == [], f"committed {manifest.stage}/{manifest.key[:12]} is not whole: {problems}"
         if manifest.table_files:
             assert store.read_table(manifest.stage, manifest.key).num_rows == manifest.rows_out

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from storage import ArtifactStore
+from storage.refs import list_refs, read_ref
+from storage.verify import verify_artifact
 from tests.reliability.conftest import driver_command, driver_env
 from tests.reliability.invariants import artifact_files, check_store, sha256
 from tests.reliability.scenarios import StageScenario, dump_spec, scenario
@@ -67,14 +69,14 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(
     spec = {**chosen.spec(str(base), data, model_cache), "pipeline": PIPELINE}
     run(spec, tmp_path, "base")
     store = ArtifactStore(base)
-    old_key = store.read_ref(PIPELINE, stage).key
+    old_key = read_ref(store, PIPELINE, stage).key
     # the uninterrupted forced rebuild: its event count, and the files every resumed one must equal
     reference_root = tmp_path / "reference"
     shutil.copytree(base, reference_root)
     _, stdout = run({**spec, "root": str(reference_root), "force": [stage]}, tmp_path, "reference")
     total = parse_events(stdout)[stage]
     reference = artifact_files(reference_root)
-    new_key = ArtifactStore(reference_root).read_ref(PIPELINE, stage).key
+    new_key = read_ref(ArtifactStore(reference_root), PIPELINE, stage).key
     assert new_key != old_key and ArtifactStore(reference_root).manifest(stage, new_key).rebuild_of == old_key
 
     rng = random.Random(f"{SEED}-{stage}")
@@ -96,15 +98,15 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(
             )
             # the ref still names the old version, or (a kill after the rebuild's commit, while or
             # after the ref was written) the committed rebuild: never anything uncommitted
-            pointed = killed_store.read_ref(PIPELINE, stage).key
+            pointed = read_ref(killed_store, PIPELINE, stage).key
             assert pointed == old_key or killed_store.manifest(stage, pointed).rebuild_of == old_key, (
                 "the ref moved to an uncommitted version"
             )
-            assert killed_store.verify(stage, old_key) == []
+            assert verify_artifact(killed_store, stage, old_key) == []
         where = next((line.split(" ", 3)[-1] for line in out.splitlines() if line.startswith("KILL ")), "finished first")
         run({**spec, "root": str(root), "force": [stage]}, tmp_path, f"resume{event}")
         resumed = ArtifactStore(root)
-        rebuilt = resumed.read_ref(PIPELINE, stage).key
+        rebuilt = read_ref(resumed, PIPELINE, stage).key
         # the same rebuild an uninterrupted --force commits; a kill that landed after its commit but
         # before the ref moved leaves that one unreferenced (for gc), and the rerun builds the next
         assert rebuilt == new_key or (killed and resumed.is_committed(stage, new_key)), (
@@ -115,7 +117,7 @@ def test_sigkill_during_a_forced_rebuild_never_touches_the_committed_version(
             "the rebuild differs from an uninterrupted one"
         )
         assert committed_files(root, stage, old_key) == before
-        assert {h.key for h in resumed.read_ref(PIPELINE, stage).history} >= {old_key, rebuilt}
+        assert {h.key for h in read_ref(resumed, PIPELINE, stage).history} >= {old_key, rebuilt}
         check_store(root)
         if killed:
             record("kill", f"{stage}: SIGKILL during --force at storage event {event}/{total}", "survived",
@@ -168,11 +170,11 @@ def test_concurrent_runs_of_one_config_with_a_train_stage(
     store = ArtifactStore(root)
     assert artifact_files(root) == reference, "concurrent runs left artifacts that differ from one uninterrupted run"
     for manifest in store.list_manifests():
-        assert store.verify(manifest.stage, manifest.key) == [], (
+        assert verify_artifact(store, manifest.stage, manifest.key) == [], (
             f"{manifest.stage}/{manifest.key[:12]} is corrupt after concurrent runs"
         )
         assert manifest.attempt == 0
-    refs = store.list_refs()
+    refs = list_refs(store)
     assert sorted(r.stage for r in refs) == sorted(chosen.stages)
     assert all(store.is_committed(r.stage, r.key) for r in refs)
     keys = {

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore
-from storage.build_locks import LOCKS_DIR
-from storage.store import TRANSFER_SCRATCH_DIR
+from storage.layout import LOCKS_DIR, TRANSFER_SCRATCH_DIR
+from storage.refs import read_ref
 from tests.reliability.conftest import driver_command, driver_env
 from tests.reliability.driver import run as run_spec
 from tests.reliability.scenarios import dump_spec, scenario
@@ -90,9 +90,9 @@ def test_gc_beside_a_build_between_commit_and_ref_move(
         release.touch()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
-    ref = store.read_ref(PIPELINE, "corpus")
+    ref = read_ref(store, PIPELINE, "corpus")
     assert ref is not None and ref.key == key
-    assert store.find(f"{store.root_path}/{LOCKS_DIR}") == [], "the build left its lock behind"
+    assert store.backend.find(f"{store.root_path}/{LOCKS_DIR}") == [], "the build left its lock behind"
 
     # a forced rebuild killed at the same point: its lock is stale (its process is gone)
     proc, forced, _ = paused_build({**spec, "force": ["corpus"]}, tmp_path, "forced")
@@ -102,11 +102,11 @@ def test_gc_beside_a_build_between_commit_and_ref_move(
     dry = gc(root, "--grace", "0")
     assert f"stale lock corpus/{forced[:12]} ignored: its process (pid {proc.pid} on " in dry and "is gone" in dry, dry
     assert f"would delete corpus/{forced[:12]}" in dry and "kept 1: 1 a ref points to it" in dry
-    assert store.find(f"{store.root_path}/{LOCKS_DIR}"), "a dry run removed a lock file"
+    assert store.backend.find(f"{store.root_path}/{LOCKS_DIR}"), "a dry run removed a lock file"
     assert "younger than the grace period (1h)" in gc(root, "--yes")  # the default grace still keeps it
     gc(root, "--grace", "0", "--yes")
     assert not store.is_committed("corpus", forced) and store.is_committed("corpus", key)
-    assert store.find(f"{store.root_path}/{LOCKS_DIR}") == [], "gc --yes left a stale lock"
+    assert store.backend.find(f"{store.root_path}/{LOCKS_DIR}") == [], "gc --yes left a stale lock"
     verify = CliRunner().invoke(app, ["artifacts", "verify", "--root", root])
     assert verify.exit_code == 0, verify.output
     record("gc", f"gc --grace 0 --yes beside a build paused between commit and ref move, {backend} root", "survived",

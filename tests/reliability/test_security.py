@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from storage import FileEntry, InvalidNameError
 from storage.keys import check_key, check_name
+from storage.refs import read_ref
 from tests.reliability.conftest import REPO
 
 PRODUCTION = ("flows", "tasks", "storage", "benchmarks", "scripts")
@@ -170,7 +171,7 @@ def test_store_paths_refuse_traversal(tmp_path: Path, record) -> None:
         with pytest.raises(InvalidNameError):
             store.artifact_dir(stage, key)
     with pytest.raises(InvalidNameError):
-        store.read_ref("../x", "corpus")
+        read_ref(store, "../x", "corpus")
     record(
         "security",
         "artifact keys, stage, shard and pipeline names, manifest file paths (traversal, absolute, backslash, drive)",

@@ -159,7 +159,7 @@ def test_write_errors_remove_their_temporary_files(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr("builtins.open", failing_open)
     with pytest.raises(StoreWriteError, match="cannot write .*manifest.json: No space left on device"):
-        store.write_object(f"{store.artifact_dir('embed', key)}/manifest.json", b"{}", exclusive=True)
+        store.backend.write_object(f"{store.artifact_dir('embed', key)}/manifest.json", b"{}", exclusive=True)
     monkeypatch.undo()
     source = tmp_path / "weights.bin"
     source.write_bytes(b"x" * 1000)
@@ -167,7 +167,7 @@ def test_write_errors_remove_their_temporary_files(tmp_path: Path, monkeypatch: 
         shutil, "copyfile", lambda a, b: (Path(b).write_bytes(b"half"), (_ for _ in ()).throw(OSError(27, "File too large")))[1]
     )
     with pytest.raises(StoreWriteError, match="File too large"):
-        store.copy_local_file(str(source), f"{store.artifact_dir('embed', key)}/files/weights.bin")
+        store.backend.copy_local_file(str(source), f"{store.artifact_dir('embed', key)}/files/weights.bin")
     assert temporaries(tmp_path / "root") == []
 
 

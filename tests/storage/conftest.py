@@ -232,13 +232,13 @@ def kit() -> Kit:
 
 def all_files(store: ArtifactStore) -> dict[str, bytes]:
     """Every object under the store root, by path relative to the root."""
-    store.fs.invalidate_cache()
+    store.backend.fs.invalidate_cache()
     base = store.root_path.rstrip("/")
     try:
-        paths = store.fs.find(base)
+        paths = store.backend.fs.find(base)
     except FileNotFoundError:
         return {}
-    return {p[len(base) + 1 :]: store.fs.cat_file(p) for p in paths}
+    return {p[len(base) + 1 :]: store.backend.fs.cat_file(p) for p in paths}
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from storage import ArtifactStore
+from storage.checkpoint_files import CheckpointFiles
 
 
 def test_files_round_trip_by_relative_name(store: ArtifactStore, tmp_path: Path):
-    files = store.checkpoint_files("train", "b" * 64)
+    files = CheckpointFiles(store, "train", "b" * 64)
     assert files.uri == f"{store.root_uri}/_checkpoints/train/{'b' * 64}"
     assert files.read("latest.json") is None and files.names() == []
     local = tmp_path / "weights.bin"
@@ -31,7 +32,7 @@ def test_files_round_trip_by_relative_name(store: ArtifactStore, tmp_path: Path)
 @pytest.mark.slow
 def test_commit_removes_the_artifacts_checkpoints_only(store: ArtifactStore, kit):
     manifest = kit.build(store, "train", {"steps": 4}, commit=False)
-    mine, other = store.checkpoint_files("train", manifest.key), store.checkpoint_files("train", "c" * 64)
+    mine, other = CheckpointFiles(store, "train", manifest.key), CheckpointFiles(store, "train", "c" * 64)
     mine.write("latest.json", b"{}")
     other.write("latest.json", b"{}")
     store.commit(manifest)
@@ -42,7 +43,7 @@ def test_commit_removes_the_artifacts_checkpoints_only(store: ArtifactStore, kit
 
 @pytest.mark.parametrize("name", ["", "../x", "a/../../x", "/abs", "step-*/x", "a\\b", "./x", "a//b", "a/"])
 def test_names_that_could_leave_the_folder_or_glob_are_refused(tmp_path: Path, name: str):
-    files = ArtifactStore(tmp_path / "root").checkpoint_files("train", "d" * 64)
+    files = CheckpointFiles(ArtifactStore(tmp_path / "root"), "train", "d" * 64)
     with pytest.raises(ValueError, match="checkpoint file name"):
         files.write(name, b"x")
 
@@ -52,6 +53,6 @@ def test_stage_and_key_are_checked(tmp_path: Path):
 
     store = ArtifactStore(tmp_path / "root")
     with pytest.raises(InvalidNameError):
-        store.checkpoint_files("train", "../" + "e" * 61)
+        CheckpointFiles(store, "train", "../" + "e" * 61)
     with pytest.raises(InvalidNameError):
-        store.checkpoint_files("refs", "e" * 64)
+        CheckpointFiles(store, "refs", "e" * 64)

@@ -12,6 +12,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore, Manifest
+from storage.build_locks import hold_build_lock
+from storage.gc import delete_artifact, uncommitted_keys
+from storage.refs import list_refs, read_ref, set_ref
 
 STAGE = "embed"
 
@@ -53,9 +56,9 @@ def populated(store: ArtifactStore, kit: Any) -> dict[str, Manifest]:
     current = kit.build(store, STAGE, {"model": "laser", "batch": 8}, rows=7, dropped={"too_long": 3}, code_version="2")
     stray = kit.build(store, STAGE, {"model": "stray", "batch": 1}, rows=2)
     corpus = kit.build(store, "corpus", {"langs": ["de"]}, rows=5)
-    store.set_ref("demo", STAGE, old.key)
-    store.set_ref("demo", STAGE, current.key)
-    store.set_ref("demo", "corpus", corpus.key)
+    set_ref(store, "demo", STAGE, old.key)
+    set_ref(store, "demo", STAGE, current.key)
+    set_ref(store, "demo", "corpus", corpus.key)
     return {"old": old, "current": current, "stray": stray, "corpus": corpus}
 
 
@@ -120,7 +123,7 @@ def test_show(cli: Cli, populated: dict[str, Manifest]) -> None:
 
 @pytest.mark.slow
 def test_show_errors(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
-    store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree
+    set_ref(store, "other", STAGE, populated["stray"].key)  # two pipelines disagree
     out = cli("show", STAGE, code=2).output
     assert "2 pipelines have a embed ref" in out and "give --pipeline NAME or a key" in out
     assert f"other/embed -> {populated['stray'].key[:12]}" in out
@@ -152,9 +155,9 @@ def test_verify(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore, 
     current = populated["current"]
     entry = current.files[0]
     path = f"{store.artifact_dir(STAGE, current.key)}/{entry.path}"
-    blob = bytearray(store.fs.cat_file(path))
+    blob = bytearray(store.backend.fs.cat_file(path))
     blob[len(blob) // 2] ^= 0x01
-    if store.is_local:
+    if store.backend.is_local:
         Path(path).write_bytes(bytes(blob))
     else:  # corrupt it behind the store's back
         server = request.getfixturevalue("s3_server")
@@ -204,7 +207,7 @@ def test_gc(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> N
 
 def test_gc_keeps_a_build_between_commit_and_ref_move_and_refuses_a_bad_grace(cli: Cli, store: ArtifactStore, kit: Any) -> None:
     built = kit.build(store, STAGE, {"model": "just-committed"}, rows=3)  # committed; its ref not moved yet
-    assert store.is_committed(STAGE, built.key) and not any(r.key == built.key for r in store.list_refs())
+    assert store.is_committed(STAGE, built.key) and not any(r.key == built.key for r in list_refs(store))
     out = cli("gc", "--yes").output
     assert "younger than the grace period (1h)" in out and store.is_committed(STAGE, built.key)
     assert "younger than the grace period (30m)" in cli("gc", "--grace", "30m").output
@@ -220,17 +223,17 @@ def test_gc_include_partial(cli: Cli, store: ArtifactStore, kit: Any) -> None:
     assert "nothing to collect" in cli("gc").stdout
     young = cli("gc", "--include-partial", "--yes")  # as a build in progress: written a moment ago
     assert "1 unreferenced artifact(s) kept: younger than the grace period" in young.output
-    assert store.uncommitted_keys() == [(STAGE, partial.key)]
+    assert uncommitted_keys(store) == [(STAGE, partial.key)]
     assert f"would delete {STAGE}/{partial.key[:12]}" in cli("gc", "--grace", "0", "--include-partial").stdout
     cli("gc", "--grace", "0", "--include-partial", "--yes")
-    assert store.uncommitted_keys() == []
+    assert uncommitted_keys(store) == []
 
 
 def test_gc_include_partial_collects_temporary_files_inside_committed_folders(
     cli: Cli, store: ArtifactStore, kit: Any, read_all: Any
 ) -> None:
     built = kit.build(store, STAGE, {"model": "partial-file"}, rows=5)
-    store.set_ref("demo", STAGE, built.key)
+    set_ref(store, "demo", STAGE, built.key)
     base = store.artifact_dir(STAGE, built.key)
 
     def committed() -> dict[str, bytes]:
@@ -238,20 +241,20 @@ def test_gc_include_partial_collects_temporary_files_inside_committed_folders(
 
     listed = committed()
     partial = f"{base}/data/.s0-00000.parquet.tmp-{'a' * 32}"  # what a copy killed mid-file leaves
-    store.write_object(partial, b"half a file")
+    store.backend.write_object(partial, b"half a file")
     young = cli("gc", "--include-partial", "--yes").output  # written a moment ago: a copy may be writing it
-    assert store.fs.exists(partial) and "partial file" not in young
+    assert store.backend.fs.exists(partial) and "partial file" not in young
     assert "kept 1: 1 a ref points to it" in young and "nothing to collect" in young
     assert (
         f"would delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-"
         in cli("gc", "--include-partial", "--grace", "0").output
     )
     assert "partial file" not in cli("gc", "--grace", "0").output  # only with --include-partial
-    assert store.fs.exists(partial)
+    assert store.backend.fs.exists(partial)
     done = cli("gc", "--include-partial", "--grace", "0", "--yes").output
     assert f"delete partial file {STAGE}/{built.key}/data/.s0-00000.parquet.tmp-" in done
-    store.fs.invalidate_cache()
-    assert not store.fs.exists(partial)
+    store.backend.fs.invalidate_cache()
+    assert not store.backend.fs.exists(partial)
     assert committed() == listed and len(listed) >= len(built.files) + 1  # the data files, shard records, manifest
     assert store.is_committed(STAGE, built.key)
     cli("verify")
@@ -261,10 +264,10 @@ def test_gc_says_what_it_kept_and_why_and_honours_build_locks(cli: Cli, store: A
     from storage import build_locks
 
     referenced = kit.build(store, STAGE, {"model": "ref"}, rows=3)
-    store.set_ref("demo", STAGE, referenced.key)
+    set_ref(store, "demo", STAGE, referenced.key)
     young = kit.build(store, STAGE, {"model": "young"}, rows=3)
     held = kit.build(store, STAGE, {"model": "held"}, rows=3, created_at="2024-01-01T00:00:00+00:00")
-    with store.build_lock(STAGE, held.key):
+    with hold_build_lock(store, STAGE, held.key):
         out = cli("gc", "--yes").output
     assert store.is_committed(STAGE, held.key) and store.is_committed(STAGE, young.key)
     assert f"{STAGE}/{held.key[:12]} kept: a running build holds a lock on it (pid " in out
@@ -276,10 +279,12 @@ def test_gc_says_what_it_kept_and_why_and_honours_build_locks(cli: Cli, store: A
     old = (datetime.now(timezone.utc) - build_locks.STALE_AFTER - timedelta(minutes=5)).isoformat()
     record = {"pid": 1, "host": "elsewhere.example", "started_at": old, "refreshed_at": old, "what": "build"}
     lock_dir = build_locks.lock_dir(store, STAGE, held.key)
-    store.write_object(f"{lock_dir}/elsewhere-1-0.json", json.dumps(record).encode())
-    store.write_object(f"{build_locks.lock_dir(store, STAGE, young.key)}/x-2-0.json", b"{ not json")
+    store.backend.write_object(f"{lock_dir}/elsewhere-1-0.json", json.dumps(record).encode())
+    store.backend.write_object(f"{build_locks.lock_dir(store, STAGE, young.key)}/x-2-0.json", b"{ not json")
     fresh = {**record, "refreshed_at": datetime.now(timezone.utc).isoformat()}
-    store.write_object(f"{build_locks.lock_dir(store, STAGE, referenced.key)}/elsewhere-3-0.json", json.dumps(fresh).encode())
+    store.backend.write_object(
+        f"{build_locks.lock_dir(store, STAGE, referenced.key)}/elsewhere-3-0.json", json.dumps(fresh).encode()
+    )
     out = cli("gc", "--grace", "0").output
     assert f"stale lock {STAGE}/{held.key[:12]} ignored: pid 1 on elsewhere.example has not refreshed it for 2.1h" in out
     assert f"stale lock {STAGE}/{young.key[:12]} ignored: its file cannot be read" in out
@@ -300,13 +305,13 @@ def test_refs_and_rollback(cli: Cli, populated: dict[str, Manifest], store: Arti
 
     out = cli("rollback", "demo", STAGE).stdout
     assert f"demo/{STAGE}: {current.key[:12]} -> {old.key[:12]}" in out
-    ref = store.read_ref("demo", STAGE)
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and ref.key == old.key
     assert [h.key for h in ref.history] == [old.key, current.key, old.key]
     assert ref.history[0].note == f"rollback from {current.key[:12]} (version -1)"
 
     cli("rollback", "demo", STAGE, "--to", stray.key[:10])
-    assert store.read_ref("demo", STAGE).key == stray.key  # type: ignore[union-attr]
+    assert read_ref(store, "demo", STAGE).key == stray.key  # type: ignore[union-attr]
     # the ls view follows the ref
     assert "demo" in line_with(cli("ls").stdout, stray.key[:12])
 
@@ -316,7 +321,7 @@ def test_rollback_errors(cli: Cli, populated: dict[str, Manifest], store: Artifa
     assert "no ref nobody/embed" in cli("rollback", "nobody", STAGE, code=2).output
     assert "no earlier version" in cli("rollback", "demo", "corpus", code=2).output
     assert "no committed" in cli("rollback", "demo", STAGE, "--to", "ffffffff", code=2).output
-    assert store.read_ref("demo", STAGE).key == populated["current"].key  # type: ignore[union-attr]
+    assert read_ref(store, "demo", STAGE).key == populated["current"].key  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("bad", ["s3://AKIAEXAMPLE:hunter2-secret@bucket/x", "s3://bucket/x?token=hunter2-secret"])
@@ -333,8 +338,8 @@ def test_secret_never_appears(s3_root: str, s3_server: Any, kit: Any, read_all: 
     cli = Cli(s3_root)
     a = kit.build(store, STAGE, {"model": "a"}, rows=4)
     b = kit.build(store, STAGE, {"model": "b"}, rows=5)
-    store.set_ref("demo", STAGE, a.key)
-    store.set_ref("demo", STAGE, b.key)
+    set_ref(store, "demo", STAGE, a.key)
+    set_ref(store, "demo", STAGE, b.key)
     cli("ls")
     cli("show", STAGE, b.key[:8])
     cli("diff", STAGE, a.key[:8], b.key[:8])
@@ -382,7 +387,7 @@ def test_query_group_by_over_a_ref_and_a_key_prefix(cli: Cli, populated: dict[st
 def test_query_unknown_table_names_the_available_ones(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
     out = cli("query", "SELECT * FROM nope", code=2).output
     assert "unknown table 'nope'; available: corpus, embed (or STAGE@KEY for any version)" in out
-    store.set_ref("other", STAGE, populated["stray"].key)  # two pipelines disagree: as `show`, ask which
+    set_ref(store, "other", STAGE, populated["stray"].key)  # two pipelines disagree: as `show`, ask which
     assert "give --pipeline NAME or a key" in cli("query", f"SELECT count(*) FROM {STAGE}", code=2).output
     assert "| 2 " in cli("query", f"SELECT count(*) AS c FROM {STAGE}", "--pipeline", "other").stdout
 
@@ -421,12 +426,12 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
     attached = store.write_attached_files("train", key, {"report/report.html": report, "curves.png": figure})
     manifest = kit.manifest("train", key, config, records)
     store.commit(manifest.model_copy(update={"files": [*manifest.files, *attached]}))
-    store.set_ref("demo", "train", key)
-    store.fs.makedirs(f"{store.root_path}/sweeps/grid-1", exist_ok=True)
-    store.fs.pipe_file(f"{store.root_path}/sweeps/grid-1/report.html", b"<p>sweep</p>")
+    set_ref(store, "demo", "train", key)
+    store.backend.fs.makedirs(f"{store.root_path}/sweeps/grid-1", exist_ok=True)
+    store.backend.fs.pipe_file(f"{store.root_path}/sweeps/grid-1/report.html", b"<p>sweep</p>")
 
     assert "index.html: 5 artifacts" in cli("index").stdout
-    html = store.fs.cat_file(f"{store.root_path}/index.html").decode("utf-8")
+    html = store.backend.fs.cat_file(f"{store.root_path}/index.html").decode("utf-8")
 
     class Links(HTMLParser):
         def __init__(self) -> None:
@@ -443,10 +448,10 @@ def test_index_page_in_the_root(cli: Cli, populated: dict[str, Manifest], store:
     assert f"train/{key}/files/report/report.html" in files and f"train/{key}/files/curves.png" in files
     assert "sweeps/grid-1/report.html" in files
     for href in files:
-        assert store.fs.exists(f"{store.root_path}/{unquote(href)}"), href
+        assert store.backend.fs.exists(f"{store.root_path}/{unquote(href)}"), href
     for m in [*populated.values()]:
         assert m.key[:12] in html
-    from storage.index import AGE_SCRIPT
+    from flows.store_index import AGE_SCRIPT
 
     # names from configs are escaped; the one script is the page's own (ages computed when read)
     assert "<b>trained</b>" not in html and html.count("<script") == 1 and AGE_SCRIPT in html
@@ -459,7 +464,7 @@ def test_rollback_walks_back_through_history(cli: Cli, store: ArtifactStore, kit
     """Rolling back twice goes two versions back (it used to flip between the last two)."""
     built = [kit.build(store, STAGE, {"model": f"v{i}"}, rows=2) for i in range(3)]
     for manifest in built:
-        store.set_ref("demo", STAGE, manifest.key)
+        set_ref(store, "demo", STAGE, manifest.key)
     first = cli("rollback", "demo", STAGE).stdout
     assert f"{built[2].key[:12]} -> {built[1].key[:12]}" in first and "version -1 of 3" in first
     second = cli("rollback", "demo", STAGE).stdout
@@ -469,15 +474,15 @@ def test_rollback_walks_back_through_history(cli: Cli, store: ArtifactStore, kit
     assert [line.lstrip("* ").split()[0] for line in listing.splitlines() if "where the ref" not in line] == ["0", "-1", "-2"]
     assert line_with(listing, built[0].key[:12]).startswith("*")
     cli("rollback", "demo", STAGE, "--to", built[2].key[:10])
-    assert store.read_ref("demo", STAGE).key == built[2].key  # type: ignore[union-attr]
+    assert read_ref(store, "demo", STAGE).key == built[2].key  # type: ignore[union-attr]
     cli("rollback", "demo", STAGE, "--steps", "2")
-    assert store.read_ref("demo", STAGE).key == built[0].key  # type: ignore[union-attr]
+    assert read_ref(store, "demo", STAGE).key == built[0].key  # type: ignore[union-attr]
     cli("rollback", "demo", STAGE, "--steps", "0", code=2)
 
 
 @pytest.mark.slow
 def test_verify_checks_refs_and_stage_names(cli: Cli, populated: dict[str, Manifest], store: ArtifactStore) -> None:
-    store.delete("corpus", populated["corpus"].key)  # refs/demo/corpus now points at nothing
+    delete_artifact(store, "corpus", populated["corpus"].key)  # refs/demo/corpus now points at nothing
     result = cli("verify", code=1)
     assert f"BROKEN REF refs/demo/corpus -> {populated['corpus'].key[:12]}" in result.stdout
     assert "1 ref(s) point at missing artifacts" in result.output
@@ -491,8 +496,8 @@ def test_a_truncated_manifest_is_reported_and_the_rest_listed(
 ) -> None:
     stray = populated["stray"]
     path = f"{store.artifact_dir(STAGE, stray.key)}/manifest.json"
-    blob = store.fs.cat_file(path)
-    store.write_object(path, blob[: len(blob) // 2])
+    blob = store.backend.fs.cat_file(path)
+    store.backend.write_object(path, blob[: len(blob) // 2])
     listing = cli("ls")
     assert "damaged" in line_with(listing.stdout, stray.key[:12])
     assert populated["current"].key[:12] in listing.stdout and populated["corpus"].key[:12] in listing.stdout

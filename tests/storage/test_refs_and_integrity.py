@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from flows.cli import app
 from storage import AlreadyCommitted, ArtifactStore, RefConflict
 from storage.keys import attempt_key
-from storage.refs import copy_refs, current_version, next_attempt, relation
+from storage.refs import copy_refs, current_version, next_attempt, read_ref, relation, set_ref
+from storage.verify import verify_artifact
 
 
 def test_a_committed_artifact_refuses_every_write(store: ArtifactStore, kit: Any, tmp_path: Path) -> None:
@@ -27,23 +28,23 @@ def test_a_committed_artifact_refuses_every_write(store: ArtifactStore, kit: Any
         store.write_attached_files("embed", committed.key, {"metrics.json": attached})
     with pytest.raises(AlreadyCommitted):
         store.commit_shard("embed", committed.key, store.completed_shard("embed", committed.key, "s0"))
-    assert store.verify("embed", committed.key) == []
+    assert verify_artifact(store, "embed", committed.key) == []
     assert {f.path: f.sha256 for f in store.manifest("embed", committed.key).files} == before
 
 
 @pytest.mark.slow
 def test_set_ref_with_a_stale_expected_key_fails_and_leaves_the_ref(store: ArtifactStore, kit: Any) -> None:
     a, b, c = (kit.build(store, config={"v": i}) for i in range(3))
-    store.set_ref("demo", "embed", a.key, expected=None)
-    store.set_ref("demo", "embed", b.key, expected=a.key)
+    set_ref(store, "demo", "embed", a.key, expected=None)
+    set_ref(store, "demo", "embed", b.key, expected=a.key)
     with pytest.raises(RefConflict) as caught:
-        store.set_ref("demo", "embed", c.key, expected=a.key)  # it moved to b meanwhile
+        set_ref(store, "demo", "embed", c.key, expected=a.key)  # it moved to b meanwhile
     assert a.key[:12] in str(caught.value) and b.key[:12] in str(caught.value) and c.key[:12] in str(caught.value)
-    assert store.read_ref("demo", "embed").key == b.key
+    assert read_ref(store, "demo", "embed").key == b.key
     # asking for the value it already has is not a conflict (two runs of one config)
-    assert store.set_ref("demo", "embed", b.key, expected=a.key).key == b.key
+    assert set_ref(store, "demo", "embed", b.key, expected=a.key).key == b.key
     with pytest.raises(RefConflict):
-        store.set_ref("demo", "embed", c.key, expected=None)  # "create" when it exists
+        set_ref(store, "demo", "embed", c.key, expected=None)  # "create" when it exists
 
 
 @pytest.mark.slow
@@ -55,7 +56,7 @@ def test_concurrent_ref_updates_lose_no_version(store: ArtifactStore, kit: Any) 
     def move(key: str) -> None:
         try:
             barrier.wait()
-            store.set_ref("demo", "embed", key)
+            set_ref(store, "demo", "embed", key)
         except BaseException as exc:  # noqa: BLE001 - collected for the assertion
             errors.append(exc)
 
@@ -65,7 +66,7 @@ def test_concurrent_ref_updates_lose_no_version(store: ArtifactStore, kit: Any) 
     for thread in threads:
         thread.join()
     assert errors == []
-    ref = store.read_ref("demo", "embed")
+    ref = read_ref(store, "demo", "embed")
     assert sorted(h.key for h in ref.history) == sorted(versions), "an update was lost: last writer silently won"
     assert ref.history[0].key == ref.key
 
@@ -73,7 +74,7 @@ def test_concurrent_ref_updates_lose_no_version(store: ArtifactStore, kit: Any) 
 @pytest.mark.slow
 def test_rebuild_keys_and_the_version_a_ref_chose(store: ArtifactStore, kit: Any) -> None:
     first = kit.build(store, config={"v": 1})
-    store.set_ref("demo", "embed", first.key)
+    set_ref(store, "demo", "embed", first.key)
     key, attempt = next_attempt(store, "embed", first.key)
     assert (key, attempt) == (attempt_key(first.key, 1), 1) and key != first.key
     rebuild = kit.manifest("embed", key, {"v": 1}, kit.write(store, "embed", key, 4)).model_copy(
@@ -82,17 +83,17 @@ def test_rebuild_keys_and_the_version_a_ref_chose(store: ArtifactStore, kit: Any
     store.commit(rebuild)
     assert next_attempt(store, "embed", first.key)[1] == 2
     assert current_version(store, "demo", "embed", first.key) == first.key  # the ref has not moved
-    store.set_ref("demo", "embed", key, expected=first.key)
-    assert store.read_ref("demo", "embed").history[0].config_key == first.key
+    set_ref(store, "demo", "embed", key, expected=first.key)
+    assert read_ref(store, "demo", "embed").history[0].config_key == first.key
     assert current_version(store, "demo", "embed", first.key) == key
     assert current_version(store, "other", "embed", first.key) == first.key  # another pipeline keeps the first build
-    store.set_ref("demo", "embed", first.key, note="rollback")
+    set_ref(store, "demo", "embed", first.key, note="rollback")
     assert current_version(store, "demo", "embed", first.key) == first.key
 
 
 def _refs(store: ArtifactStore, kit: Any, keys: list[str]) -> None:
     for key in keys:
-        store.set_ref("demo", "embed", key)
+        set_ref(store, "demo", "embed", key)
 
 
 @pytest.mark.slow
@@ -110,29 +111,29 @@ def test_copy_refs_fast_forwards_keeps_what_is_ahead_and_refuses_divergence(loca
     _refs(local, kit, keys[2:3])  # local moves ahead: a push fast-forwards
     result = copy_refs(local, remote)
     assert "fast-forward" in result.written[0]
-    ref = remote.read_ref("demo", "embed")
+    ref = read_ref(remote, "demo", "embed")
     assert ref.key == keys[2] and [h.key for h in ref.history] == [keys[2], keys[1], keys[0]]
 
     # the remote moves ahead: pulling it fast-forwards the local ref
-    remote.set_ref("demo", "embed", keys[3])
+    set_ref(remote, "demo", "embed", keys[3])
     pulled = copy_refs(remote, local)
-    assert local.read_ref("demo", "embed").key == keys[3] and "fast-forward" in pulled.written[0]
+    assert read_ref(local, "demo", "embed").key == keys[3] and "fast-forward" in pulled.written[0]
     # pulling the older copy into a root that is ahead keeps it, and its history
     kept = copy_refs(behind, local)
-    assert kept.kept_ahead and local.read_ref("demo", "embed").key == keys[3]
-    assert {h.key for h in local.read_ref("demo", "embed").history} == set(keys)
+    assert kept.kept_ahead and read_ref(local, "demo", "embed").key == keys[3]
+    assert {h.key for h in read_ref(local, "demo", "embed").history} == set(keys)
 
     # diverged: each side moved to something the other never had
-    remote.set_ref("demo", "embed", keys[0])  # remote: ... -> 3 -> 0
-    local.set_ref("demo", "embed", keys[1])  # local:  ... -> 3 -> 1
-    assert relation(local.read_ref("demo", "embed"), remote.read_ref("demo", "embed")) == "diverged"
+    set_ref(remote, "demo", "embed", keys[0])  # remote: ... -> 3 -> 0
+    set_ref(local, "demo", "embed", keys[1])  # local:  ... -> 3 -> 1
+    assert relation(read_ref(local, "demo", "embed"), read_ref(remote, "demo", "embed")) == "diverged"
     refused = copy_refs(local, remote)
     assert len(refused.conflicts) == 1 and keys[0][:12] in refused.conflicts[0] and keys[1][:12] in refused.conflicts[0]
-    assert remote.read_ref("demo", "embed").key == keys[0]
+    assert read_ref(remote, "demo", "embed").key == keys[0]
     chosen = copy_refs(local, remote, prefer="source")
-    merged = remote.read_ref("demo", "embed")
+    merged = read_ref(remote, "demo", "embed")
     assert chosen.written and merged.key == keys[1]
-    local_entries = {(h.key, h.at) for h in local.read_ref("demo", "embed").history}
+    local_entries = {(h.key, h.at) for h in read_ref(local, "demo", "embed").history}
     assert local_entries <= {(h.key, h.at) for h in merged.history}, "the source's history was dropped"
     assert any(h.key == keys[0] for h in merged.history), "the remote's own head was dropped"
 
@@ -144,19 +145,19 @@ def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_ref
     local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
     old, new = kit.build(remote, config={"v": 0}), kit.build(local, config={"v": 1})
     kit.build(local, config={"v": 0})
-    remote.set_ref("demo", "embed", old.key)
+    set_ref(remote, "demo", "embed", old.key)
     runner = CliRunner()
     assert runner.invoke(app, ["artifacts", "pull", s3_root, "--root", local_root]).exit_code == 0
-    local.set_ref("demo", "embed", new.key)  # local moves on
+    set_ref(local, "demo", "embed", new.key)  # local moves on
     pulled = runner.invoke(app, ["artifacts", "pull", s3_root, "--root", local_root])
     assert pulled.exit_code == 0, pulled.output
-    assert local.read_ref("demo", "embed").key == new.key and "kept" in pulled.output
+    assert read_ref(local, "demo", "embed").key == new.key and "kept" in pulled.output
     pushed = runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
-    assert pushed.exit_code == 0 and remote.read_ref("demo", "embed").key == new.key
+    assert pushed.exit_code == 0 and read_ref(remote, "demo", "embed").key == new.key
 
     other = kit.build(remote, config={"v": 2})
-    remote.set_ref("demo", "embed", other.key)  # remote moves elsewhere
-    local.set_ref("demo", "embed", old.key)  # and local too: diverged
+    set_ref(remote, "demo", "embed", other.key)  # remote moves elsewhere
+    set_ref(local, "demo", "embed", old.key)  # and local too: diverged
     refused = runner.invoke(app, ["artifacts", "pull", s3_root, "--root", local_root])
     assert refused.exit_code == 1
     assert (
@@ -165,10 +166,10 @@ def test_pull_into_a_root_whose_ref_is_newer_keeps_it_and_a_diverged_pull_is_ref
         and old.key[:12] in refused.output
         and "--theirs" in refused.output
     )
-    assert local.read_ref("demo", "embed").key == old.key
+    assert read_ref(local, "demo", "embed").key == old.key
     taken = runner.invoke(app, ["artifacts", "pull", s3_root, "--theirs", "--root", local_root])
     assert taken.exit_code == 0, taken.output
-    ref = local.read_ref("demo", "embed")
+    ref = read_ref(local, "demo", "embed")
     assert ref.key == other.key and {old.key, new.key, other.key} <= {h.key for h in ref.history}
 
 
@@ -180,13 +181,13 @@ def test_push_over_a_damaged_remote_copy_repairs_it(local_root: str, s3_root: st
     assert runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root]).exit_code == 0
     entry = built.table_files[0]
     path = f"{remote.artifact_dir('embed', built.key)}/{entry.path}"
-    good = remote.fs.cat_file(path)
-    remote.fs.pipe_file(path, bytes(b ^ 0xFF for b in good))  # same size, other bytes
-    assert remote.verify("embed", built.key)
+    good = remote.backend.fs.cat_file(path)
+    remote.backend.fs.pipe_file(path, bytes(b ^ 0xFF for b in good))  # same size, other bytes
+    assert verify_artifact(remote, "embed", built.key)
     again = runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     assert again.exit_code == 0, again.output
     assert "repaired" in again.output and entry.path in again.output
-    assert remote.verify("embed", built.key) == []
+    assert verify_artifact(remote, "embed", built.key) == []
 
 
 @pytest.mark.slow
@@ -198,7 +199,7 @@ def test_push_fails_naming_a_damaged_remote_file_it_cannot_restore(local_root: s
     remote.commit(kit.manifest("embed", built.key, {"model": "labse"}, records))
     entry = remote.manifest("embed", built.key).table_files[-1]  # 3 rows here, 1 row locally
     path = f"{remote.artifact_dir('embed', built.key)}/{entry.path}"
-    remote.fs.pipe_file(path, b"x" * entry.bytes)
+    remote.backend.fs.pipe_file(path, b"x" * entry.bytes)
     result = CliRunner().invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     message = str(result.exception)  # the CLI's main() prints a StoreError as this one line
     assert result.exit_code == 1 and "\n" not in message
@@ -210,8 +211,8 @@ def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any,
     kept = kit.build(store, config={"v": 1})
     loose = kit.build(store, config={"v": 2})
     other = kit.build(store, stage="other", config={"v": 3})
-    store.set_ref("demo", "embed", kept.key)
-    store.write_object(f"{store.root_path}/refs/demo/other.json", b'{"pipeline": "demo", "stage": "oth')
+    set_ref(store, "demo", "embed", kept.key)
+    store.backend.write_object(f"{store.root_path}/refs/demo/other.json", b'{"pipeline": "demo", "stage": "oth')
     runner = CliRunner()
     for command in (["ls"], ["refs"]):
         result = runner.invoke(app, ["artifacts", *command, "--root", root])
@@ -233,11 +234,11 @@ def test_a_malformed_ref_is_reported_and_skipped(store: ArtifactStore, kit: Any,
 def test_gc_collects_around_a_damaged_manifest(store: ArtifactStore, kit: Any, root: str) -> None:
     loose = kit.build(store, config={"v": 1})
     damaged = kit.build(store, config={"v": 2})
-    store.write_object(f"{store.artifact_dir('embed', damaged.key)}/manifest.json", b"{ not json")
+    store.backend.write_object(f"{store.artifact_dir('embed', damaged.key)}/manifest.json", b"{ not json")
     gc = CliRunner().invoke(app, ["artifacts", "gc", "--grace", "0", "--yes", "--include-partial", "--root", root])
     assert gc.exit_code == 0, gc.output
     assert f"delete embed/{loose.key[:12]}" in gc.output and f"{damaged.key[:12]} kept" in gc.output
-    assert store.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
+    assert store.backend.fs.exists(f"{store.artifact_dir('embed', damaged.key)}/manifest.json")
 
 
 @pytest.mark.slow
@@ -247,11 +248,11 @@ def test_refs_set_independently_to_the_same_key_agree(local_root: str, s3_root: 
     local, remote = ArtifactStore(local_root), ArtifactStore(s3_root)
     built = kit.build(local, config={"v": 1})
     kit.build(remote, config={"v": 1})
-    local.set_ref("demo", "embed", built.key, note="built here")
-    remote.set_ref("demo", "embed", built.key, note="built there")
+    set_ref(local, "demo", "embed", built.key, note="built here")
+    set_ref(remote, "demo", "embed", built.key, note="built there")
     result = copy_refs(local, remote)
-    assert result.conflicts == [] and remote.read_ref("demo", "embed").key == built.key
-    assert {h.note for h in remote.read_ref("demo", "embed").history} == {"built here", "built there"}
+    assert result.conflicts == [] and read_ref(remote, "demo", "embed").key == built.key
+    assert {h.note for h in read_ref(remote, "demo", "embed").history} == {"built here", "built there"}
 
 
 @pytest.mark.slow
@@ -263,9 +264,9 @@ def test_a_ref_whose_content_disagrees_with_its_path_is_malformed_everywhere(sto
 
     embed = kit.build(store, config={"v": 1})
     other = kit.build(store, stage="other", config={"v": 3})
-    store.set_ref("demo", "other", other.key)
+    set_ref(store, "demo", "other", other.key)
     misplaced = {"pipeline": "demo", "stage": "other", "key": other.key, "history": []}
-    store.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(misplaced).encode())
+    store.backend.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(misplaced).encode())
     runner = CliRunner()
     for command in (["ls"], ["refs"]):
         result = runner.invoke(app, ["artifacts", *command, "--root", root])
@@ -279,7 +280,7 @@ def test_a_ref_whose_content_disagrees_with_its_path_is_malformed_everywhere(sto
     assert "every embed and other artifact kept" in gc.output, gc.output
     # a pipeline that is no valid name (`../..`) in the content: one line, no traceback
     invalid = {**misplaced, "pipeline": "../..", "stage": "embed", "key": embed.key}
-    store.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(invalid).encode())
+    store.backend.write_object(f"{store.root_path}/refs/demo/embed.json", json.dumps(invalid).encode())
     for command in (["verify"], ["refs"], ["gc"]):
         result = runner.invoke(app, ["artifacts", *command, "--root", root])
         assert "Traceback" not in result.output and "is not a valid name" in result.output, result.output

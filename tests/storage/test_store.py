@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -29,6 +30,9 @@ from storage import (
     StoreError,
     conform,
 )
+from storage.gc import delete_artifact, garbage, uncommitted_keys
+from storage.refs import list_refs, read_ref, set_ref
+from storage.verify import verify_artifact
 
 STAGE = "embed"
 
@@ -40,7 +44,7 @@ def art_path(store: ArtifactStore, stage: str, key: str, rel: str = "") -> str:
 
 def overwrite(store: ArtifactStore, path: str, data: bytes, s3_server: Any = None) -> None:
     """Change a stored object behind the store's back (another process, a disk fault)."""
-    if store.is_local:
+    if store.backend.is_local:
         Path(path).write_bytes(data)
     else:
         bucket, key = path.split("/", 1)
@@ -48,7 +52,7 @@ def overwrite(store: ArtifactStore, path: str, data: bytes, s3_server: Any = Non
 
 
 def remove(store: ArtifactStore, path: str, s3_server: Any = None) -> None:
-    if store.is_local:
+    if store.backend.is_local:
         Path(path).unlink()
     else:
         bucket, key = path.split("/", 1)
@@ -102,7 +106,7 @@ def test_empty_root_is_refused() -> None:
 def test_local_roots_are_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     store = ArtifactStore("rel/store")
-    assert store.is_local
+    assert store.backend.is_local
     assert store.root_uri == str(tmp_path / "rel" / "store")
     assert (tmp_path / "rel" / "store").is_dir()
     assert ArtifactStore(f"file://{tmp_path}/other").root_uri == str(tmp_path / "other")
@@ -112,7 +116,7 @@ def test_local_roots_are_made_absolute(tmp_path: Path, monkeypatch: pytest.Monke
 def test_s3_root_keeps_its_uri(s3_root: str) -> None:
     store = ArtifactStore(s3_root + "/")
     assert store.root_uri == s3_root
-    assert not store.is_local
+    assert not store.backend.is_local
     assert store.uri(STAGE, "a" * 64) == f"{s3_root}/{STAGE}/{'a' * 64}"
     assert store.ref(STAGE, "a" * 64).uri == f"{s3_root}/{STAGE}/{'a' * 64}"
 
@@ -125,7 +129,7 @@ def test_s3_endpoint_comes_from_the_aws_environment(s3_root: str, s3_server: Any
     listed = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)
     names = {o["Key"] for o in listed.get("Contents", [])}
     assert f"{prefix}/{STAGE}/{manifest.key}/manifest.json" in names
-    assert store.fs.s3.meta.endpoint_url == s3_server.endpoint
+    assert store.backend.fs.s3.meta.endpoint_url == s3_server.endpoint
 
 
 def test_s3_service_specific_endpoint_wins(s3_server: Any, kit: Any, monkeypatch: pytest.MonkeyPatch, scratch_tmp: Path) -> None:
@@ -139,7 +143,7 @@ def test_s3_service_specific_endpoint_wins(s3_server: Any, kit: Any, monkeypatch
         store = ArtifactStore(f"s3://{s3_server.bucket}/specific")
         manifest = kit.build(store, rows=2)
         assert store.manifest(STAGE, manifest.key) == manifest
-        assert store.fs.s3.meta.endpoint_url == s3_server.endpoint
+        assert store.backend.fs.s3.meta.endpoint_url == s3_server.endpoint
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
 
@@ -160,7 +164,7 @@ def test_paths_reject_traversal(store: ArtifactStore, kit: Any) -> None:
     with pytest.raises(InvalidNameError):
         store.completed_shard(STAGE, key, "a/b")
     with pytest.raises(InvalidNameError):
-        store.read_ref("../p", STAGE)
+        read_ref(store, "../p", STAGE)
     with pytest.raises(InvalidNameError):
         store.list_manifests("../..")
     with pytest.raises(InvalidNameError):
@@ -179,8 +183,8 @@ def test_write_shard_files_splits_into_whole_part_files(store: ArtifactStore, ki
     ids = []
     for entry in files:
         path = art_path(store, STAGE, key, entry.path)
-        blob = store.fs.cat_file(path)
-        assert len(blob) == entry.bytes == store.fs.size(path)
+        blob = store.backend.fs.cat_file(path)
+        assert len(blob) == entry.bytes == store.backend.fs.size(path)
         assert hashlib.sha256(blob).hexdigest() == entry.sha256
         parquet = pq.ParquetFile(io.BytesIO(blob))
         assert parquet.schema_arrow.equals(kit.schema)  # nullability included
@@ -189,7 +193,7 @@ def test_write_shard_files_splits_into_whole_part_files(store: ArtifactStore, ki
         ids += parquet.read().column("id").to_pylist()
     assert ids == [f"id-{i:05d}" for i in range(10)]
     # no staging files left behind, neither next to the data nor in the temp dir
-    assert sorted(p.rsplit("/", 1)[-1] for p in store.fs.ls(art_path(store, STAGE, key, "data"), detail=False)) == [
+    assert sorted(p.rsplit("/", 1)[-1] for p in store.backend.fs.ls(art_path(store, STAGE, key, "data"), detail=False)) == [
         "s0-00000.parquet",
         "s0-00001.parquet",
         "s0-00002.parquet",
@@ -201,7 +205,7 @@ def test_empty_shard_still_records_the_schema(store: ArtifactStore, kit: Any) ->
     key = kit.key(STAGE, {"empty": True})
     files = store.write_shard_files(STAGE, key, "s0", [], kit.schema)
     assert [(f.path, f.rows) for f in files] == [("data/s0-00000.parquet", 0)]
-    blob = store.fs.cat_file(art_path(store, STAGE, key, files[0].path))
+    blob = store.backend.fs.cat_file(art_path(store, STAGE, key, files[0].path))
     assert pq.ParquetFile(io.BytesIO(blob)).schema_arrow.equals(kit.schema)
 
 
@@ -219,7 +223,7 @@ def test_completed_shard(store: ArtifactStore, kit: Any, outside: Any) -> None:
 
     # a part file of the wrong size: not done
     second = art_path(store, STAGE, key, files[1].path)
-    original = store.fs.cat_file(second)
+    original = store.backend.fs.cat_file(second)
     overwrite(store, second, original[:-7], outside)
     assert store.completed_shard(STAGE, key, "s0") is None
     overwrite(store, second, original, outside)
@@ -282,15 +286,15 @@ def test_artifact_without_manifest_is_invisible(store: ArtifactStore, kit: Any) 
     with pytest.raises(ArtifactNotFound):
         store.read_table(STAGE, manifest.key)
     with pytest.raises(ArtifactNotFound):
-        store.verify(STAGE, manifest.key)
+        verify_artifact(store, STAGE, manifest.key)
     with pytest.raises(ArtifactNotFound):
         store.resolve(STAGE, manifest.key[:8])
-    assert store.uncommitted_keys() == [(STAGE, manifest.key)]
+    assert uncommitted_keys(store) == [(STAGE, manifest.key)]
     # ... until it is committed
     store.commit(manifest)
     assert store.is_committed(STAGE, manifest.key)
     assert store.list_manifests() == [manifest]
-    assert store.uncommitted_keys() == []
+    assert uncommitted_keys(store) == []
 
 
 def test_commit_refuses_when_a_listed_file_is_missing(store: ArtifactStore, kit: Any, outside: Any) -> None:
@@ -347,7 +351,7 @@ def test_concurrent_commits_agree_on_one_manifest(store: ArtifactStore, kit: Any
 def test_manifest_at_the_wrong_place_is_rejected(store: ArtifactStore, kit: Any) -> None:
     manifest = kit.build(store, rows=2)
     other = "c" * 64
-    store.write_object(f"{art_path(store, STAGE, other)}/manifest.json", manifest.model_dump_json().encode())
+    store.backend.write_object(f"{art_path(store, STAGE, other)}/manifest.json", manifest.model_dump_json().encode())
     with pytest.raises(StoreError, match="claims to be"):
         store.manifest(STAGE, other)
     # listing agrees with manifest(): the copy is not a second artifact
@@ -387,8 +391,8 @@ def test_schema_mismatch_names_the_column(
     # a good table first, then the bad one: the half-written part must not survive
     with pytest.raises(SchemaMismatch, match=column):
         store.write_shard_files(STAGE, key, "s0", [kit.table(0, 2), table], kit.schema, max_rows_per_file=100)
-    assert not store.fs.exists(art_path(store, STAGE, key, "data/s0-00000.parquet"))
-    if store.is_local:
+    assert not store.backend.fs.exists(art_path(store, STAGE, key, "data/s0-00000.parquet"))
+    if store.backend.is_local:
         data_dir = Path(art_path(store, STAGE, key, "data"))
         assert not data_dir.exists() or list(data_dir.iterdir()) == []
     assert list(scratch_tmp.iterdir()) == []
@@ -403,7 +407,7 @@ def test_schema_mismatch_is_a_store_error() -> None:
 # ------------------------------------------------------------------ verify
 def test_verify_sound_artifact(store: ArtifactStore, kit: Any) -> None:
     manifest = kit.build(store, rows=10)
-    assert store.verify(STAGE, manifest.key) == []
+    assert verify_artifact(store, STAGE, manifest.key) == []
 
 
 @pytest.mark.slow
@@ -411,10 +415,10 @@ def test_verify_detects_a_flipped_byte(store: ArtifactStore, kit: Any, outside: 
     manifest = kit.build(store, rows=10)
     entry = manifest.files[1]
     path = art_path(store, STAGE, manifest.key, entry.path)
-    blob = bytearray(store.fs.cat_file(path))
+    blob = bytearray(store.backend.fs.cat_file(path))
     blob[len(blob) // 2] ^= 0xFF
     overwrite(store, path, bytes(blob), outside)
-    problems = store.verify(STAGE, manifest.key)
+    problems = verify_artifact(store, STAGE, manifest.key)
     assert len(problems) == 1
     assert problems[0].startswith(entry.path) and "sha256" in problems[0]
 
@@ -424,8 +428,8 @@ def test_verify_detects_a_truncated_file(store: ArtifactStore, kit: Any, outside
     manifest = kit.build(store, rows=10)
     entry = manifest.files[0]
     path = art_path(store, STAGE, manifest.key, entry.path)
-    overwrite(store, path, store.fs.cat_file(path)[:100], outside)
-    assert store.verify(STAGE, manifest.key) == [f"{entry.path}: 100 bytes, manifest says {entry.bytes}"]
+    overwrite(store, path, store.backend.fs.cat_file(path)[:100], outside)
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{entry.path}: 100 bytes, manifest says {entry.bytes}"]
 
 
 @pytest.mark.slow
@@ -434,7 +438,7 @@ def test_verify_detects_a_deleted_file(store: ArtifactStore, kit: Any, outside: 
     entries = manifest.files
     remove(store, art_path(store, STAGE, manifest.key, entries[2].path), outside)
     remove(store, art_path(store, STAGE, manifest.key, entries[0].path), outside)
-    assert store.verify(STAGE, manifest.key) == [f"{entries[0].path}: missing", f"{entries[2].path}: missing"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{entries[0].path}: missing", f"{entries[2].path}: missing"]
 
 
 @pytest.mark.slow
@@ -442,18 +446,18 @@ def test_verify_detects_a_wrong_row_count(store: ArtifactStore, kit: Any) -> Non
     manifest = kit.build(store, rows=6, commit=False)
     lying = manifest.model_copy(update={"files": [manifest.files[0].model_copy(update={"rows": 99}), *manifest.files[1:]]})
     store.commit(lying)
-    assert store.verify(STAGE, manifest.key) == [f"{manifest.files[0].path}: 4 rows, manifest says 99"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{manifest.files[0].path}: 4 rows, manifest says 99"]
 
 
 @pytest.mark.slow
 def test_verify_sees_changes_after_a_listing(store: ArtifactStore, kit: Any, outside: Any) -> None:
     """Directory listings cached by the S3 filesystem must not hide a change made elsewhere."""
     manifest = kit.build(store, rows=10)
-    assert store.verify(STAGE, manifest.key) == []
-    store.fs.find(art_path(store, STAGE, manifest.key))  # lists (and caches) data/
-    store.fs.ls(art_path(store, STAGE, manifest.key, "data"))
+    assert verify_artifact(store, STAGE, manifest.key) == []
+    store.backend.fs.find(art_path(store, STAGE, manifest.key))  # lists (and caches) data/
+    store.backend.fs.ls(art_path(store, STAGE, manifest.key, "data"))
     remove(store, art_path(store, STAGE, manifest.key, manifest.files[0].path), outside)
-    assert store.verify(STAGE, manifest.key) == [f"{manifest.files[0].path}: missing"]
+    assert verify_artifact(store, STAGE, manifest.key) == [f"{manifest.files[0].path}: missing"]
 
 
 # -------------------------------------------------------------------- refs
@@ -461,18 +465,18 @@ def test_verify_sees_changes_after_a_listing(store: ArtifactStore, kit: Any, out
 def test_refs_history_newest_first(store: ArtifactStore, kit: Any) -> None:
     a = kit.build(store, config={"v": 1}, rows=2)
     b = kit.build(store, config={"v": 2}, rows=3)
-    assert store.read_ref("demo", STAGE) is None
+    assert read_ref(store, "demo", STAGE) is None
 
-    ref = store.set_ref("demo", STAGE, a.key, note="first")
+    ref = set_ref(store, "demo", STAGE, a.key, note="first")
     assert (ref.pipeline, ref.stage, ref.key) == ("demo", STAGE, a.key)
     assert [(h.key, h.note) for h in ref.history] == [(a.key, "first")]
-    assert store.read_ref("demo", STAGE) == ref
+    assert read_ref(store, "demo", STAGE) == ref
 
-    store.set_ref("demo", STAGE, b.key)
-    again = store.set_ref("demo", STAGE, b.key, note="no-op")  # same key: no new history entry
+    set_ref(store, "demo", STAGE, b.key)
+    again = set_ref(store, "demo", STAGE, b.key, note="no-op")  # same key: no new history entry
     assert [h.key for h in again.history] == [b.key, a.key]
-    store.set_ref("demo", STAGE, a.key, note="back")
-    ref = store.read_ref("demo", STAGE)
+    set_ref(store, "demo", STAGE, a.key, note="back")
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and ref.key == a.key
     assert [h.key for h in ref.history] == [a.key, b.key, a.key]
     assert ref.history[0].note == "back"
@@ -483,19 +487,19 @@ def test_refs_history_newest_first(store: ArtifactStore, kit: Any) -> None:
 def test_set_ref_to_an_uncommitted_key_raises(store: ArtifactStore, kit: Any) -> None:
     committed = kit.build(store, config={"v": 1}, rows=2)
     pending = kit.build(store, config={"v": 2}, rows=2, commit=False)
-    store.set_ref("demo", STAGE, committed.key)
+    set_ref(store, "demo", STAGE, committed.key)
     with pytest.raises(ArtifactNotFound):
-        store.set_ref("demo", STAGE, pending.key)
+        set_ref(store, "demo", STAGE, pending.key)
     with pytest.raises(ArtifactNotFound):
-        store.set_ref("demo", STAGE, "d" * 64)
+        set_ref(store, "demo", STAGE, "d" * 64)
     with pytest.raises(ArtifactNotFound):
-        store.set_ref("demo", "other", committed.key)  # right key, wrong stage
-    ref = store.read_ref("demo", STAGE)
+        set_ref(store, "demo", "other", committed.key)  # right key, wrong stage
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and ref.key == committed.key and len(ref.history) == 1
     with pytest.raises(InvalidNameError):
-        store.set_ref("../demo", STAGE, committed.key)
+        set_ref(store, "../demo", STAGE, committed.key)
     with pytest.raises(InvalidNameError):
-        store.set_ref("demo", STAGE, "../" + committed.key[3:])
+        set_ref(store, "demo", STAGE, "../" + committed.key[3:])
 
 
 @pytest.mark.slow
@@ -504,20 +508,20 @@ def test_ref_history_is_bounded(store: ArtifactStore, kit: Any, monkeypatch: pyt
     a = kit.build(store, config={"v": 1}, rows=1)
     b = kit.build(store, config={"v": 2}, rows=1)
     for key in (a.key, b.key, a.key, b.key, a.key):
-        store.set_ref("demo", STAGE, key)
-    ref = store.read_ref("demo", STAGE)
+        set_ref(store, "demo", STAGE, key)
+    ref = read_ref(store, "demo", STAGE)
     assert ref is not None and [h.key for h in ref.history] == [a.key, b.key, a.key]
 
 
 @pytest.mark.slow
 def test_list_refs(store: ArtifactStore, kit: Any) -> None:
-    assert store.list_refs() == []
+    assert list_refs(store) == []
     embed = kit.build(store, STAGE, {"v": 1}, rows=1)
     corpus = kit.build(store, "corpus", {"v": 1}, rows=1)
-    store.set_ref("zeta", STAGE, embed.key)
-    store.set_ref("alpha", STAGE, embed.key)
-    store.set_ref("alpha", "corpus", corpus.key)
-    refs = store.list_refs()
+    set_ref(store, "zeta", STAGE, embed.key)
+    set_ref(store, "alpha", STAGE, embed.key)
+    set_ref(store, "alpha", "corpus", corpus.key)
+    refs = list_refs(store)
     assert [(r.pipeline, r.stage, r.key) for r in refs] == [
         ("alpha", "corpus", corpus.key),
         ("alpha", STAGE, embed.key),
@@ -535,22 +539,22 @@ def test_garbage_lists_unreferenced_artifacts_only(store: ArtifactStore, kit: An
     stray = kit.build(store, config={"v": 3}, rows=1)
     other_stage = kit.build(store, "corpus", {"v": 1}, rows=1)
     partial = kit.build(store, config={"v": 4}, rows=1, commit=False)
-    store.set_ref("demo", STAGE, old.key)
-    store.set_ref("demo", STAGE, current.key)
-    store.set_ref("demo", "corpus", other_stage.key)
+    set_ref(store, "demo", STAGE, old.key)
+    set_ref(store, "demo", STAGE, current.key)
+    set_ref(store, "demo", "corpus", other_stage.key)
 
-    assert sorted(store.garbage()) == sorted([(STAGE, old.key), (STAGE, stray.key)])
-    assert store.garbage(keep_history=True) == [(STAGE, stray.key)]
-    assert sorted(store.garbage(keep_history=True, include_partial=True)) == sorted([(STAGE, stray.key), (STAGE, partial.key)])
+    assert sorted(garbage(store)) == sorted([(STAGE, old.key), (STAGE, stray.key)])
+    assert garbage(store, keep_history=True) == [(STAGE, stray.key)]
+    assert sorted(garbage(store, keep_history=True, include_partial=True)) == sorted([(STAGE, stray.key), (STAGE, partial.key)])
     # garbage() only lists
     assert all(store.is_committed(STAGE, m.key) for m in (old, current, stray))
-    assert store.fs.exists(art_path(store, STAGE, partial.key, partial.files[0].path))
+    assert store.backend.fs.exists(art_path(store, STAGE, partial.key, partial.files[0].path))
 
 
 @pytest.mark.slow
 def test_garbage_with_no_refs_is_everything(store: ArtifactStore, kit: Any) -> None:
     a = kit.build(store, config={"v": 1}, rows=1)
-    assert store.garbage() == [(STAGE, a.key)]
+    assert garbage(store) == [(STAGE, a.key)]
 
 
 class _RecordingFS(LocalFileSystem):
@@ -576,10 +580,10 @@ def test_delete_removes_the_manifest_before_the_data(local_root: str, kit: Any) 
     keep = kit.build(store, config={"v": 2}, rows=9)
     manifest_path = art_path(store, STAGE, doomed.key, "manifest.json")
     store.backend.fs = _RecordingFS(manifest_path)
-    store.delete(STAGE, doomed.key)
+    delete_artifact(store, STAGE, doomed.key)
     # the first removal takes the manifest; when the data goes, the artifact is already uncommitted
-    assert store.fs.events[0] == ("rm_file", True)
-    assert all(present is False for _, present in store.fs.events[1:])
+    assert store.backend.fs.events[0] == ("rm_file", True)
+    assert all(present is False for _, present in store.backend.fs.events[1:])
     assert not Path(art_path(store, STAGE, doomed.key)).exists()
     assert store.is_committed(STAGE, keep.key)
     assert store.read_table(STAGE, keep.key).num_rows == 9
@@ -589,15 +593,15 @@ def test_delete_removes_the_manifest_before_the_data(local_root: str, kit: Any) 
 def test_delete(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     doomed = kit.build(store, config={"v": 1}, rows=9)
     keep = kit.build(store, config={"v": 2}, rows=9)
-    store.delete(STAGE, doomed.key)
+    delete_artifact(store, STAGE, doomed.key)
     assert not store.is_committed(STAGE, doomed.key)
     assert [m.key for m in store.list_manifests()] == [keep.key]
     assert not any(path.startswith(f"{STAGE}/{doomed.key}") for path in read_all(store))
-    assert store.verify(STAGE, keep.key) == []
-    store.delete(STAGE, doomed.key)  # deleting twice is harmless
-    store.delete(STAGE, "e" * 64)
+    assert verify_artifact(store, STAGE, keep.key) == []
+    delete_artifact(store, STAGE, doomed.key)  # deleting twice is harmless
+    delete_artifact(store, STAGE, "e" * 64)
     with pytest.raises(InvalidNameError):
-        store.delete("refs", "e" * 64)
+        delete_artifact(store, "refs", "e" * 64)
 
 
 def test_an_unreadable_manifest_is_an_error_not_an_absence(local_root: str, kit: Any) -> None:
@@ -611,7 +615,7 @@ def test_an_unreadable_manifest_is_an_error_not_an_absence(local_root: str, kit:
     with pytest.raises(StoreError, match="cannot read"):
         store.list_manifests()
     with pytest.raises(StoreError, match="cannot read"):
-        store.garbage(include_partial=True)
+        garbage(store, include_partial=True)
     assert (Path(store.artifact_dir(STAGE, odd.key)) / odd.files[0].path).exists()
 
 
@@ -657,26 +661,26 @@ def test_a_second_process_sees_new_commits(root: str, kit: Any) -> None:
     reader = ArtifactStore(root)
     first = kit.build(reader, config={"v": 1}, rows=1)
     assert [m.key for m in reader.list_manifests()] == [first.key]
-    reader.uncommitted_keys()
+    uncommitted_keys(reader)
     reader.stages()
 
-    fs_class = type(reader.fs)
+    fs_class = type(reader.backend.fs)
     writer = ArtifactStore(root)
-    if not reader.is_local:  # a separate S3 connection with its own listing cache
+    if not reader.backend.is_local:  # a separate S3 connection with its own listing cache
         writer.backend.fs = fs_class(skip_instance_cache=True)
-        assert writer.fs is not reader.fs
+        assert writer.backend.fs is not reader.backend.fs
     second = kit.build(writer, config={"v": 2}, rows=1)
     third = kit.build(writer, "corpus", {"v": 3}, rows=1)
     partial = kit.build(writer, config={"v": 4}, rows=1, commit=False)
-    writer.set_ref("demo", STAGE, second.key)
+    set_ref(writer, "demo", STAGE, second.key)
 
     assert {m.key for m in reader.list_manifests()} == {first.key, second.key, third.key}
     assert reader.stages() == ["corpus", STAGE]
     assert reader.resolve(STAGE, second.key[:10]) == second.key
     assert reader.is_committed(STAGE, second.key)
-    assert set(reader.uncommitted_keys()) == {(STAGE, partial.key)}
-    assert [r.key for r in reader.list_refs()] == [second.key]
-    assert sorted(reader.garbage()) == sorted([(STAGE, first.key), ("corpus", third.key)])
+    assert set(uncommitted_keys(reader)) == {(STAGE, partial.key)}
+    assert [r.key for r in list_refs(reader)] == [second.key]
+    assert sorted(garbage(reader)) == sorted([(STAGE, first.key), ("corpus", third.key)])
 
 
 # ------------------------------------------------------- hostile manifests
@@ -725,9 +729,9 @@ def test_manifest_parsing_is_strict(kit: Any) -> None:
 def test_hostile_manifest_in_the_store_is_not_followed(store: ArtifactStore, kit: Any, read_all: Any) -> None:
     key = "a" * 64
     data = _manifest_json(kit, path="../../../../outside.parquet")
-    store.write_object(f"{art_path(store, STAGE, key)}/manifest.json", json.dumps(data).encode())
+    store.backend.write_object(f"{art_path(store, STAGE, key)}/manifest.json", json.dumps(data).encode())
     before = read_all(store)
-    for read in (store.manifest, store.read_table, store.verify):
+    for read in (store.manifest, store.read_table, functools.partial(verify_artifact, store)):
         with pytest.raises(StoreError, match=r"malformed manifest .*files\.0\.path"):
             read(STAGE, key)
     assert read_all(store) == before
@@ -737,7 +741,7 @@ def test_hostile_manifest_in_the_store_is_not_followed(store: ArtifactStore, kit
 def test_no_credentials_are_written(s3_root: str, s3_server: Any, kit: Any, read_all: Any, scratch_tmp: Path) -> None:
     store = ArtifactStore(s3_root)
     a = kit.build(store, config={"v": 1}, rows=5)
-    store.set_ref("demo", STAGE, a.key)
+    set_ref(store, "demo", STAGE, a.key)
     blobs = read_all(store)
     assert any(path.endswith("manifest.json") for path in blobs)
     assert any(path.startswith("refs/demo/") for path in blobs)
@@ -749,5 +753,5 @@ def test_no_credentials_are_written(s3_root: str, s3_server: Any, kit: Any, read
 
 def test_fsspec_url_to_fs_of_local_root_is_plain_local(local_root: str) -> None:
     store = ArtifactStore(local_root)
-    assert isinstance(store.fs, fsspec.implementations.local.LocalFileSystem)
+    assert isinstance(store.backend.fs, fsspec.implementations.local.LocalFileSystem)
     assert Path(local_root).is_dir()

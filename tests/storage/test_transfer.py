@@ -10,7 +10,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage import ArtifactStore, CorruptArtifact
+from storage.refs import read_ref, set_ref
 from storage.transfer import copy_artifact
+from storage.verify import verify_artifact
 
 
 @pytest.mark.slow
@@ -18,15 +20,15 @@ def test_push_then_pull_round_trip(local_root: str, s3_root: str, kit: Any, tmp_
     local = ArtifactStore(local_root)
     first = kit.build(local, config={"v": 1}, rows=9)
     second = kit.build(local, config={"v": 2}, rows=5)
-    local.set_ref("demo", "embed", second.key)
+    set_ref(local, "demo", "embed", second.key)
     runner = CliRunner()
     pushed = runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     assert pushed.exit_code == 0, pushed.output
     assert "2 of 2 artifacts copied" in pushed.output and "refs: 1 written" in pushed.output
     remote = ArtifactStore(s3_root)
     assert {m.key for m in remote.list_manifests()} == {first.key, second.key}
-    assert all(remote.verify(m.stage, m.key) == [] for m in remote.list_manifests())
-    assert remote.read_ref("demo", "embed").key == second.key
+    assert all(verify_artifact(remote, m.stage, m.key) == [] for m in remote.list_manifests())
+    assert read_ref(remote, "demo", "embed").key == second.key
     # pushing again copies nothing
     again = runner.invoke(app, ["artifacts", "push", s3_root, "--root", local_root])
     assert "0 of 2 artifacts copied" in again.output
@@ -37,7 +39,7 @@ def test_push_then_pull_round_trip(local_root: str, s3_root: str, kit: Any, tmp_
     copy = ArtifactStore(elsewhere)
     assert [m.key for m in copy.list_manifests()] == [second.key]
     assert copy.read_table("embed", second.key).equals(local.read_table("embed", second.key))
-    assert copy.read_ref("demo", "embed").key == second.key
+    assert read_ref(copy, "demo", "embed").key == second.key
 
 
 @pytest.mark.slow
@@ -61,7 +63,7 @@ def test_a_source_file_that_is_gone_is_one_line_naming_it(local_root: str, s3_ro
     remote = ArtifactStore(s3_root)
     manifest = kit.build(remote, config={"v": 5}, rows=4)
     victim = manifest.files[0].path
-    remote.fs.rm_file(f"{remote.artifact_dir('embed', manifest.key)}/{victim}")
+    remote.backend.fs.rm_file(f"{remote.artifact_dir('embed', manifest.key)}/{victim}")
     local = ArtifactStore(local_root)
     with pytest.raises(CorruptArtifact, match=f"^{s3_root}: embed/{manifest.key}/{victim} is missing"):
         copy_artifact(remote, local, "embed", manifest.key)

@@ -9,10 +9,9 @@ or `TokenObjective` its `build` returns; plus its import line below (docs/archit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tasks.registry import lookup
-from tasks.train.data import TrainingData
 from tasks.train.objectives.base import (
     OBJECTIVES,
     Chunk,
@@ -24,10 +23,9 @@ from tasks.train.objectives.base import (
     TrainContext,
     register_objective,
 )
+from tasks.train.training_data import TrainingData
 
-if TYPE_CHECKING:  # the config imports this package when it validates a section
-    from tasks.train.config import ObjectivesConfig, TrainConfig
-
+# isort: split
 # The built-in objectives: importing a module registers its settings class (in this order, which
 # is the order of their sections in a config and of their losses in a step).
 from tasks.train.objectives.translation_ranking import TranslationRankingLoss  # noqa: I001
@@ -37,6 +35,22 @@ from tasks.train.objectives.word_translation_ranking import WordTranslationRanki
 from tasks.train.objectives.representation_translation import RepresentationTranslationLoss
 from tasks.train.objectives.dueam_wmd import DuEAMLoss
 from tasks.train.objectives.base_regularization import BaseRegularizationLoss
+
+
+class ObjectiveSections(Protocol):
+    """`[train.objectives]` as building the objectives reads it: tasks/train/config.py's
+    `ObjectivesConfig`, which imports this package to validate its sections (so this package
+    names only the shape it reads, and the import goes one way)."""
+
+    def active(self) -> dict[str, ObjectiveConfig]: ...
+
+
+class WithObjectives(Protocol):
+    """A train config (`TrainConfig`) as `build_objectives` reads it: its objectives."""
+
+    @property
+    def objectives(self) -> ObjectiveSections: ...
+
 
 BUILT_IN_OBJECTIVES: tuple[str, ...] = tuple(OBJECTIVES)
 """The objectives the package registers: their sections are in every validated config (off,
@@ -53,12 +67,12 @@ def objective_class(name: str) -> type[ObjectiveConfig]:
     return cls
 
 
-def needs_frozen_model(config: ObjectivesConfig) -> bool:
+def needs_frozen_model(config: ObjectiveSections) -> bool:
     """Whether any objective that trains needs a frozen copy of the starting model."""
     return any(section.needs_frozen() for section in config.active().values())
 
 
-def build_objectives(config: TrainConfig, model: Any, data: TrainingData, base_dir: Path) -> dict[str, Objective]:
+def build_objectives(config: WithObjectives, model: Any, data: TrainingData, base_dir: Path) -> dict[str, Objective]:
     """The objectives with weight > 0, in config order, each built by its section."""
     built = {name: section.build(model, data, base_dir) for name, section in config.objectives.active().items()}
     for name, objective in built.items():
@@ -79,11 +93,13 @@ __all__ = [
     "MultiwaySupConLoss",
     "Objective",
     "ObjectiveConfig",
+    "ObjectiveSections",
     "RepresentationTranslationLoss",
     "SentenceObjective",
     "Side",
     "TokenObjective",
     "TrainContext",
+    "WithObjectives",
     "TranslationRankingLoss",
     "WordTranslationRankingLoss",
     "build_objectives",

@@ -53,10 +53,10 @@ from torch import nn
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
 from tasks.train.batching import StepBatch, texts_to_arrays
-from tasks.train.data import TrainingData
 from tasks.train.model import VocabularyHead
 from tasks.train.objectives.base import Chunk, ObjectiveConfig, TokenObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import WACSE
+from tasks.train.training_data import TrainingData
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from torch import nn
 from tasks.registry import register_unique
 from tasks.stage import StageConfig
 from tasks.train.batching import StepBatch
-from tasks.train.data import TrainingData
 from tasks.train.papers import Paper
+from tasks.train.training_data import TrainingData
 
 
 class ObjectiveConfig(StageConfig):

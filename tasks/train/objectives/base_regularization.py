@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from tasks.train.data import TrainingData
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
+from tasks.train.training_data import TrainingData
 from tasks.train.views import encode_views
 
 

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from tasks.train.data import TrainingData
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import DUEAM
+from tasks.train.training_data import TrainingData
 from tasks.train.views import anchor_tokens
 
 

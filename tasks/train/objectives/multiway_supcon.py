@@ -34,9 +34,9 @@ import torch
 from pydantic import Field
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
-from tasks.train.data import TrainingData
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
+from tasks.train.training_data import TrainingData
 from tasks.train.views import encode_views
 
 

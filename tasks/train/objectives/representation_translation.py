@@ -39,7 +39,6 @@ from pydantic import Field
 from torch import nn
 
 from tasks.train.batching import StepBatch
-from tasks.train.data import TrainingData
 from tasks.train.model import RepresentationTranslationHead
 from tasks.train.objectives.base import (
     Chunk,
@@ -51,6 +50,7 @@ from tasks.train.objectives.base import (
     zero_like_graph,
 )
 from tasks.train.papers import DAP
+from tasks.train.training_data import TrainingData
 
 
 def rows_to_pivot(batch: StepBatch, direction: str) -> np.ndarray:

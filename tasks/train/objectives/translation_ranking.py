@@ -20,9 +20,9 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from tasks.train.data import TrainingData
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, register_objective
 from tasks.train.papers import DAP, WACSE
+from tasks.train.training_data import TrainingData
 
 
 @register_objective

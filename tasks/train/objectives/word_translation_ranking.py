@@ -25,7 +25,6 @@ from torch import nn
 
 from tasks.stage import KEYED_UNLESS_DEFAULT
 from tasks.train.batching import StepBatch
-from tasks.train.data import TrainingData
 from tasks.train.objectives.base import (
     Chunk,
     ObjectiveConfig,
@@ -36,6 +35,7 @@ from tasks.train.objectives.base import (
     zero_like_graph,
 )
 from tasks.train.papers import WACSE
+from tasks.train.training_data import TrainingData
 
 
 def word_vectors(side: Side, n_words: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from storage import ArtifactStore, Manifest
+from storage.refs import set_ref
 from tasks.corpus.config import CorpusConfig
 from tasks.corpus.stage import CORPUS_STAGE
 from tasks.publish import ExportError
@@ -333,7 +334,7 @@ def test_cli_export_by_stage_name_and_push_through_hf_endpoint(
 ) -> None:
     store, manifest = corpus
     root = Path(store.root_uri.removeprefix("file://"))
-    store.set_ref("demo", "corpus", manifest.key)
+    set_ref(store, "demo", "corpus", manifest.key)
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_ENDPOINT=hub.url, HF_TOKEN="hf_cli_token", HF_HUB_DISABLE_TELEMETRY="1")
     args = [
         sys.executable,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from storage import ArtifactStore
+from storage.refs import set_ref
 from tasks.base_model import BASE_MODEL_STAGE
 from tasks.base_model.config import BaseModelConfig
 from tasks.corpus import CORPUS_STAGE
@@ -56,8 +57,8 @@ def build_store(
         "objectives": {"translation_ranking": {"weight": 1.0}, "multiway_supcon": {"weight": 0.5}}, **train,
     })  # fmt: skip
     trained, _ = run_stage(store, TRAIN_STAGE, config, {"corpus": corpus.key, "base_model": base.key})
-    store.set_ref("toy", "corpus", corpus.key)
-    store.set_ref("toy", "train", trained.key)
+    set_ref(store, "toy", "corpus", corpus.key)
+    set_ref(store, "toy", "train", trained.key)
     built = PublishStore(store, tmp / "artifacts", corpus.key, base.key, trained.key)
     if evaluate:
         built.evaluate = evaluate_model(built)
@@ -72,5 +73,5 @@ def evaluate_model(built: PublishStore, *, max_groups: int | None = None, max_le
     ref, _ = run_stage(
         built.store, EVALUATE_STAGE, config, {"corpus": built.corpus, "base_model": built.base_model, "train": built.train}
     )
-    built.store.set_ref("toy", "evaluate", ref.key)
+    set_ref(built.store, "toy", "evaluate", ref.key)
     return ref.key

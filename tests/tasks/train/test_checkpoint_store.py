@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from storage import ArtifactStore
+from storage.checkpoint_files import CheckpointFiles
 from tasks.base_model import BASE_MODEL_STAGE
 from tasks.base_model.config import BaseModelConfig
 from tasks.corpus import CORPUS_STAGE
@@ -87,7 +88,7 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_s3_exactly(
     machine_a, machine_b = tmp_path / "machine-a", tmp_path / "machine-b"
     config = train_config(machine_a, checkpoint_location="store")
     key = stage_key(TRAIN_STAGE, config, inputs, {})
-    remote = store.checkpoint_files("train", key)
+    remote = CheckpointFiles(store, "train", key)
 
     with pytest.raises(TrainingStopped):
         run_stage(store, TRAIN_STAGE, config.model_copy(update={"stop_after": 3}), inputs)
@@ -125,7 +126,7 @@ def train_inputs(tiny_model_dir, corpus_table, alignment_table) -> TrainInputs:
 
 
 def remote_files(root: Path, key: str = "a" * 64) -> ckpt.StoreCheckpoints:
-    return ArtifactStore(root).checkpoint_files("train", key)
+    return CheckpointFiles(ArtifactStore(root), "train", key)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from storage.gc import delete_artifact
 from tasks.encoders import Encoder, EncoderSpec
 from tasks.publish import ExportError
 from tasks.publish.model import LanguageEmbeddingRefused, export_trained_model, newest_evaluation
@@ -264,9 +265,9 @@ def test_the_newest_evaluation_gives_the_card_and_without_one_the_card_says_so(t
         older = export_trained_model(published.store, published.train, tmp_path / "older", evaluation_key=published.evaluate)
         assert older.max_seq_length == 40
     finally:
-        published.store.delete("evaluate", newer)
+        delete_artifact(published.store, "evaluate", newer)
     for key in [m.key for m in published.store.list_manifests("evaluate")]:
-        published.store.delete("evaluate", key)
+        delete_artifact(published.store, "evaluate", key)
     try:
         bare = export_trained_model(published.store, published.train, tmp_path / "bare")
         assert bare.evaluation_key is None and bare.max_seq_length == 24  # the training length

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from storage.manifest import Manifest, Ref
+from storage.refs import list_refs
 from storage.store import ArtifactStore
 
 INDEX_FILE = "index.html"
@@ -171,7 +172,7 @@ def build_index(
     written at the root itself)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     manifests = store.list_manifests()
-    refs = store.list_refs(damaged=[])  # a malformed ref is reported by `verify`; the page shows the rest
+    refs = list_refs(store, damaged=[])  # a malformed ref is reported by `verify`; the page shows the rest
     by_key = {(m.stage, m.key): m for m in manifests}
     pointing: dict[tuple[str, str], list[str]] = {}
     for ref in refs:
@@ -275,7 +276,7 @@ def _stages(page: _Page, manifests: list[Manifest], pointing: dict[tuple[str, st
 
 def _reports(page: _Page, store: ArtifactStore, reports_dir: str) -> None:
     base = f"{store.root_path.rstrip('/')}/{reports_dir}"
-    found = sorted(p for p in store.find(base) if p.endswith(REPORT_SUFFIXES))
+    found = sorted(p for p in store.backend.find(base) if p.endswith(REPORT_SUFFIXES))
     if not found:
         return
     page.parts.append(f"<h2>{_e(reports_dir.capitalize())}</h2>")

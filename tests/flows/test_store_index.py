@@ -1,4 +1,4 @@
-"""The store index (storage/index.py) as a person reads it (issue 30, item 4): a train artifact's
+"""The store index (flows/store_index.py) as a person reads it (issue 30, item 4): a train artifact's
 model card and TensorBoard folder are linked, an evaluation shows its headline change with the
 interval, ages are computed when the page is read, and tables scroll instead of being cut."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from flows.store_index import AGE_SCRIPT, build_index
 from storage import ArtifactStore
-from storage.index import AGE_SCRIPT, build_index
+from storage.refs import set_ref
 from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
 
 
@@ -42,7 +43,7 @@ def test_index_links_card_and_tensorboard_shows_the_headline_and_computes_age_wh
     store = ArtifactStore(tmp_path / "artifacts")
     stage = Stage("train", "1", _Config, None, lambda c, i: [ShardSpec("model")], _attach)
     ref, manifest = run_stage(store, stage, _Config(), {})
-    store.set_ref("demo", "train", ref.key, note="test")
+    set_ref(store, "demo", "train", ref.key, note="test")
     later = dt.datetime.fromisoformat(manifest.created_at) + dt.timedelta(hours=5)
     page = build_index(store, now=later)
     base = f"train/{ref.key}/files/"
