@@ -17,7 +17,7 @@ sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) an
 intervals and the sweep comparison read; `items/base_sts_items.parquet` for STS, which the report reads), and `mteb/{Task}.json`: the Tatoeba/BUCC/STS scores as
 MTEB-format result files (tasks/evaluate/mteb_results.py), with MTEB's own result files of an
 `mteb` benchmark under `mteb/bridge/`. When it scored a trained model it also stores that
-model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
+model's card with these results, `model-card.md` (tasks/reporting/model_card.py): each evaluation
 is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
 
@@ -468,7 +468,10 @@ def _attach_model_card(
     """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
     from tasks.evaluate.groups import group_languages
     from tasks.evaluate.paired import paired_delta_intervals
-    from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
+    from tasks.reporting.card_facts import CARD_FILE, card_facts
+    from tasks.reporting.card_results import EvaluationResults
+    from tasks.reporting.model_card import render_model_card
+    from tasks.train.card import TRAIN_CARD
 
     train = inputs["train"]
     results = EvaluationResults.from_tables(
@@ -477,7 +480,7 @@ def _attach_model_card(
         group_members=group_languages,
     )  # fmt: skip
     path = context.workdir / CARD_FILE
-    path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
+    path.write_text(render_model_card(card_facts(train.store, train.key, TRAIN_CARD), results), encoding="utf-8")
     context.attach(CARD_FILE, path)
 
 

@@ -42,7 +42,10 @@ from tasks.evaluate.groups import group_languages
 from tasks.evaluate.paired import paired_delta_intervals
 from tasks.publish import ExportError
 from tasks.publish.permissions import readable_by_all
-from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
+from tasks.reporting.card_facts import CARD_FILE, card_facts
+from tasks.reporting.card_results import EvaluationResults
+from tasks.reporting.model_card import render_model_card
+from tasks.train.card import TRAIN_CARD
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +143,7 @@ def export_trained_model(
     model_dir = store.attached_dir("train", train_key) / "model"
     if not (model_dir / "config.json").is_file():
         raise ExportError(f"train artifact {train_key[:12]} holds no model/config.json: nothing to export")
-    facts = card_facts(store, train_key)
+    facts = card_facts(store, train_key, TRAIN_CARD)
     config = facts.config
 
     effect = None

@@ -6,7 +6,7 @@ Output: no table (schema None); the artifact's attached files are
                     learning rate, gradient norm, dev retrieval accuracy
   curves.png        the same as a plot
   metrics.json      the chosen checkpoint's dev metrics and run statistics (also the manifest's metrics)
-  model/README.md   the model card (tasks/train/model_card.py) without evaluation results; the
+  model/README.md   the model card (tasks/reporting/model_card.py) without evaluation results; the
                     evaluate stage stores the card with its results, which `xlembed export` uses
 
 Training text comes from the `translate` artifact when the pipeline has one (NLLB multi-way
@@ -159,12 +159,14 @@ def build_train_shard(
 
 def write_model_card(config: TrainConfig, inputs: Inputs, metrics: dict[str, Any], path: Path) -> None:
     """The model's card from its config, metrics and input artifacts (no evaluation yet)."""
-    from tasks.train.model_card import CURVES_FILE, CardFacts, render_model_card
+    from tasks.reporting.card_facts import CURVES_FILE, CardFacts
+    from tasks.reporting.model_card import render_model_card
+    from tasks.train.card import TRAIN_CARD
 
     curves = path.parent.parent / CURVES_FILE  # out_dir/curves.parquet, beside model/
     facts = CardFacts.from_manifests(
         None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()},
-        pq.read_table(curves) if curves.is_file() else None,
+        pq.read_table(curves) if curves.is_file() else None, TRAIN_CARD,
     )  # fmt: skip
     path.write_text(render_model_card(facts, train_folder=True), encoding="utf-8")
 
