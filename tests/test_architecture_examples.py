@@ -163,9 +163,9 @@ def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[
     from tasks.corpus import CORPUS_STAGE
     from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate import EVALUATE_STAGE
+    from tasks.reporting.model_card import front_matter
     from tasks.stage import run_stage
     from tasks.train import TRAIN_STAGE
-    from tasks.reporting.model_card import front_matter
 
     build_tiny_model(tmp_path / "tiny")
     lines = [json.dumps({"en": en, "kk": kk}, ensure_ascii=False) for en, kk in zip(ENGLISH, KAZAKH, strict=True)]

@@ -128,7 +128,6 @@ class CardFacts:
         return list(dict.fromkeys(found))
 
 
-
 def _base_facts(manifest: Any) -> dict[str, Any]:
     if manifest is None:
         return {"key": None, "config": {}, "metrics": {}}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import platform
 import re
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tasks.encoders import Encoder, EncoderSpec
+from tasks.languages import hub_language
 from tasks.publish import ExportError
 from tasks.publish.model import LanguageEmbeddingRefused, export_trained_model, newest_evaluation
-from tasks.languages import hub_language
 from tasks.reporting.card_facts import CARD_FILE
 from tasks.reporting.model_card import front_matter
 from tasks.train.model_folder import has_pooler_weights, save_sentence_transformer
