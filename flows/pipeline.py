@@ -28,7 +28,8 @@ from flows.progress import progress_bar
 from flows.stages import stage_registry
 from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore, Manifest
-from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, run_shard
+from tasks.stage import ShardSpec, Stage, commit_stage, run_shard
+from tasks.stage_config import KeyedConfig, StageConfig
 from tasks.stop import STOP, Interrupted, raise_if_stopping
 
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)

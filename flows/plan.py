@@ -17,7 +17,8 @@ from storage.keys import KEY_SCHEME, KEY_SCHEMES
 from storage.lineage import flatten
 from storage.manifest import Ref
 from storage.refs import current_version, next_attempt
-from tasks.stage import KeyedConfig, Stage, keyed_parts, source_fingerprints, stage_key
+from tasks.stage import Stage, source_fingerprints, stage_key
+from tasks.stage_config import KeyedConfig, keyed_parts
 
 Action = Literal["cached", "compute", "skip"]
 

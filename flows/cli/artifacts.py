@@ -186,7 +186,7 @@ def _print_rejects(store: Any, stage: str, key: str, rows: int, reason: str | No
     """Per reason: how many rows were dropped (the manifest), how many are kept, and the first `rows` of them."""
     import polars as pl
 
-    from tasks.stage import REJECTS_DIR
+    from tasks.rejects import REJECTS_DIR
 
     manifest = store.manifest(stage, key)
     files = [e.path.removeprefix("files/") for e in manifest.attached_files if e.path.startswith(f"files/{REJECTS_DIR}/")]
@@ -313,7 +313,7 @@ def artifacts_lineage(
     import json
 
     from storage.lineage import lineage, node_record
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     store = _store(root)
     full = _resolve(store, stage, key, pipeline)

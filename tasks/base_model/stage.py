@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tasks.base_model.config import BaseModelConfig
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage, folder_fingerprint
 
 CODE_VERSION = "1"
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt", ".md", ".model")

@@ -10,7 +10,7 @@ from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, fiel
 from tasks.encoders.pooling import Pooling, check_pooling, keyed_pooling
 from tasks.encoders.precision import Precision
 from tasks.evaluate.benchmarks.registry import Benchmark, validate_benchmark
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
 
 
 class EncoderSettings(StageConfig):

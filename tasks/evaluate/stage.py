@@ -39,7 +39,8 @@ from tasks.evaluate.benchmarks.registry import BENCHMARKS, headline_metric, hub_
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA, STS_ITEMS_SCHEMA
 from tasks.languages import GROUP_PREFIX, group_code
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage
 from tasks.stop import raise_if_stopping
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from storage.user_cache import xlembed_cache_dir
 from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
 from tasks.registry import validate_named
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 if TYPE_CHECKING:
     from tasks.train.objectives import ObjectiveConfig

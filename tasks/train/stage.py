@@ -45,7 +45,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, run_stage, stage_key
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage, run_stage, stage_key
 from tasks.train.config import TrainConfig
 
 try:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tasks.corpus.config import LidFilter
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
 from tasks.translate.languages import nllb_code
 
 Quantization = Literal["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"]

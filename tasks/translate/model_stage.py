@@ -22,7 +22,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage, folder_fingerprint
 from tasks.translate.config import DEFAULT_QUANTIZATION, TranslateModelConfig
 from tasks.translate.languages import NLLB_LANGUAGE_CODES
 

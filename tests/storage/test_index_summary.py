@@ -9,7 +9,8 @@ from pathlib import Path
 
 from storage import ArtifactStore
 from storage.index import AGE_SCRIPT, build_index
-from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
+from tasks.stage import ShardSpec, Stage, run_stage
+from tasks.stage_config import StageConfig
 
 
 class _Config(StageConfig):

@@ -26,7 +26,8 @@ from pydantic import Field
 from tasks.align.backends.base import AlignBackend, AlignerSettings, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import Links, empty_links, split_by_pair
 from tasks.encoders.precision import Precision
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, folder_fingerprint
+from tasks.stage import folder_fingerprint
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath
 
 PAIRS_PER_BATCH = 256
 

@@ -52,7 +52,8 @@ from pydantic import Field, ValidationInfo, model_validator
 from tasks.align.backends.base import AlignBackend, AlignerSettings, Progress, is_local_dir, register_backend
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
 from tasks.encoders.precision import Precision, compute_precision
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, folder_fingerprint, local_source_paths
+from tasks.stage import folder_fingerprint
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, local_source_paths
 
 log = logging.getLogger(__name__)
 

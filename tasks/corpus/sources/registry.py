@@ -36,7 +36,8 @@ from pydantic import Field, field_validator
 from storage.keys import check_name
 from tasks.corpus.readers import GroupBatch, SourceError, check_aligned_line_counts, open_binary
 from tasks.registry import literal_kind, register_unique, validate_kind
-from tasks.stage import ShardSpec, StageConfig, file_fingerprint, folder_fingerprint
+from tasks.stage import ShardSpec, file_fingerprint, folder_fingerprint
+from tasks.stage_config import StageConfig
 
 __all__ = [
     "SOURCES",

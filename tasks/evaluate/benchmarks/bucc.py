@@ -22,7 +22,7 @@ from tasks.evaluate.datasets import (
     read_line_array,
 )
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 BUCC_SPLITS = ("sample", "training", "test")
 

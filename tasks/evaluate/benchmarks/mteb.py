@@ -10,7 +10,7 @@ from pydantic import Field
 
 from storage.user_cache import user_cache_home
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
-from tasks.stage import NOT_KEYED, ConfigPath
+from tasks.stage_config import NOT_KEYED, ConfigPath
 
 
 def default_hugging_face_cache() -> str:

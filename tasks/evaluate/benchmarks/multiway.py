@@ -12,7 +12,7 @@ from pydantic import Field
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.datasets import BenchmarkDataError, parsed_once, read_lines, same_line_counts
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 # ------------------------------------------------------------------ reading: FLORES-200 multi-way
 

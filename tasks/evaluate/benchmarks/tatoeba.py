@@ -22,7 +22,8 @@ from tasks.evaluate.datasets import (
     same_line_counts,
 )
 from tasks.languages import LangCodes, LangKeyed, UnknownLanguageError, to_flores
-from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig, folder_fingerprint
+from tasks.stage import folder_fingerprint
+from tasks.stage_config import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig
 
 # ------------------------------------------------------------------ reading: Tatoeba
 

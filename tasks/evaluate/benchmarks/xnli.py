@@ -51,7 +51,8 @@ from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_b
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
 from tasks.evaluate.groups import metric_row
 from tasks.languages import group_code
-from tasks.stage import CONTENT_KEYED, NOT_KEYED, ConfigPath, file_fingerprint
+from tasks.stage import file_fingerprint
+from tasks.stage_config import CONTENT_KEYED, NOT_KEYED, ConfigPath
 
 if TYPE_CHECKING:
     import torch

@@ -75,7 +75,7 @@ def test_spec_refuses_the_old_name_with_the_new_one():
 
 
 def test_spec_inside_a_stage_config():
-    from tasks.stage import StageConfig
+    from tasks.stage_config import StageConfig
 
     class Config(StageConfig):
         encoder: EncoderSpec
