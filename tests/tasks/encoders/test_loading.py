@@ -31,9 +31,9 @@ def test_a_checkpoint_without_pooler_loads_without_a_load_report(model_without_p
 
         model = load_transformer(model_without_pooler)
     else:
-        from tasks.encoders.encoder import _load_model
+        from tasks.encoders.model_source import load_model
 
-        model = _load_model(str(model_without_pooler), {}, str(model_without_pooler))
+        model = load_model(str(model_without_pooler), {}, str(model_without_pooler))
     assert model.pooler is None
     assert model(torch.tensor([[1, 2, 3]])).last_hidden_state.shape == (1, 3, 16)
     printed = capfd.readouterr()
