@@ -64,7 +64,7 @@ class Licence:
 @dataclass(frozen=True)
 class DataSet:
     """The data set every source of a kind reads (Tatoeba, CLDR) and its licence, which the
-    exported dataset's card states (tasks/publish/dataset.py)."""
+    exported dataset's card states (tasks/publish/dataset_card.py)."""
 
     key: str  # a short name: "tatoeba"
     title: str  # as the card names it: "Tatoeba"

@@ -131,7 +131,7 @@ def test_the_training_logs_table_gives_each_logged_steps_losses_and_dev_accuracy
 
 
 def test_the_model_card_and_the_dataset_card_tag_a_language_alike():
-    from tasks.publish import dataset
+    from tasks.publish import dataset_card as dataset
     from tasks.reporting import model_card
 
     assert {code: dataset.hub_language(code) for code in FLORES200_CODES} == {
