@@ -87,7 +87,7 @@ def write_report(
     sweep.json and the variant configs under `{root}/sweeps/{grid name}/`."""
     from tasks.evaluate.columns import VariantResult
     from tasks.evaluate.compare import build_comparison
-    from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
+    from tasks.evaluate.interval_figures import INTERVALS_FIGURE_FILE
     from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE
 
     baseline = plan.grid.check_baseline(baseline) if baseline is not None else plan.grid.baseline
