@@ -35,6 +35,7 @@ from storage import (
 )
 from storage.content_hash import file_sha256
 from storage.keys import KEY_SCHEME, check_name
+from storage.refs import current_version, next_attempt
 from tasks.shard_context import ShardContext
 from tasks.stage_config import KeyedConfig, StageConfig, keyed_config, keyed_parts
 from tasks.stop import raise_if_stopping
@@ -388,7 +389,6 @@ def run_stage(
     the first build. `force` builds a new version beside it (storage.keys.attempt_key) and
     never deletes or rewrites the one it replaces; with `pipeline`, the ref then moves to it by
     compare-and-swap."""
-    from storage.refs import current_version, next_attempt
 
     fingerprints = source_fingerprints(stage, config)
     keyed = keyed_parts(config)

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tasks.encoders.loading import quiet_transformers
+
 WORDS = {
     "eng": "the river city bright small people water under over light night house green market road cat sleeps on sofa".split(),
     "fra": "la rivière ville claire petite gens eau sous sur lumière nuit maison verte marché route chat dort canapé".split(),
@@ -120,7 +122,6 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     model = XLMRobertaForQuestionAnswering(config)
     model.eval()
     directory.mkdir(parents=True, exist_ok=True)
-    from tasks.encoders.loading import quiet_transformers
 
     with quiet_transformers():  # no "Writing model shards" bar in the run's output
         model.save_pretrained(directory)

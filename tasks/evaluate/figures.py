@@ -30,6 +30,7 @@ from tasks.evaluate.interval_figures import (
     levels_figure,
     seeded_sample,
 )
+from tasks.reporting.curves import CURVES_SMOOTHING, training_curves_figure
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
 from tasks.reporting.tables import pair_label
 
@@ -391,7 +392,6 @@ def report_figures(
     """The figures a report's inputs call for, in the order it shows them, each with its alt text and
     caption: training curves, headline levels beside the changes, the changes' intervals, the cosine
     histograms and the word map (seeded samples beyond REPORT_MAX_PAIRS pairs / REPORT_MAX_CONCEPTS concepts)."""
-    from tasks.reporting.curves import CURVES_SMOOTHING, training_curves_figure
 
     # the base scored the same benchmarks in the same order; anything else is not overlaid
     if [(b.src_lang, b.tgt_lang) for b in base_similarities] != [(p.src_lang, p.tgt_lang) for p in similarities]:

@@ -61,6 +61,8 @@ from tasks.align.backends.wspalign_tokens import (
     words_of_tokens,
 )
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
+from tasks.align.tiny import tiny_wspalign_dir
+from tasks.encoders.loading import quiet_transformers
 from tasks.encoders.precision import Precision, compute_precision
 from tasks.stage import folder_fingerprint
 from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, local_source_paths
@@ -174,8 +176,6 @@ class WspAligner(AlignBackend):
         kwargs: dict[str, Any] = {"trust_remote_code": False}
         model_dir: Path | None = None
         if settings.source == "tiny_random":
-            from tasks.align.tiny import tiny_wspalign_dir
-
             model_dir = tiny_wspalign_dir(settings.seed)
         if settings.source == "local":
             model_dir = Path(settings.model).expanduser()
@@ -189,7 +189,6 @@ class WspAligner(AlignBackend):
             name, kwargs["revision"] = settings.model, settings.revision
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-            from tasks.encoders.loading import quiet_transformers
 
             with quiet_transformers():  # no "Loading weights" bar in the run's output
                 model = transformers.AutoModelForQuestionAnswering.from_pretrained(
