@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import AlreadyCommitted
+from tasks.drop_reasons import drop_reason
 from tasks.rejects import REJECTS_PER_REASON, REJECTS_SCHEMA, Reservoir, rejects_file
 from tasks.stop import raise_if_stopping
 
@@ -100,6 +101,8 @@ class ShardContext:
             self._progress(rows)
 
     def drop(self, reason: str, rows: int = 1) -> None:
+        """Count `rows` dropped for `reason`, a name in DROP_REASONS (tasks/drop_reasons.py)."""
+        drop_reason(reason)
         if rows:
             self.dropped[reason] += int(rows)
 
@@ -108,6 +111,7 @@ class ShardContext:
         (REJECTS_SCHEMA): all of a reason's rows up to `cap`, then a uniform sample of `cap`,
         seeded by shard and reason. `rows`: an Arrow table or polars frame with any of the
         columns id, lang, text, source, line (missing ones are null). Counting them is `drop`'s job."""
+        drop_reason(reason)
         table = rows if isinstance(rows, pa.Table) else rows.to_arrow()
         if not table.num_rows:
             return

@@ -43,13 +43,14 @@ import polars as pl
 from storage.content_hash import file_sha256
 from tasks.corpus.config import LidFilter
 from tasks.corpus.lid_exempt import CLD2_CONFUSED
+from tasks.drop_reasons import drop_reason
 from tasks.extras import require_extra
 from tasks.languages import FLORES200_CODES, MACROLANGUAGE_TO_FLORES, UnknownLanguageError, to_flores
 
 OK = 0
 MISMATCH = 1
 LOW_CONFIDENCE = 2
-REASONS = {MISMATCH: "lid_mismatch", LOW_CONFIDENCE: "lid_low_confidence"}
+REASONS = {MISMATCH: drop_reason("lid_mismatch"), LOW_CONFIDENCE: drop_reason("lid_low_confidence")}
 # The label of a text the backend declines to place (CLD2 without a reliable answer): never dropped.
 UNDECIDED = "und"
 
