@@ -47,7 +47,10 @@ class ObjectivesConfig(StageConfig):
     def _registered_sections(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict):
             return data
-        from tasks.train.objectives import BUILT_IN_OBJECTIVES, OBJECTIVES
+        from tasks.train.objectives import (  # lazy: they import torch, loaded at the first validation (above)
+            BUILT_IN_OBJECTIVES,
+            OBJECTIVES,
+        )
 
         sections = {name: data.get(name) for name in BUILT_IN_OBJECTIVES}
         sections.update(data)
