@@ -2,7 +2,9 @@
 
 `build_tiny_model`: a transformers folder with a WordPiece tokenizer trained here on synthetic
 multilingual sentences (PreTrainedTokenizerFast with [CLS]/[SEP]/[PAD]/[UNK]/[MASK]) and a
-random-weight, seeded BertModel (hidden 32, 2 layers, 2 heads). `build_sentence_transformers`
+random-weight, seeded BertModel (hidden 32, 2 layers, 2 heads), with or without a pooler: the
+one tiny BERT the tests build (an aligner's and a translator's tiny models, of other shapes and
+tokenizer kinds, are in tasks/align/tiny.py and tasks/translate/tiny.py). `build_sentence_transformers`
 wraps one as Transformer + Pooling (+ Dense) + Normalize. The same seed gives the same files
 on every run. Its vectors are noise: it tests mechanics, never quality.
 """
@@ -77,8 +79,9 @@ def train_wordpiece_vocab(
     return vocab
 
 
-def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
-    """Train a WordPiece tokenizer (deterministically) and save it with a seeded random BertModel into `directory`."""
+def build_tiny_model(directory: Path, *, seed: int = 0, pooler: bool = True) -> Path:
+    """Train a WordPiece tokenizer (deterministically) and save it with a seeded random BertModel into `directory`.
+    `pooler=False`: a checkpoint without pooler weights, as E5's (the loaders drop the pooler then)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
@@ -115,7 +118,7 @@ def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
         max_position_embeddings=512,
         pad_token_id=tok.token_to_id("[PAD]"),
     )
-    model = BertModel(config)
+    model = BertModel(config, add_pooling_layer=pooler)
     model.save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory
