@@ -29,13 +29,17 @@ WORDS = {
 }
 
 
-def synthetic_sentences(n: int, *, seed: int = 0, min_words: int = 3, max_words: int = 12) -> list[str]:
-    """`n` random sentences, each in one of WORDS' languages, with some punctuation and digits."""
+def synthetic_sentences(
+    n: int, *, seed: int = 0, min_words: int = 3, max_words: int = 12, words_by_lang: dict[str, list[str]] | None = None
+) -> list[str]:
+    """`n` random sentences, each in one of the languages of `words_by_lang` (default WORDS), with
+    some punctuation and digits: what every tiny model's tokenizer is trained on."""
+    table = WORDS if words_by_lang is None else words_by_lang
     rng = random.Random(seed)
-    langs = sorted(WORDS)
+    langs = sorted(table)
     out = []
     for i in range(n):
-        words = WORDS[rng.choice(langs)]
+        words = table[rng.choice(langs)]
         sentence = " ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words)))
         out.append(sentence + rng.choice([".", "!", "?", f" {i % 97}.", ","]))
     return out
