@@ -16,16 +16,11 @@ from typing import Any
 import numpy as np
 
 from tasks.align.backends.base import Progress
-from tasks.align.backends.wspalign import (
-    MASKED,
-    MODEL_INPUTS,
-    DirectionalLinks,
-    TokenizedSentences,
-    WspAligner,
-    _starts,
-    compute_precision,
-    words_of_tokens,
-)
+from tasks.align.backends.wspalign import WspAligner
+from tasks.align.backends.wspalign_reference import MASKED
+from tasks.align.backends.wspalign_tokens import MODEL_INPUTS, TokenizedSentences, run_starts, words_of_tokens
+from tasks.align.combine import DirectionalLinks
+from tasks.encoders.precision import compute_precision
 
 
 class LegacyWspAligner(WspAligner):
@@ -54,9 +49,9 @@ class LegacyWspAligner(WspAligner):
         return TokenizedSentences(
             ids=ids,
             word=token_word,
-            offset=_starts(length),
+            offset=run_starts(length),
             length=length,
-            word_offset=_starts(n_words),
+            word_offset=run_starts(n_words),
             n_words=n_words,
             first=first,
             end=end,

@@ -69,9 +69,10 @@ def load_pairs(n: int, offset: int = 0, synthetic: bool = False) -> tuple[list[l
     if FLORES.is_dir() and not synthetic:
         rows = {code: (FLORES / f"{code}.dev").read_text(encoding="utf-8").splitlines() for code in ("eng_Latn", *LANGS)}
     else:
-        from tasks.align.tiny import synthetic_sentences
+        from tasks.align.tiny import WORDS
+        from tasks.encoders.tiny import synthetic_sentences
 
-        rows = {code: synthetic_sentences(offset + n, seed=k) for k, code in enumerate(("eng_Latn", *LANGS))}
+        rows = {code: synthetic_sentences(offset + n, seed=k, words_by_lang=WORDS) for k, code in enumerate(("eng_Latn", *LANGS))}
     for k in range(n):
         row, lang = offset + k // len(LANGS), LANGS[k % len(LANGS)]
         pairs.append((len(sentences), len(sentences) + 1))

@@ -19,7 +19,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from storage.keys import check_name
 from tasks.extras import MissingExtraError, missing_extras, require_extra
-from tasks.stage import CONFIG_DIR, Stage, StageConfig, resolve_config_path
+from tasks.stage import Stage
+from tasks.stage_config import CONFIG_DIR, StageConfig, resolve_config_path
 from tasks.strict_numbers import StrictScalars
 
 ROOT_ENV = "XLEMBED_ROOT"

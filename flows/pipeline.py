@@ -31,7 +31,8 @@ from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore, Manifest
 from storage.build_locks import hold_build_lock
 from storage.refs import set_ref
-from tasks.stage import KeyedConfig, ShardSpec, Stage, StageConfig, commit_stage, resolve_inputs, run_shard
+from tasks.stage import ShardSpec, Stage, commit_stage, resolve_inputs, run_shard
+from tasks.stage_config import KeyedConfig, StageConfig
 from tasks.stop import STOP, Interrupted, raise_if_stopping
 
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)

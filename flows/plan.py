@@ -18,7 +18,8 @@ from storage.lineage import flatten
 from storage.manifest import Ref
 from storage.refs import current_version, next_attempt, read_ref
 from storage.verify import size_problems
-from tasks.stage import KeyedConfig, Stage, keyed_parts, source_fingerprints, stage_key
+from tasks.stage import Stage, source_fingerprints, stage_key
+from tasks.stage_config import KeyedConfig, keyed_parts
 
 Action = Literal["cached", "compute", "skip"]
 

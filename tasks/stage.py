@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import os
 import tempfile
 import threading
 import time
@@ -19,10 +18,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+from pydantic import BaseModel
 
 from storage import (
     AlreadyCommitted,
@@ -37,9 +36,10 @@ from storage import (
 from storage.build_locks import hold_build_lock
 from storage.content_hash import file_sha256
 from storage.keys import KEY_SCHEME, check_name
-from storage.refs import read_ref, set_ref
+from storage.refs import current_version, next_attempt, read_ref, set_ref
+from tasks.shard_context import ShardContext
+from tasks.stage_config import KeyedConfig, StageConfig, keyed_config, keyed_parts
 from tasks.stop import raise_if_stopping
-from tasks.strict_numbers import StrictScalars
 
 
 def _installed_version() -> str:
@@ -52,21 +52,6 @@ def _installed_version() -> str:
 PACKAGE_VERSION = _installed_version()
 """xlembed's version, as installed: pyproject.toml's `[project] version` is its only definition."""
 
-# Mark a config field with `Field(json_schema_extra=NOT_KEYED)` when changing it cannot
-# change the output (worker counts, batch sizes for reading, timeouts): it stays out of the key.
-NOT_KEYED = {"keyed": False}
-# Mark a field added after artifacts existed with `Field(json_schema_extra=KEYED_UNLESS_DEFAULT)`:
-# at its default (which reproduces the behaviour before it) it stays out of the key, so those
-# artifacts keep their keys; any other value is keyed.
-KEYED_UNLESS_DEFAULT = {"keyed": "unless_default"}
-# Mark a field that names where an input lies (a local path, a URL) with
-# `Field(json_schema_extra=CONTENT_KEYED)` when the stage's `fingerprint_sources` keys what is
-# read there by content: the location stays out of the key (the same bytes elsewhere share the
-# artifact) and is recorded in the manifest's `locations`, for lineage. A field that is a
-# location only in some configs (a hub id or a local folder) is declared by overriding
-# `StageConfig.located_fields` instead.
-CONTENT_KEYED = {"keyed": "by_content"}
-
 
 class DataError(ValueError):
     """Bad input data (a file, a line, a column): the message names it and is shown to the user as is."""
@@ -76,137 +61,6 @@ class EmptyOutputError(DataError):
     """A stage kept no rows at all (every input row was dropped)."""
 
 
-# Relative local paths in a config file resolve against the file's folder (load_config passes it
-# as the validation context `config_dir`); absolute paths and URLs are kept as they are. Without
-# a context (a config built in code) paths stay as given, relative to the current directory.
-CONFIG_DIR = "config_dir"
-
-
-def resolve_config_path(value: str, config_dir: str | os.PathLike[str] | None) -> str:
-    """A path from a config file made absolute against `config_dir` (URLs, `~` and absolute paths kept)."""
-    if config_dir is None or not value or "://" in value or value.startswith("~"):
-        return value
-    path = Path(value)
-    return value if path.is_absolute() else os.path.normpath(Path(config_dir) / path)
-
-
-def looks_like_path(value: str, config_dir: str | os.PathLike[str] | None) -> bool:
-    """For fields that hold a hub id or a local folder: is `value` meant as a folder? Yes if it
-    is written as a path (./ ../ / ~) or names a folder next to the config file."""
-    if value.startswith((".", "/", "~")) or "\\" in value:
-        return True
-    return config_dir is not None and (Path(config_dir) / value).exists()
-
-
-def _config_path(value: Any, info: ValidationInfo) -> Any:
-    config_dir = (info.context or {}).get(CONFIG_DIR)
-    if isinstance(value, str):
-        return resolve_config_path(value, config_dir)
-    if isinstance(value, dict):
-        return {k: resolve_config_path(v, config_dir) if isinstance(v, str) else v for k, v in value.items()}
-    return value
-
-
-def _hub_id_or_path(value: Any, info: ValidationInfo) -> Any:
-    config_dir = (info.context or {}).get(CONFIG_DIR)
-    if isinstance(value, str) and looks_like_path(value, config_dir):
-        return resolve_config_path(value, config_dir)
-    return value
-
-
-def local_source_paths(data: Any, info: ValidationInfo, fields: tuple[str, ...], sources: tuple[str, ...] = ("local",)) -> Any:
-    """A `mode="before"` model validator's body: when `data["source"]` says the model is a local
-    folder, its `fields` resolve as ConfigPath (written as a bare name or not)."""
-    config_dir = (info.context or {}).get(CONFIG_DIR)
-    if isinstance(data, dict) and data.get("source") in sources:
-        data = {**data, **{f: resolve_config_path(data[f], config_dir) for f in fields if isinstance(data.get(f), str)}}
-    return data
-
-
-# A local path (or URL) in a config section: relative paths resolve against the config's folder.
-ConfigPath = Annotated[str, AfterValidator(_config_path)]
-# A model-hub id or a local folder: resolved like ConfigPath only when written as a path.
-HubIdOrPath = Annotated[str, AfterValidator(_hub_id_or_path)]
-
-
-class StageConfig(StrictScalars):
-    """Base of every stage's config section: unknown keys are errors, and a string or a boolean
-    where a number is wanted (or anything but a boolean where one is) is an error, not coerced."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The keyed fields (`data`, NOT_KEYED ones already gone) that can change the output.
-
-        Override to drop settings that are inert in this config, e.g. the options of a switched-off
-        objective: variants that differ only there then share one cached artifact."""
-        return data
-
-    def located_fields(self) -> set[str]:
-        """Fields that, in this config, name where an input lies whose content the stage's
-        `fingerprint_sources` keys: left out of the key, recorded in the manifest's `locations`.
-        Default: the fields marked CONTENT_KEYED."""
-        return {name for name, info in type(self).model_fields.items() if _marker(info) == "by_content"}
-
-
-@dataclass(frozen=True)
-class KeyedConfig:
-    """A config as its artifact's key sees it, computed once per stage per run (by the plan, or
-    by `run_stage`) and passed on to `stage_key` and `commit_stage`."""
-
-    values: dict[str, Any]  # the config as JSON without NOT_KEYED fields and content-keyed locations
-    locations: dict[str, Any]  # those locations (`sources[0].files` -> its value), for the manifest
-
-
-def keyed_parts(config: BaseModel) -> KeyedConfig:
-    """The keyed config and its content-keyed locations, in one pass over the config."""
-    locations: dict[str, Any] = {}
-    values = _drop_unkeyed(config, config.model_dump(mode="json"), "", locations)
-    return KeyedConfig(values, locations)
-
-
-def keyed_config(config: BaseModel) -> dict[str, Any]:
-    """The config as JSON, without fields marked NOT_KEYED or located by content (recursively)."""
-    return keyed_parts(config).values
-
-
-def config_locations(config: BaseModel) -> dict[str, Any]:
-    """The content-keyed locations of a config (`sources[0].files` -> its value): not in the key,
-    kept in the manifest so that an artifact says where its inputs were read from."""
-    return keyed_parts(config).locations
-
-
-def _marker(info: Any) -> Any:
-    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-    return extra.get("keyed", True)
-
-
-def _drop_unkeyed(model: Any, data: Any, where: str, locations: dict[str, Any]) -> Any:
-    if isinstance(model, BaseModel) and isinstance(data, dict):
-        located = model.located_fields() if isinstance(model, StageConfig) else set()
-        out = {}
-        for name, info in type(model).model_fields.items():
-            marker = _marker(info)
-            if marker is False:
-                continue
-            if marker == "unless_default" and getattr(model, name) == info.default:
-                continue
-            path = f"{where}.{name}" if where else name
-            if name in located:
-                if data[name] not in (None, "", {}, []):
-                    locations[path] = data[name]
-                continue
-            out[name] = _drop_unkeyed(getattr(model, name), data[name], path, locations)
-        # tables held under the name that selects them ([align.<backend>], [train.objectives.<name>])
-        for name, value in (model.__pydantic_extra__ or {}).items():
-            if isinstance(value, BaseModel):
-                out[name] = _drop_unkeyed(value, data[name], f"{where}.{name}" if where else name, locations)
-        return model.keyed_view(out) if isinstance(model, StageConfig) else out
-    if isinstance(model, (list, tuple)) and isinstance(data, list):
-        return [_drop_unkeyed(m, d, f"{where}[{i}]", locations) for i, (m, d) in enumerate(zip(model, data))]
-    return data
-
-
 @dataclass(frozen=True)
 class ShardSpec:
     """One independently cached unit of a stage's work. `params` must be small and JSON-able."""
@@ -214,170 +68,6 @@ class ShardSpec:
     shard_id: str
     params: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
-
-
-# Rows a stage dropped, kept for a person to look at (`ShardContext.reject`): per shard, the
-# attached file `rejects/{shard}.parquet`, all rows of a reason up to REJECTS_PER_REASON, beyond
-# that a seeded uniform sample of that many (reservoir sampling).
-REJECTS_DIR = "rejects"
-REJECTS_PER_REASON = 1000
-REJECTS_SCHEMA = pa.schema(
-    [
-        pa.field("reason", pa.string(), nullable=False),  # as counted in the manifest's `dropped`
-        pa.field("id", pa.string()),  # the row's id, when it has one
-        pa.field("lang", pa.string()),
-        pa.field("text", pa.string()),
-        pa.field("source", pa.string()),  # the source (or file) it came from, when known
-        pa.field("line", pa.int64()),  # its line in that file, when known
-    ]
-)
-
-
-def rejects_file(shard_id: str) -> str:
-    """The attached name of a shard's rejected rows."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in shard_id).strip(".") or "shard"
-    return f"{REJECTS_DIR}/{safe}.parquet"
-
-
-class _Reservoir:
-    """Up to `cap` rows of one reason: the first `cap`, then each later row replaces a random
-    one with probability cap / rows seen (Algorithm R), so the rows kept are a uniform sample."""
-
-    def __init__(self, cap: int, seed: int) -> None:
-        import numpy as np
-
-        self.cap, self.seen = cap, 0
-        self.rows = REJECTS_SCHEMA.empty_table()
-        self.rng = np.random.default_rng(seed)
-
-    def add(self, table: pa.Table) -> None:
-        import numpy as np
-
-        head = table.slice(0, max(self.cap - self.rows.num_rows, 0))
-        self.rows = pa.concat_tables([self.rows, head])
-        rest = table.slice(head.num_rows)
-        if rest.num_rows:
-            # row k of `rest` is row number `ordinal[k]` (0-based) of all seen: it takes slot j if j < cap
-            ordinal = self.seen + head.num_rows + np.arange(rest.num_rows)
-            slots = self.rng.integers(0, ordinal + 1)
-            index = np.arange(self.rows.num_rows)
-            for k in np.flatnonzero(slots < self.cap):  # in order: a later row replaces an earlier one
-                index[slots[k]] = self.rows.num_rows + k
-            self.rows = pa.concat_tables([self.rows, rest]).take(pa.array(index))
-        self.seen += table.num_rows
-
-
-class ShardContext:
-    """What a shard builder reports besides its tables: rows read, rows dropped and why,
-    metrics, and files to attach to the artifact (model weights, reports), written into
-    `workdir` (a scratch folder that lives as long as the shard)."""
-
-    def __init__(
-        self,
-        shard_id: str,
-        progress: Callable[[int], None] | None = None,
-        workdir: Path | None = None,
-        artifact_key: str | None = None,
-        built_elsewhere: Callable[[], bool] | None = None,
-    ) -> None:
-        self.shard_id = shard_id
-        self._built_elsewhere = built_elsewhere
-        self.artifact_key = artifact_key  # the key of the artifact being built (None outside run_shard)
-        self.rows_in = 0
-        self.dropped: Counter[str] = Counter()
-        self.metrics: dict[str, Any] = {}
-        self.attachments: dict[str, Path] = {}
-        self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="xlembed-shard-"))
-        self._progress = progress
-        self._counts_rows = True  # until expect() names another unit
-        self._rejects: dict[str, _Reservoir] = {}
-
-    def raise_if_built_elsewhere(self) -> None:
-        """Call after waiting on a lock that another build of the same artifact held (training's
-        checkpoint lock): if that build finished this shard or committed the artifact meanwhile,
-        stop here; `run_shard` then returns what the other build committed instead of building
-        (and writing) it a second time."""
-        if self._built_elsewhere is not None and self._built_elsewhere():
-            raise AlreadyCommitted(f"shard {self.shard_id} was built by another run while this one waited")
-
-    def attach(self, name: str, path: Path) -> None:
-        """Store a local file as `files/{name}` of the artifact."""
-        self.attachments[name] = path
-
-    def attach_dir(self, directory: Path, prefix: str = "") -> None:
-        """Attach every file under a folder, keeping relative paths."""
-        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-            self.attach(f"{prefix}{path.relative_to(directory).as_posix()}", path)
-
-    def progress(self, n: int, *, check_stop: bool = True) -> None:
-        """Advance the shard's progress by `n` units (see `expect`); also where a shard stops when
-        the run is asked to (its record is not written, so a rerun builds it again). A stage
-        that stops at its own safe points (training: after the step, with a checkpoint) passes
-        `check_stop=False`."""
-        if check_stop:
-            raise_if_stopping(f"shard {self.shard_id}: stopped before it finished")
-        if self._progress is not None:
-            self._progress(n)
-
-    def expect(self, total: int | None, unit: str, done: int = 0, *, label: str | None = None) -> None:
-        """Count progress in `unit` (shards, sentences, pairs, steps) out of `total`, `done` of
-        them already (a resumed run): the bar and the log lines show rate and ETA in it.
-        `label` says what is counted now (evaluate: the model and the benchmark); the bar and
-        the lines show it after the shard's name."""
-        self._counts_rows = unit == "rows"
-        expect = getattr(self._progress, "expect", None)
-        if expect is not None:
-            if label is None:
-                expect(total, unit, done)
-            else:
-                expect(total, unit, done, label=label)
-
-    def sharing_progress(self) -> ShardContext:
-        """A new context of the same shard and workdir reporting to the same progress display,
-        counting its own rows (evaluate scores the base model beside the trained one)."""
-        return ShardContext(self.shard_id, progress=self._progress, workdir=self.workdir)
-
-    def report(self, line: str) -> None:
-        """A progress line worth keeping (the trainer's step, losses, speed, ETA)."""
-        report = getattr(self._progress, "report", None)
-        if report is not None:
-            report(line)
-
-    def read(self, rows: int) -> None:
-        self.rows_in += rows
-        if self._progress is not None and self._counts_rows:
-            self._progress(rows)
-
-    def drop(self, reason: str, rows: int = 1) -> None:
-        if rows:
-            self.dropped[reason] += int(rows)
-
-    def reject(self, reason: str, rows: pa.Table | Any, *, cap: int = REJECTS_PER_REASON) -> None:
-        """Keep dropped rows for a person to look at, in the attached `rejects/{shard}.parquet`
-        (REJECTS_SCHEMA): all of a reason's rows up to `cap`, then a uniform sample of `cap`,
-        seeded by shard and reason. `rows`: an Arrow table or polars frame with any of the
-        columns id, lang, text, source, line (missing ones are null). Counting them is `drop`'s job."""
-        import zlib
-
-        table = rows if isinstance(rows, pa.Table) else rows.to_arrow()
-        if not table.num_rows:
-            return
-        columns = {}
-        for name in REJECTS_SCHEMA.names[1:]:
-            kind = REJECTS_SCHEMA.field(name).type
-            columns[name] = table.column(name).cast(kind) if name in table.column_names else pa.nulls(table.num_rows, kind)
-        table = pa.table({"reason": pa.array([reason] * table.num_rows, pa.string()), **columns}, schema=REJECTS_SCHEMA)
-        if reason not in self._rejects:
-            self._rejects[reason] = _Reservoir(cap, zlib.crc32(f"{self.shard_id}\0{reason}".encode()))
-        self._rejects[reason].add(table)
-        # written now (a few thousand rows at most): run_shard uploads attachments after the builder ends
-        import pyarrow.parquet as pq
-
-        kept = pa.concat_tables([self._rejects[r].rows for r in sorted(self._rejects)])
-        path = self.workdir / rejects_file(self.shard_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(kept, path)
-        self.attach(rejects_file(self.shard_id), path)
 
 
 ConfigT = TypeVar("ConfigT", bound=StageConfig)
@@ -700,7 +390,6 @@ def run_stage(
     the first build. `force` builds a new version beside it (storage.keys.attempt_key) and
     never deletes or rewrites the one it replaces; with `pipeline`, the ref then moves to it by
     compare-and-swap."""
-    from storage.refs import current_version, next_attempt
 
     fingerprints = source_fingerprints(stage, config)
     keyed = keyed_parts(config)

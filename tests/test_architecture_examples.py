@@ -99,7 +99,7 @@ def test_every_extension_point_has_one_shape(modules: dict[str, object]) -> None
     from tasks.align.backends import ALIGN_BACKENDS
     from tasks.corpus.sources import SOURCES
     from tasks.evaluate.benchmarks import BENCHMARKS
-    from tasks.stage import StageConfig
+    from tasks.stage_config import StageConfig
     from tasks.train.objectives import OBJECTIVES
 
     packages = {"tasks/corpus/sources": SOURCES, "tasks/align/backends": ALIGN_BACKENDS,
@@ -124,7 +124,7 @@ def test_the_examples_validate_from_their_tables_and_name_them_in_errors(modules
 
     from tasks.align.config import AlignConfig
     from tasks.evaluate.config import EvaluateConfig
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
     from tasks.train.config import TrainConfig
 
     train = TrainConfig.model_validate({"objectives": {"pull_together": {"weight": 1.0, "rows": 0.25}}})
@@ -163,9 +163,9 @@ def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[
     from tasks.corpus import CORPUS_STAGE
     from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate import EVALUATE_STAGE
+    from tasks.reporting.model_card import front_matter
     from tasks.stage import run_stage
     from tasks.train import TRAIN_STAGE
-    from tasks.train.model_card import front_matter
 
     build_tiny_model(tmp_path / "tiny")
     lines = [json.dumps({"en": en, "kk": kk}, ensure_ascii=False) for en, kk in zip(ENGLISH, KAZAKH, strict=True)]

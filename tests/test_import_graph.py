@@ -244,11 +244,7 @@ def test_benchmarks_import_nothing_from_the_tests() -> None:
     assert wrong == []
 
 
-PRIVATE_IMPORTS_ALLOWED = {
-    # tasks/encoders/encoder.py belongs to the pooling work (issue 16, "one home for each fact"),
-    # which rewrites how an encoder is loaded; its test moves to the public loader there.
-    ("tests/tasks/encoders/test_loading.py", "tasks.encoders.encoder._load_model"),
-}
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
 """(test file, module.name) pairs allowed to import a private name of the package, each with
 its reason. Everything else a test needs is public (or reached through a public function)."""
 

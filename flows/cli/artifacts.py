@@ -42,7 +42,8 @@ from storage.keys import KEY_SCHEME, KEY_SCHEMES
 from storage.lineage import flatten, lineage, node_record
 from storage.query import QueryError, collect_error, scan_artifact, sql_query
 from storage.refs import list_refs
-from tasks.stage import REJECTS_DIR, keyed_config
+from tasks.rejects import REJECTS_DIR
+from tasks.stage_config import keyed_config
 
 # the most rows a terminal command prints: beyond it polars' row counts overflow (a traceback);
 # --output FILE writes more

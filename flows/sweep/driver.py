@@ -45,9 +45,7 @@ class _ComputeOnce:
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, str], Future[None]] = {}
 
-    def ensure(
-        self, ident: tuple[str, str], compute: Callable[[], None], before_wait: Callable[[], None] = lambda: None
-    ) -> bool:
+    def ensure(self, ident: tuple[str, str], compute: Callable[[], None], before_wait: Callable[[], None] = lambda: None) -> bool:
         """Run `compute` unless another caller did or does; True when this caller ran it.
         `before_wait` runs before waiting for another caller's computation (to give back what
         that caller may need)."""
@@ -192,9 +190,7 @@ def run_variants(
     workers = max(1, min(len(plan.variants), MAX_DRIVERS))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep-variant") as pool:
         # each driver runs in a copy of this context, so Prefect tasks it calls join this flow run
-        futures = [
-            pool.submit(contextvars.copy_context().run, drive, index, vplan) for index, vplan in enumerate(plan.variants)
-        ]
+        futures = [pool.submit(contextvars.copy_context().run, drive, index, vplan) for index, vplan in enumerate(plan.variants)]
     stopped = [f.exception() for f in futures if isinstance(f.exception(), Interrupted)]
     if stopped:  # Ctrl-C: every driver stopped at its next safe point
         done = sum(1 for f in futures if f.exception() is None and f.result().ok)

@@ -17,7 +17,7 @@ from flows.sweep.toml_writer import toml_document
 from storage import ArtifactStore
 from tasks.evaluate.columns import VariantResult
 from tasks.evaluate.compare import build_comparison
-from tasks.evaluate.figures import INTERVALS_FIGURE_FILE
+from tasks.evaluate.interval_figures import INTERVALS_FIGURE_FILE
 from tasks.evaluate.schema import ITEM_KEY
 from tasks.evaluate.stage import BASE_ITEMS_FILE, ITEMS_FILE, REPORT_DIR, STS_ITEMS_FILE
 from tasks.evaluate.tradeoff import TRADEOFF_FIGURE_FILE

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from tasks.align.backends import ALIGN_BACKENDS, AlignerSettings
 from tasks.languages import LangCodes, to_flores
 from tasks.registry import lookup, validate_named
-from tasks.stage import StageConfig
+from tasks.stage_config import StageConfig
 
 # The keys of align artifacts built before backends were registered hold a table for each of
 # these three, null when not chosen; the key of every config keeps them, so those keys stay

@@ -22,6 +22,8 @@ import regex
 
 from tasks.align.backends import WordAligner
 from tasks.align.config import AlignConfig
+from tasks.align.stage import load_aligner
+from tasks.languages import to_flores
 
 _LINK = regex.compile(r"^(\d+)([-?p])(\d+)$")
 
@@ -173,8 +175,6 @@ def score_gold_set(
     `base_model`: returns the pipeline's base_model artifact folder (building it if needed),
     called only when the backend reads it. Unusable files or options raise GoldInputError
     naming them; the gold files are read and checked before any model is loaded."""
-    from tasks.align.stage import load_aligner  # polars, pyarrow: only when scoring
-    from tasks.languages import to_flores
 
     gold_pairs = read_gold(gold, zero_based=zero_based)
     src_words, tgt_words = read_tokenized(src), read_tokenized(tgt)

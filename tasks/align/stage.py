@@ -27,7 +27,8 @@ from tasks.align.backends import ALIGN_BACKENDS, WordAligner
 from tasks.align.config import AlignConfig
 from tasks.align.schema import ALIGNMENT_STRUCT, WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage
 
 CODE_VERSION = "1"
 READ_COLUMNS = ("group_id", "lang", "text", "split")

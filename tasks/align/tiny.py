@@ -9,11 +9,13 @@ the benchmark and the `smoke` config (`[align.wspalign] source = "tiny_random"`)
 
 from __future__ import annotations
 
-import random
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+from tasks.encoders.loading import quiet_transformers
+from tasks.encoders.tiny import synthetic_sentences
 
 WORDS = {
     "eng": "the river city bright small people water under over light night house green market road cat sleeps on sofa".split(),
@@ -25,18 +27,6 @@ WORDS = {
 }
 _LOCK = threading.Lock()
 _BUILT: dict[int, Path] = {}
-
-
-def synthetic_sentences(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    langs = sorted(WORDS)
-    out = []
-    for i in range(n):
-        words = WORDS[rng.choice(langs)]
-        out.append(
-            " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + rng.choice([".", "!", "?", f" {i % 97}.", ","])
-        )
-    return out
 
 
 def canonical_unigram(tok: Any, specials: list[str]) -> Any:
@@ -86,7 +76,7 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
         shrinking_factor=0.75,
         show_progress=False,
     )
-    tok.train_from_iterator(synthetic_sentences(300, seed=seed) + ["¶"], trainer)
+    tok.train_from_iterator(synthetic_sentences(300, seed=seed, words_by_lang=WORDS) + ["¶"], trainer)
     tok.model = canonical_unigram(tok, specials)
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
@@ -120,7 +110,6 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     model = XLMRobertaForQuestionAnswering(config)
     model.eval()
     directory.mkdir(parents=True, exist_ok=True)
-    from tasks.encoders.loading import quiet_transformers
 
     with quiet_transformers():  # no "Writing model shards" bar in the run's output
         model.save_pretrained(directory)

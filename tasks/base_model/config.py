@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from tasks.stage import HubIdOrPath, StageConfig, local_source_paths
+from tasks.stage_config import HubIdOrPath, StageConfig, local_source_paths
 
 
 class BaseModelConfig(StageConfig):

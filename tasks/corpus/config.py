@@ -10,7 +10,7 @@ from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, fiel
 from storage.user_cache import xlembed_cache_dir
 from tasks.corpus.sources import Source, validate_source
 from tasks.languages import LangCodes
-from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
+from tasks.stage_config import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 
 def default_download_dir() -> str:

@@ -20,6 +20,7 @@ import polars as pl
 from tasks.corpus import lid
 from tasks.corpus.config import CorpusFilters
 from tasks.corpus.dedup import is_copy
+from tasks.drop_reasons import drop_reason
 from tasks.languages import is_unspaced_script, to_flores
 
 OK = 0
@@ -35,15 +36,15 @@ CONTROL_CHARACTERS = 9
 COPY_OF_PIVOT = 10
 GONE = 255  # dropped and counted by an earlier pass (see `drop_rows`)
 REASONS = {
-    EMPTY: "empty",
-    TOO_LONG: "too_long",
-    TOO_SHORT: "too_short",
-    LENGTH_RATIO: "length_ratio",
-    GROUP_INCOMPLETE: "group_incomplete",
+    EMPTY: drop_reason("empty"),
+    TOO_LONG: drop_reason("too_long"),
+    TOO_SHORT: drop_reason("too_short"),
+    LENGTH_RATIO: drop_reason("length_ratio"),
+    GROUP_INCOMPLETE: drop_reason("group_incomplete"),
     LID_MISMATCH: lid.REASONS[lid.MISMATCH],
     LID_LOW_CONFIDENCE: lid.REASONS[lid.LOW_CONFIDENCE],
-    CONTROL_CHARACTERS: "control_characters",
-    COPY_OF_PIVOT: "copy_of_pivot",
+    CONTROL_CHARACTERS: drop_reason("control_characters"),
+    COPY_OF_PIVOT: drop_reason("copy_of_pivot"),
 }
 # C0 controls but tab, DEL and C1 controls: a NUL or an escape sequence is never sentence text,
 # and a line break inside a text would break every line-aligned file made from it

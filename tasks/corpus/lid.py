@@ -40,14 +40,17 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from storage.content_hash import file_sha256
 from tasks.corpus.config import LidFilter
 from tasks.corpus.lid_exempt import CLD2_CONFUSED
+from tasks.drop_reasons import drop_reason
+from tasks.extras import require_extra
 from tasks.languages import FLORES200_CODES, MACROLANGUAGE_TO_FLORES, UnknownLanguageError, to_flores
 
 OK = 0
 MISMATCH = 1
 LOW_CONFIDENCE = 2
-REASONS = {MISMATCH: "lid_mismatch", LOW_CONFIDENCE: "lid_low_confidence"}
+REASONS = {MISMATCH: drop_reason("lid_mismatch"), LOW_CONFIDENCE: drop_reason("lid_low_confidence")}
 # The label of a text the backend declines to place (CLD2 without a reliable answer): never dropped.
 UNDECIDED = "und"
 
@@ -177,7 +180,6 @@ class FastTextIdentifier(LanguageIdentifier):
     PREFIX = "__label__"
 
     def __init__(self, model: str) -> None:
-        from tasks.extras import require_extra
 
         require_extra("fasttext", "lid backend 'fasttext'")
         import fasttext
@@ -221,7 +223,6 @@ class FastTextIdentifier(LanguageIdentifier):
         return top, np.array([p[0] if len(p) else 0.0 for p in probs], dtype=np.float32)
 
     def fingerprint(self) -> dict[str, Any]:
-        from storage.content_hash import file_sha256
 
         return {"backend": self.name, "model_sha256": file_sha256(self.path), "fasttext": version("fasttext-numpy2")}
 

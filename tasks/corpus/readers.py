@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tasks.corpus.cldr import CLDR_CATEGORIES, cldr_multiway_table
 from tasks.languages import to_flores
 from tasks.stage import DataError
 
@@ -331,7 +332,6 @@ def read_parquet(path: str, columns: dict[str, str], batch_lines: int) -> Iterat
 
 
 def read_cldr(langs: Sequence[str], categories: Sequence[str] | None) -> Iterator[GroupBatch]:
-    from tasks.corpus.cldr import CLDR_CATEGORIES, cldr_multiway_table
 
     flores = [to_flores(lang) for lang in langs]
     table = cldr_multiway_table(flores, categories or CLDR_CATEGORIES)

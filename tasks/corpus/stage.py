@@ -22,7 +22,8 @@ from tasks.corpus.sampled_lid import SampledLid
 from tasks.corpus.sampling import GroupSelector, NearDedupe, add_hashes
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.corpus.sources import Source, SourceIO
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage
 
 # 2: texts holding control characters (NUL, ESC, line breaks; not tab) are dropped as `control_characters`
 CODE_VERSION = "2"

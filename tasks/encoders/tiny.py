@@ -2,7 +2,9 @@
 
 `build_tiny_model`: a transformers folder with a WordPiece tokenizer trained here on synthetic
 multilingual sentences (PreTrainedTokenizerFast with [CLS]/[SEP]/[PAD]/[UNK]/[MASK]) and a
-random-weight, seeded BertModel (hidden 32, 2 layers, 2 heads). `build_sentence_transformers`
+random-weight, seeded BertModel (hidden 32, 2 layers, 2 heads), with or without a pooler: the
+one tiny BERT the tests build (an aligner's and a translator's tiny models, of other shapes and
+tokenizer kinds, are in tasks/align/tiny.py and tasks/translate/tiny.py). `build_sentence_transformers`
 wraps one as Transformer + Pooling (+ Dense) + Normalize. The same seed gives the same files
 on every run. Its vectors are noise: it tests mechanics, never quality.
 """
@@ -27,13 +29,17 @@ WORDS = {
 }
 
 
-def synthetic_sentences(n: int, *, seed: int = 0, min_words: int = 3, max_words: int = 12) -> list[str]:
-    """`n` random sentences, each in one of WORDS' languages, with some punctuation and digits."""
+def synthetic_sentences(
+    n: int, *, seed: int = 0, min_words: int = 3, max_words: int = 12, words_by_lang: dict[str, list[str]] | None = None
+) -> list[str]:
+    """`n` random sentences, each in one of the languages of `words_by_lang` (default WORDS), with
+    some punctuation and digits: what every tiny model's tokenizer is trained on."""
+    table = WORDS if words_by_lang is None else words_by_lang
     rng = random.Random(seed)
-    langs = sorted(WORDS)
+    langs = sorted(table)
     out = []
     for i in range(n):
-        words = WORDS[rng.choice(langs)]
+        words = table[rng.choice(langs)]
         sentence = " ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words)))
         out.append(sentence + rng.choice([".", "!", "?", f" {i % 97}.", ","]))
     return out
@@ -77,8 +83,9 @@ def train_wordpiece_vocab(
     return vocab
 
 
-def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
-    """Train a WordPiece tokenizer (deterministically) and save it with a seeded random BertModel into `directory`."""
+def build_tiny_model(directory: Path, *, seed: int = 0, pooler: bool = True) -> Path:
+    """Train a WordPiece tokenizer (deterministically) and save it with a seeded random BertModel into `directory`.
+    `pooler=False`: a checkpoint without pooler weights, as E5's (the loaders drop the pooler then)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
@@ -115,7 +122,7 @@ def build_tiny_model(directory: Path, *, seed: int = 0) -> Path:
         max_position_embeddings=512,
         pad_token_id=tok.token_to_id("[PAD]"),
     )
-    model = BertModel(config)
+    model = BertModel(config, add_pooling_layer=pooler)
     model.save_pretrained(directory)
     fast.save_pretrained(directory)
     return directory

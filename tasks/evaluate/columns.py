@@ -1,6 +1,6 @@
 """What a comparison reads (`VariantResult`: one variant's tables) and shows (`Column`: a metric
 value of a metrics table): shared by the sweep comparison (tasks/evaluate/compare.py and its
-sections), the figures that draw it (tasks/evaluate/figures.py) and the sweep report.
+sections), the figures that draw it (tasks/evaluate/interval_figures.py) and the sweep report.
 
 A column is a spec `benchmark/dataset/language/metric`: `language` is a FLORES-200 code,
 `group:<name>` (a group average row) or `mean` (the unweighted mean over every language row,

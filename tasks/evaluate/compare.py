@@ -59,7 +59,7 @@ from tasks.evaluate.columns import (
 )
 from tasks.evaluate.compare_intervals import NO_INTERVAL, SIGNIFICANT, ComparedSide, DeltaIntervals, delta_cell
 from tasks.evaluate.compare_untrained import untrained_section
-from tasks.evaluate.figures import INTERVALS_FIGURE_FILE, IntervalRow, intervals_figure
+from tasks.evaluate.interval_figures import INTERVALS_FIGURE_FILE, IntervalRow, intervals_figure
 from tasks.evaluate.paired import mean_outcomes
 from tasks.evaluate.tradeoff import tradeoff_section
 from tasks.reporting.tables import (

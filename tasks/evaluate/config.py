@@ -10,7 +10,8 @@ from pydantic import Field, PlainValidator, SerializeAsAny, ValidationInfo, fiel
 from tasks.encoders.pooling import Pooling, check_pooling, keyed_pooling
 from tasks.encoders.precision import Precision
 from tasks.evaluate.benchmarks.registry import Benchmark, validate_benchmark
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
+from tasks.evaluate.groups import LANGUAGE_GROUPS
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, StageConfig
 
 
 class EncoderSettings(StageConfig):
@@ -81,7 +82,6 @@ class EvaluateConfig(StageConfig):
 
     @model_validator(mode="after")
     def _groups_known(self) -> EvaluateConfig:
-        from tasks.evaluate.groups import LANGUAGE_GROUPS
 
         unknown = [g for g in self.groups if g not in LANGUAGE_GROUPS]
         if unknown:

@@ -1,11 +1,9 @@
-"""The evaluate stage's figures, and the sweep comparison's, as reproducible PNG bytes.
+"""The evaluate report's figures (`tasks/evaluate/report.py`), as reproducible PNG bytes.
 
-The report's (`tasks/evaluate/report.py`): cosine histograms of translation pairs against
-shuffled pairs (`similarity_histogram`), a 2-D PCA map of word embeddings (`embedding_map`),
-the paired changes per headline and language with their intervals (`delta_interval_figure`),
-the headline levels of both models (`levels_figure`), and `report_figures`, which picks the ones
-a report's inputs call for and captions them. The comparison's (`tasks/evaluate/compare.py`):
-each variant's delta and interval per column (`intervals_figure`).
+Cosine histograms of translation pairs against shuffled pairs (`similarity_histogram`), a 2-D
+PCA map of word embeddings (`embedding_map`), and `report_figures`, which picks the ones a
+report's inputs call for, with the figures of changes and intervals
+(tasks/evaluate/interval_figures.py), and captions them.
 
 Figures are reproducible PNG bytes (tasks/reporting/figures.py: matplotlib's object API on
 the Agg canvas, the default style with the bundled font, set per figure).
@@ -16,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,10 +25,14 @@ import pyarrow as pa
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from tasks.evaluate.bootstrap import BootstrapInterval
-from tasks.evaluate.columns import Column
+from tasks.evaluate.interval_figures import (
+    delta_interval_figure,
+    levels_figure,
+    seeded_sample,
+)
+from tasks.reporting.curves import CURVES_SMOOTHING, training_curves_figure
 from tasks.reporting.figures import STYLE, new_figure, png_bytes
-from tasks.reporting.tables import metric_scale, pair_label
+from tasks.reporting.tables import pair_label
 
 if TYPE_CHECKING:
     from tasks.evaluate.paired import DeltaInterval
@@ -38,17 +40,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DELTA_INTERVALS_FILE",
     "EMBEDDING_MAP_FILE",
-    "INTERVALS_FIGURE_FILE",
     "LEVELS_FILE",
     "SIMILARITY_HISTOGRAM_FILE",
     "TRAINING_CURVES_FILE",
     "PairSimilarities",
     "ReportFigure",
     "WordMap",
-    "delta_interval_figure",
     "embedding_map",
-    "intervals_figure",
-    "levels_figure",
     "report_figures",
     "similarity_histogram",
 ]
@@ -58,8 +56,6 @@ EMBEDDING_MAP_FILE = "embedding_map.png"
 DELTA_INTERVALS_FILE = "delta_intervals.png"
 LEVELS_FILE = "headline_levels.png"
 TRAINING_CURVES_FILE = "training_curves.png"
-DELTA_ROW_INCHES = 0.2  # per language / group row of the error-bar figure
-DELTA_MAX_LANGUAGES = 40  # language rows per panel beyond which a seeded sample is shown
 
 HIST_PANEL_INCHES = (3.5, 2.75)  # per language pair; exact in binary so pixel sizes are exact
 HIST_LEGEND_INCHES = 0.3  # band above the panels for the shared legend
@@ -72,7 +68,6 @@ MAP_CONCEPT_LABELS = 14  # concepts labelled: a spread subset (farthest-point), 
 # build_report shows at most this many histogram panels / map concepts (a seeded sample).
 REPORT_MAX_PAIRS = 36
 REPORT_MAX_CONCEPTS = 40
-INTERVALS_FIGURE_FILE = "intervals.png"
 
 
 @dataclass
@@ -375,91 +370,6 @@ def embedding_map(word_map: WordMap, method: Literal["pca"] = "pca") -> bytes:
             return png_bytes(fig)
 
 
-def delta_interval_figure(deltas: Sequence[DeltaInterval], seed: int = 0) -> bytes:
-    """PNG: one panel per benchmark/dataset, the accuracy change (percentage points) of each
-    headline and language with its 95% interval; green = significant gain, red = significant
-    loss, grey = within noise. Over DELTA_MAX_LANGUAGES languages a panel shows a seeded sample."""
-    panels: dict[str, list[DeltaInterval]] = {}
-    for d in deltas:
-        panels.setdefault(d.name, []).append(d)
-    if not panels:
-        raise ValueError("delta_interval_figure needs at least one interval")
-    shown: dict[str, list[DeltaInterval]] = {}
-    for name, members in panels.items():
-        heads = [d for d in members if d.kind != "language"]
-        langs = [d for d in members if d.kind == "language"]
-        langs = [langs[i] for i in _sample(len(langs), DELTA_MAX_LANGUAGES, seed)]
-        shown[name] = heads + langs
-    heights = [len(rows) * DELTA_ROW_INCHES + 0.9 for rows in shown.values()]
-    with matplotlib.style.context(STYLE):
-        fig = new_figure(7.0, sum(heights))
-        axes = fig.subplots(len(shown), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-        for ax, (name, rows) in zip(axes, shown.items()):
-            y = np.arange(len(rows))[::-1]
-            centre = np.array([d.accuracy.delta for d in rows]) * 100
-            low = np.array([d.accuracy.low for d in rows]) * 100
-            high = np.array([d.accuracy.high for d in rows]) * 100
-            colours = [("#17692b" if d.accuracy.delta > 0 else "#b3261e") if d.accuracy.significant else "0.45" for d in rows]
-            ax.axvline(0.0, color="0.3", linewidth=0.8)
-            for yi, c, lo, hi, colour, d in zip(y, centre, low, high, colours, rows):
-                bold = d.kind != "language"
-                ax.errorbar(
-                    c,
-                    yi,
-                    xerr=[[c - lo], [hi - c]],
-                    fmt="D" if bold else "o",
-                    color=colour,
-                    markersize=5 if bold else 3.5,
-                    capsize=2,
-                    linewidth=1.4 if bold else 0.9,
-                )
-            ax.set_yticks(y, [d.label for d in rows], fontsize=7)
-            ax.set_ylim(-0.7, len(rows) - 0.3)
-            ax.set_title(name, fontsize=9)
-            ax.set_xlabel("Δ accuracy_mean (percentage points), 95% interval")
-            ax.grid(True, axis="x", linewidth=0.3, alpha=0.5)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return png_bytes(fig)
-
-
-def levels_figure(
-    levels: dict[str, list[tuple[str, str, float, float]]], baseline_name: str, model_name: str = "this model"
-) -> bytes:
-    """PNG: per benchmark/dataset, the headline metric of the baseline and of this model as
-    horizontal bars (all languages, then each group), the values written at the bars' ends."""
-    if not levels:
-        raise ValueError("levels_figure needs at least one benchmark with values of both models")
-    heights = [len(rows) * 2 * DELTA_ROW_INCHES + 0.9 for rows in levels.values()]
-    with matplotlib.style.context(STYLE):
-        fig = new_figure(5.5, sum(heights))
-        axes = fig.subplots(len(levels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-        for index, (ax, (name, rows)) in enumerate(zip(axes, levels.items())):
-            y = np.arange(len(rows))[::-1].astype(float)
-            scale = [metric_scale(metric) for _, metric, _, _ in rows]
-            base = np.array([b * k for (_, _, b, _), k in zip(rows, scale)])
-            ours = np.array([v * k for (_, _, _, v), k in zip(rows, scale)])
-            ax.barh(y + 0.2, base, height=0.38, color="0.7", label=baseline_name)
-            ax.barh(y - 0.2, ours, height=0.38, color="#1f77b4", label=model_name)
-            top = float(max(np.max(base), np.max(ours), 1e-9))
-            for yi, b, v in zip(y, base, ours):
-                ax.text(b + top * 0.01, yi + 0.2, f"{b:.1f}", va="center", fontsize=6.5, color="0.35")
-                ax.text(v + top * 0.01, yi - 0.2, f"{v:.1f}", va="center", fontsize=6.5, color="#1f77b4")
-            ax.set_yticks(y, [label for label, _, _, _ in rows], fontsize=7)
-            ax.set_xlim(min(0.0, float(np.min(base)), float(np.min(ours))), top * 1.12)
-            ax.set_ylim(-0.7, len(rows) - 0.3)
-            metrics = sorted({metric for _, metric, _, _ in rows})
-            units = "%" if all(metric_scale(m) == 100 for m in metrics) else "value"
-            ax.set_title(name, fontsize=9)
-            ax.set_xlabel(f"{', '.join(metrics)} ({units})")
-            ax.grid(True, axis="x", linewidth=0.3, alpha=0.5)
-            if index == 0:  # above the panels, where it covers no bar
-                fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncols=2, fontsize=7, frameon=False)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return png_bytes(fig)
-
-
 @dataclass
 class ReportFigure:
     file: str
@@ -467,13 +377,6 @@ class ReportFigure:
     caption: str
     png: bytes
     row: str | None = None  # figures of one row are shown side by side in the HTML
-
-
-def _sample(n: int, limit: int, seed: int) -> list[int]:
-    """Indices of all n items, or a seeded sample of `limit` of them in their original order."""
-    if n <= limit:
-        return list(range(n))
-    return sorted(np.random.default_rng(seed).choice(n, size=limit, replace=False).tolist())
 
 
 def report_figures(
@@ -489,7 +392,6 @@ def report_figures(
     """The figures a report's inputs call for, in the order it shows them, each with its alt text and
     caption: training curves, headline levels beside the changes, the changes' intervals, the cosine
     histograms and the word map (seeded samples beyond REPORT_MAX_PAIRS pairs / REPORT_MAX_CONCEPTS concepts)."""
-    from tasks.reporting.curves import CURVES_SMOOTHING, training_curves_figure
 
     # the base scored the same benchmarks in the same order; anything else is not overlaid
     if [(b.src_lang, b.tgt_lang) for b in base_similarities] != [(p.src_lang, p.tgt_lang) for p in similarities]:
@@ -537,7 +439,7 @@ def report_figures(
             )
         )
     if similarities:
-        picked = _sample(len(similarities), REPORT_MAX_PAIRS, seed)
+        picked = seeded_sample(len(similarities), REPORT_MAX_PAIRS, seed)
         shown = [similarities[i] for i in picked]
         base_shown = [base_similarities[i] for i in picked] if base_similarities else []
         subset = (
@@ -561,7 +463,7 @@ def report_figures(
         )
     if word_map is not None and len(word_map.words) > 0:
         concepts = list(dict.fromkeys(word_map.concept))
-        keep = {concepts[i] for i in _sample(len(concepts), REPORT_MAX_CONCEPTS, seed)}
+        keep = {concepts[i] for i in seeded_sample(len(concepts), REPORT_MAX_CONCEPTS, seed)}
         shown_map = word_map
         subset = ""
         if len(keep) < len(concepts):
@@ -585,45 +487,3 @@ def report_figures(
             )
         )
     return figures
-
-
-# (label, column spec -> delta in raw units, column spec -> interval): one row of `intervals_figure`
-IntervalRow = tuple[str, Mapping[str, float | None], Mapping[str, BootstrapInterval | None]]
-
-
-def intervals_figure(columns: Sequence[Column], rows: Sequence[IntervalRow]) -> bytes:
-    """PNG: one panel per column, a horizontal error bar per row (its delta and 95% interval), a zero line.
-
-    `rows`: (label, column spec -> delta in raw units, column spec -> interval). Filled green/red
-    where the interval excludes zero, grey within noise, hollow without an interval."""
-    ncols = min(3, len(columns))
-    nrows = math.ceil(len(columns) / ncols)
-    panel_height = 0.9 + 0.28 * len(rows)
-    y = np.arange(len(rows))[::-1].astype(float)
-    labels = [label for label, _, _ in rows]
-    with matplotlib.style.context(STYLE):
-        fig = new_figure(4.2 * ncols, panel_height * nrows)
-        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
-        for ax, column in zip(axes.flat, columns):
-            scale = metric_scale(column.metric)
-            delta = np.array([np.nan if d.get(column.spec) is None else d[column.spec] * scale for _, d, _ in rows], dtype=float)
-            found = [i.get(column.spec) for _, _, i in rows]
-            bounds = np.array([[np.nan, np.nan] if i is None else [i.low * scale, i.high * scale] for i in found], dtype=float)
-            bounds = bounds.reshape(len(rows), 2)
-            has = np.isfinite(bounds[:, 0]) & np.isfinite(delta)
-            up, down = has & (bounds[:, 0] > 0), has & (bounds[:, 1] < 0)
-            for mask, colour in ((up, "#17692b"), (down, "#b3261e"), (has & ~up & ~down, "#777777")):
-                if mask.any():
-                    err = np.abs(np.vstack([delta[mask] - bounds[mask, 0], bounds[mask, 1] - delta[mask]]))
-                    ax.errorbar(delta[mask], y[mask], xerr=err, fmt="o", color=colour, capsize=3, markersize=4, linewidth=1.2)
-            bare = ~has & np.isfinite(delta)
-            if bare.any():
-                ax.plot(delta[bare], y[bare], "o", markerfacecolor="none", color="#777777", markersize=4)
-            ax.axvline(0.0, color="black", linewidth=0.8)
-            ax.set_title(column.label, fontsize=8)
-            ax.set_xlabel("Δ vs baseline" + (" (points)" if scale == 100.0 else ""))
-            ax.set_yticks(y, labels)
-            ax.grid(axis="x", alpha=0.3)
-        for ax in list(axes.flat)[len(columns) :]:
-            ax.set_visible(False)
-        return png_bytes(fig)

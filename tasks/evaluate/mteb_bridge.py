@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from tasks.encoders.loading import quiet_transformers
 from tasks.evaluate.groups import metric_row
 from tasks.languages import UnknownLanguageError, group_code
 
@@ -211,7 +212,6 @@ def _worker(spec_path: str) -> None:
     missing = sorted(set(spec["task_names"]) - {task.metadata.name for task in tasks})
     if missing:
         raise SystemExit(f"unknown MTEB tasks (or none in the requested languages): {', '.join(missing)}")
-    from tasks.encoders.loading import quiet_transformers
 
     with quiet_transformers():
         model = SentenceTransformer(spec["model_dir"], device=spec["device"])

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tasks.evaluate.benchmarks.registry import screening_sentence
+from tasks.evaluate.benchmarks.registry import headline_metric, screening_sentence
 from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval
 from tasks.evaluate.figures import PairSimilarities, WordMap, report_figures
 from tasks.evaluate.paired import DeltaInterval, StsDeltaInterval, paired_delta_intervals, sts_delta_intervals
@@ -306,7 +306,6 @@ def _delta_table(deltas: Sequence[DeltaInterval]) -> Table:
 def headline_levels(metrics: pa.Table, baseline: pa.Table) -> dict[str, list[tuple[str, str, float, float]]]:
     """Per benchmark/dataset: (label, metric, baseline value, value) of its headline metric over
     all languages (the mean of the language rows) and of each group row, where both models have it."""
-    from tasks.evaluate.benchmarks.registry import headline_metric
 
     def values(table: pa.Table, what: str) -> dict[tuple[str, str, str], list[float]]:
         rows = metric_rows(table, what)

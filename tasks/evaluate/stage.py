@@ -17,7 +17,7 @@ sentences occur, normalised, in the training rows: tasks/evaluate/leakage.py) an
 intervals and the sweep comparison read; `items/base_sts_items.parquet` for STS, which the report reads), and `mteb/{Task}.json`: the Tatoeba/BUCC/STS scores as
 MTEB-format result files (tasks/evaluate/mteb_results.py), with MTEB's own result files of an
 `mteb` benchmark under `mteb/bridge/`. When it scored a trained model it also stores that
-model's card with these results, `model-card.md` (tasks/train/model_card.py): each evaluation
+model's card with these results, `model-card.md` (tasks/reporting/model_card.py): each evaluation
 is a new version of the card, which `xlembed export` of the model uses (the newest).
 """
 
@@ -34,13 +34,29 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.encoders import Encoder, EncoderSpec
 from tasks.encoders.language_vectors import read_language_vectors
 from tasks.evaluate.benchmarks.registry import BENCHMARKS, headline_metric, hub_task_type, main_metric
 from tasks.evaluate.config import EvaluateConfig
+from tasks.evaluate.datasets import BenchmarkDataError
+from tasks.evaluate.figures import PairSimilarities
+from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, group_languages, rows_table
+from tasks.evaluate.leakage import SentenceSet, leakage_summary, overlap_table, training_keys
+from tasks.evaluate.mteb_results import dataset_revision, mteb_result_files, write_mteb_results
+from tasks.evaluate.paired import headline_changes, paired_delta_intervals
+from tasks.evaluate.report import build_report
+from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA, STS_ITEMS_SCHEMA
+from tasks.evaluate.sts import paired_cosine, sts_items, sts_rows
 from tasks.languages import GROUP_PREFIX, group_code
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage
+from tasks.reporting.card_facts import CARD_FILE, card_facts
+from tasks.reporting.card_results import EvaluationResults
+from tasks.reporting.model_card import render_model_card
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage
 from tasks.stop import raise_if_stopping
+from tasks.train.card import TRAIN_CARD
+from tasks.train.stage import training_table
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +83,6 @@ def check_benchmark_files(config: EvaluateConfig) -> None:
 
 def benchmark_problems(config: EvaluateConfig) -> list[str]:
     """`check_benchmark_files` as the plan-time check: the first problem, naming file and line."""
-    from tasks.evaluate.datasets import BenchmarkDataError
 
     try:
         check_benchmark_files(config)
@@ -85,7 +100,6 @@ def plan_evaluate_shards(config: EvaluateConfig, inputs: Inputs) -> list[ShardSp
 
 def pair_similarities(src_lang: str, tgt_lang: str, src: np.ndarray, tgt: np.ndarray, seed: int) -> Any:
     """Cosines of translation pairs vs of the same rows paired with a seeded derangement."""
-    from tasks.evaluate.figures import PairSimilarities
 
     n = len(src)
     matched = np.einsum("ij,ij->i", src, tgt)
@@ -104,7 +118,6 @@ class _Evaluation:
     def __init__(
         self, config: EvaluateConfig, inputs: Inputs, context: ShardContext, model_dir: Path, model_name: str = "the model"
     ) -> None:
-        from tasks.encoders import Encoder, EncoderSpec
 
         self.config, self.inputs, self.context = config, inputs, context
         self.model_dir = model_dir
@@ -191,7 +204,6 @@ class _Evaluation:
         aligned: bool = True,
     ) -> None:
         """The sentences of a scored set, for the overlap check against the training rows (leakage.py)."""
-        from tasks.evaluate.leakage import SentenceSet
 
         self.sentence_sets.append(SentenceSet(benchmark, dataset, src_lang, tgt_lang, tuple(src), tuple(tgt), aligned))
 
@@ -199,7 +211,6 @@ class _Evaluation:
         self, benchmark: str, dataset: str, src_lang: str, tgt_lang: str, emb1: np.ndarray, emb2: np.ndarray, gold: np.ndarray
     ) -> None:
         """One STS set's `spearman` row and its per-pair cosines (STS_ITEMS_SCHEMA)."""
-        from tasks.evaluate.sts import paired_cosine, sts_items, sts_rows
 
         names = {"dataset": dataset, "src_lang": src_lang, "tgt_lang": tgt_lang, "benchmark": benchmark}
         self.rows += sts_rows(emb1, emb2, gold, **names)
@@ -213,7 +224,6 @@ class _Evaluation:
 
     # ---------------------------------------------------------------- output
     def metrics_table(self) -> pa.Table:
-        from tasks.evaluate.groups import LANGUAGE_GROUPS, group_average_rows, rows_table
 
         rows = group_average_rows(self.rows, [LANGUAGE_GROUPS[name] for name in self.config.groups])
         return rows_table(rows).cast(METRICS_SCHEMA)
@@ -238,8 +248,6 @@ class _Evaluation:
         base_similarities: Sequence[Any] = (),
     ) -> list[dict[str, Any]]:
         """Write the report; returns its headline changes (`paired.headline_changes`; [] without a baseline's items)."""
-        from tasks.evaluate.paired import headline_changes
-        from tasks.evaluate.report import build_report
 
         baseline, baseline_name, baseline_items, baseline_sts_items = None, None, None, None
         if self.config.baseline:
@@ -333,7 +341,6 @@ def headline_metrics(metrics: pa.Table) -> dict[str, Any]:
 
     Where a dataset also scored pairs of two non-pivot languages (`pairs = "all"`), its
     headline stays the mean over pivot pairs and `{benchmark}/{dataset}/xx-yy` is added."""
-    from tasks.evaluate.retrieval import XX_YY_GROUP, dataset_pivot
 
     out: dict[str, Any] = {}
     for (benchmark, dataset), chosen in main_metric_rows(metrics).group_by(["benchmark", "dataset"], maintain_order=True):
@@ -439,8 +446,6 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
     if screening := config.screening_notes():
         context.metrics["screening"] = screening
     if leakage.num_rows:
-        from tasks.evaluate.leakage import leakage_summary
-
         context.metrics["training_overlap"] = leakage_summary(leakage)
     if base_metrics is not None:
         context.metrics["base_headline"] = headline_metrics(base_metrics)
@@ -455,8 +460,6 @@ def build_evaluate_shard(config: EvaluateConfig, inputs: Inputs, shard: ShardSpe
 def training_overlap(sentence_sets: Sequence[Any], inputs: Inputs) -> pa.Table:
     """How many of each scored set's sentences occur, normalised, in the rows the train stage
     trains on (the corpus's train split, or the translate artifact's): tasks/evaluate/leakage.py."""
-    from tasks.evaluate.leakage import overlap_table, training_keys
-    from tasks.train.stage import training_table
 
     return overlap_table(sentence_sets, training_keys(training_table(inputs)))
 
@@ -466,9 +469,6 @@ def _attach_model_card(
     items: pa.Table, base_items: pa.Table | None,
 ) -> None:  # fmt: skip
     """The scored trained model's card, with these results (and the report's paired intervals), as `model-card.md`."""
-    from tasks.evaluate.groups import group_languages
-    from tasks.evaluate.paired import paired_delta_intervals
-    from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
 
     train = inputs["train"]
     results = EvaluationResults.from_tables(
@@ -477,7 +477,7 @@ def _attach_model_card(
         group_members=group_languages,
     )  # fmt: skip
     path = context.workdir / CARD_FILE
-    path.write_text(render_model_card(card_facts(train.store, train.key), results), encoding="utf-8")
+    path.write_text(render_model_card(card_facts(train.store, train.key, TRAIN_CARD), results), encoding="utf-8")
     context.attach(CARD_FILE, path)
 
 
@@ -489,7 +489,6 @@ def _attach_mteb_results(
 ) -> None:
     """The scored model's Tatoeba/BUCC/STS scores as MTEB-format result files, `mteb/{Task}.json`
     (tasks/evaluate/mteb_results.py); the MTEB bridge's own files are under `mteb/bridge/`."""
-    from tasks.evaluate.mteb_results import dataset_revision, mteb_result_files, write_mteb_results
 
     revisions = {}
     for bench in config.benchmarks:

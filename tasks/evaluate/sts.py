@@ -13,6 +13,7 @@ import scipy.stats
 
 from tasks.encoders.neighbours import as_unit_float32
 from tasks.evaluate.groups import metric_row
+from tasks.evaluate.schema import STS_ITEMS_SCHEMA
 
 __all__ = ["paired_cosine", "spearman", "sts_items", "sts_rows"]
 
@@ -60,7 +61,6 @@ def sts_items(
     cosine: np.ndarray, gold: np.ndarray, *, dataset: str, src_lang: str, tgt_lang: str, benchmark: str = "sts"
 ) -> pa.Table:
     """Per pair, its cosine and gold score (`STS_ITEMS_SCHEMA`): what the paired Spearman bootstrap resamples."""
-    from tasks.evaluate.schema import STS_ITEMS_SCHEMA
 
     n = len(cosine)
     return pa.table(

@@ -20,6 +20,8 @@ import pyarrow as pa
 
 from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval, paired_spearman_mean_bootstrap
 from tasks.evaluate.schema import STS_ITEM_KEY
+from tasks.reporting.figures import STYLE, new_figure, png_bytes
+from tasks.reporting.tables import Cell, Table, html_escape, html_table, md_escape, md_table
 
 TRADEOFF_FIGURE_FILE = "tradeoff.png"
 SIMILARITY_LABEL = "monolingual STS (mean over languages), Spearman ×100"
@@ -88,8 +90,6 @@ def tradeoff_figure(points: Sequence[TradeoffPoint], retrieval_label: str) -> by
     import matplotlib.style
     import numpy as np
 
-    from tasks.reporting.figures import STYLE, new_figure, png_bytes
-
     drawn = [p for p in points if p.retrieval is not None and p.similarity is not None]
     with matplotlib.style.context(STYLE):
         fig = new_figure(7.5, 5.2)
@@ -140,8 +140,6 @@ def tradeoff_section(
     """The comparison's trade-off section (figure and table), or None when there is nothing to
     draw: no retrieval column with outcomes, no untrained base with STS items, no trained variant."""
     import base64
-
-    from tasks.reporting.tables import Cell, Table, html_escape, html_table, md_escape, md_table
 
     with_items = [c for c in columns if c.has_items]
     column = (

@@ -36,13 +36,20 @@ import pyarrow.compute as pc
 
 from storage import ArtifactStore
 from tasks.encoders.language_vectors import has_language_vectors, read_language_vectors
+from tasks.encoders.loading import quiet_transformers
+from tasks.encoders.neighbours import bitext_accuracy
 from tasks.encoders.pooling import recorded_pooling
 from tasks.evaluate.benchmarks.registry import hub_task_type, main_metric
 from tasks.evaluate.groups import group_languages
 from tasks.evaluate.paired import paired_delta_intervals
 from tasks.publish import ExportError
 from tasks.publish.permissions import readable_by_all
-from tasks.train.model_card import CARD_FILE, EvaluationResults, card_facts, render_model_card
+from tasks.reporting.card_facts import CARD_FILE, card_facts
+from tasks.reporting.card_results import EvaluationResults
+from tasks.reporting.model_card import render_model_card
+from tasks.train.card import TRAIN_CARD
+from tasks.train.model import DualEncoder, load_transformer
+from tasks.train.model_folder import save_sentence_transformer
 
 log = logging.getLogger(__name__)
 
@@ -133,14 +140,13 @@ def export_trained_model(
 ) -> ModelExport:
     """Write the train artifact `train_key` into `out_dir` (new or empty) as a sentence-transformers
     folder with a README.md model card; see the module docstring for the card and the refusal."""
-    from tasks.train.model_folder import save_sentence_transformer
 
     _empty_target(out_dir)
     manifest = store.manifest("train", train_key)
     model_dir = store.attached_dir("train", train_key) / "model"
     if not (model_dir / "config.json").is_file():
         raise ExportError(f"train artifact {train_key[:12]} holds no model/config.json: nothing to export")
-    facts = card_facts(store, train_key)
+    facts = card_facts(store, train_key, TRAIN_CARD)
     config = facts.config
 
     effect = None
@@ -241,8 +247,6 @@ def measure_language_embedding(
         return effect
     import numpy as np
 
-    from tasks.encoders.neighbours import bitext_accuracy
-
     encode = _language_encoder(model_dir, vectors, config)
     effect.groups = max(len(texts) for texts, _ in pairs.values())
     for lang, (texts, pivot_texts) in pairs.items():
@@ -260,9 +264,6 @@ def _language_encoder(model_dir: Path, vectors: Mapping[str, Any], config: Mappi
     import numpy as np
     import torch
     from transformers import AutoTokenizer
-
-    from tasks.encoders.loading import quiet_transformers
-    from tasks.train.model import DualEncoder, load_transformer
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from storage.errors import explain
 from tasks.train.reporters import TENSORBOARD_DIR
 
 if TYPE_CHECKING:
@@ -274,8 +275,6 @@ class StoreCheckpoints:
             self._uploaded.update(stamps)
             self.upload_seconds.append(time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - training goes on; the next checkpoint uploads whole
-            from storage.errors import explain
-
             self.failures += 1
             reason = explain(exc, self.files.store.root_uri) or f"{type(exc).__name__}: {exc}"
             log.warning(

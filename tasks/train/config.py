@@ -22,7 +22,7 @@ from storage.user_cache import xlembed_cache_dir
 from tasks.encoders.pooling import check_pooling, keyed_pooling
 from tasks.languages import LangCodes
 from tasks.registry import validate_named
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, ConfigPath, StageConfig
 
 if TYPE_CHECKING:  # annotations only: the objectives' modules import torch (see ObjectivesConfig)
     from tasks.train.objectives import ObjectiveConfig
@@ -47,7 +47,10 @@ class ObjectivesConfig(StageConfig):
     def _registered_sections(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict):
             return data
-        from tasks.train.objectives import BUILT_IN_OBJECTIVES, OBJECTIVES
+        from tasks.train.objectives import (  # lazy: they import torch, loaded at the first validation (above)
+            BUILT_IN_OBJECTIVES,
+            OBJECTIVES,
+        )
 
         sections = {name: data.get(name) for name in BUILT_IN_OBJECTIVES}
         sections.update(data)

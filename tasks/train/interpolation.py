@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from tasks.train.model import load_transformer
+
 # The transformers checkpoint files of a model folder (one file, or shards of one); the
 # language-ID vectors live in a file of their own, which the base has no counterpart of.
 WEIGHT_FILES = "model*.safetensors"
@@ -60,6 +62,5 @@ def interpolate_model_folder(model_dir: Path, base_state: dict[str, torch.Tensor
 def base_weights(base_dir: Path) -> dict[str, torch.Tensor]:
     """The base model's weights by the names its transformers checkpoint uses (the model is
     loaded as training loads it, float32, so a quantised or sharded base reads the same)."""
-    from tasks.train.model import load_transformer
 
     return load_transformer(base_dir).state_dict()

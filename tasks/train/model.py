@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tasks.encoders.loading import load_auto_model
 from tasks.encoders.pooling import check_pooling, embed, require_pooler, warn_cls_with_pooler
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,6 @@ _MLM_KEYS = {
 def load_transformer(model_dir: Path, *, dropout: float | None = None) -> Any:
     """AutoModel from a local directory, float32; a randomly initialised pooler (no weights in the
     checkpoint, as for E5) is removed, so that "pooler" pooling is refused rather than noise."""
-    from tasks.encoders.loading import load_auto_model
 
     kwargs: dict[str, Any] = {}
     if dropout is not None:

@@ -21,7 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.encoders.language_vectors import write_language_vectors
+from tasks.encoders.loading import quiet_transformers
 from tasks.encoders.pooling import sentence_transformers_mode
+from tasks.reporting.curves import training_curves_figure
 
 CURVES_SCHEMA = pa.schema(
     [
@@ -49,7 +51,6 @@ def save_model(
     """Write `encoder` (a DualEncoder) as a transformers + sentence-transformers directory."""
     mode = sentence_transformers_mode(pooling)
     out_dir.mkdir(parents=True, exist_ok=True)
-    from tasks.encoders.loading import quiet_transformers
 
     with quiet_transformers():  # no "Writing model shards" bar in the run's output
         encoder.transformer.save_pretrained(str(out_dir), safe_serialization=True)
@@ -174,8 +175,6 @@ def save_sentence_transformer(model_dir: Path, out_dir: Path, *, pooling: str, m
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    from tasks.encoders.loading import quiet_transformers
-
     mode = sentence_transformers_mode(pooling)  # "pooler" is refused: a Pooling module cannot express it
     pooler = has_pooler_weights(model_dir)
     with quiet_transformers():
@@ -210,6 +209,5 @@ def write_curves(rows: list[dict[str, Any]], parquet_path: Path, png_path: Path,
 
 
 def plot_curves(table: pa.Table, png_path: Path, *, title: str) -> None:
-    from tasks.reporting.curves import training_curves_figure
 
     png_path.write_bytes(training_curves_figure(table, title))

@@ -3,28 +3,9 @@ names its own in `papers`; tasks/train/objectives)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tasks.reporting.papers import Paper
 
-
-@dataclass(frozen=True)
-class Paper:
-    key: str  # BibTeX key
-    title: str
-    authors: str  # "First Last and First Last"
-    year: int
-    venue: str
-
-    def bibtex(self) -> str:
-        return (
-            f"@inproceedings{{{self.key},\n  title = {{{self.title}}},\n  author = {{{self.authors}}},\n"
-            f"  booktitle = {{{self.venue}}},\n  year = {{{self.year}}}\n}}"
-        )
-
-    def short(self) -> str:
-        names = [a.split()[-1] for a in self.authors.split(" and ")]
-        who = " and ".join(names) if len(names) <= 2 else f"{names[0]} et al."
-        return f"{who} ({self.year}), *{self.title}*"
-
+__all__ = ["Paper"]  # objectives import it from here, beside the papers they cite
 
 # Titles and authors as the papers print them (shared/seeds); DuEAM's seed text lacks its title
 # page: its entry is the ACL Anthology's record of the EMNLP 2021 paper (2021.emnlp-main.716).

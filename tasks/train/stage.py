@@ -6,7 +6,7 @@ Output: no table (schema None); the artifact's attached files are
                     learning rate, gradient norm, dev retrieval accuracy
   curves.png        the same as a plot
   metrics.json      the chosen checkpoint's dev metrics and run statistics (also the manifest's metrics)
-  model/README.md   the model card (tasks/train/model_card.py) without evaluation results; the
+  model/README.md   the model card (tasks/reporting/model_card.py) without evaluation results; the
                     evaluate stage stores the card with its results, which `xlembed export` uses
 
 Training text comes from the `translate` artifact when the pipeline has one (NLLB multi-way
@@ -46,8 +46,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.checkpoint_files import CheckpointFiles
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, run_stage, stage_key
+from tasks.reporting.card_facts import CURVES_FILE, CardFacts
+from tasks.reporting.model_card import render_model_card
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage, run_stage, stage_key
+from tasks.train.card import TRAIN_CARD
+from tasks.train.checkpoint import StoreCheckpoints
 from tasks.train.config import TrainConfig
+from tasks.train.interpolation import base_weights, interpolate_model_folder
+from tasks.train.launch import launch
+from tasks.train.trainer import Trainer, TrainInputs
 
 try:
     import fcntl
@@ -80,7 +88,6 @@ def checkpoint_dir_for(config: TrainConfig, key: str) -> Path:
 
 def store_checkpoints_for(config: TrainConfig, key: str, store: Any, local: Path) -> StoreCheckpoints | None:
     """The store mirror of the local checkpoint folder, under the train artifact's key (None: local only)."""
-    from tasks.train.checkpoint import StoreCheckpoints
 
     if config.checkpoint_location != "store":
         return None
@@ -108,7 +115,6 @@ def training_table(inputs: Inputs) -> pa.Table:
 def build_train_shard(
     config: TrainConfig, inputs: Inputs, shard: ShardSpec, context: ShardContext, checkpoints: Path
 ) -> list[Any]:
-    from tasks.train.trainer import Trainer, TrainInputs
 
     corpus = training_table(inputs)
     alignments = inputs["align"].read_table() if "align" in inputs else None
@@ -120,8 +126,6 @@ def build_train_shard(
     if mirror is not None:
         mirror.restore()
     if config.distributed.nproc_per_node > 1:
-        from tasks.train.launch import launch
-
         spec_dir = context.workdir / "spec"
         spec_dir.mkdir()
         pq.write_table(corpus, spec_dir / "corpus.parquet")
@@ -160,12 +164,11 @@ def build_train_shard(
 
 def write_model_card(config: TrainConfig, inputs: Inputs, metrics: dict[str, Any], path: Path) -> None:
     """The model's card from its config, metrics and input artifacts (no evaluation yet)."""
-    from tasks.train.model_card import CURVES_FILE, CardFacts, render_model_card
 
     curves = path.parent.parent / CURVES_FILE  # out_dir/curves.parquet, beside model/
     facts = CardFacts.from_manifests(
         None, config.model_dump(mode="json"), metrics, {name: art.manifest() for name, art in inputs.items()},
-        pq.read_table(curves) if curves.is_file() else None,
+        pq.read_table(curves) if curves.is_file() else None, TRAIN_CARD,
     )  # fmt: skip
     path.write_text(render_model_card(facts, train_folder=True), encoding="utf-8")
 
@@ -212,7 +215,6 @@ def build_interpolated_shard(config: TrainConfig, inputs: Inputs, context: Shard
     The artifact holds the trained artifact's files (curves, dev metrics: measured before
     interpolation) with the model's weights replaced by alpha * trained + (1 - alpha) * base;
     `metrics.json` names the trained artifact it was derived from."""
-    from tasks.train.interpolation import base_weights, interpolate_model_folder
 
     alpha = config.interpolation
     trained_config = config.model_copy(update={"interpolation": 1.0})

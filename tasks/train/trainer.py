@@ -39,7 +39,9 @@ import pyarrow.compute as pc
 import torch
 from torch import nn
 
+from tasks.encoders.neighbours import bitext_accuracy
 from tasks.encoders.precision import full_fp32_matmuls
+from tasks.languages import to_flores
 from tasks.stop import Interrupted, stop_requested
 from tasks.train import checkpoint as ckpt
 from tasks.train.batching import BatchPlan, StepBatch, step_draws_rng
@@ -47,7 +49,9 @@ from tasks.train.config import TrainConfig
 from tasks.train.data import build_training_data, multiway_rows
 from tasks.train.distributed import gather_no_grad, gather_with_grad, sum_gradients, sum_over_processes
 from tasks.train.model import DualEncoder, frozen_copy, load_transformer
+from tasks.train.model_folder import save_model, write_curves
 from tasks.train.objectives import Chunk, Objective, Side, TrainContext, build_objectives, needs_frozen_model
+from tasks.train.reporters import StepMonitor
 from tasks.train.tokens import tokenize
 from tasks.train.views import forward_views, to_device
 
@@ -206,7 +210,6 @@ class Trainer:
     @torch.no_grad()
     def evaluate_dev(self, batch_size: int = 128) -> dict[str, float] | None:
         """Mean of both retrieval directions between the pivot and every language, on dev rows."""
-        from tasks.encoders.neighbours import bitext_accuracy
 
         if self.dev is None:
             return None
@@ -382,7 +385,6 @@ class Trainer:
         `log_every` steps; curves also go to the `report_to` reporters (tasks.train.reporters).
         `on_checkpoint` gets each checkpoint's folder once it is written (rank 0; the store
         mirror, tasks.train.checkpoint.StoreCheckpoints.upload)."""
-        from tasks.train.model_folder import save_model, write_curves
 
         config = self.config
         self.checkpoint_dir = checkpoint_dir
@@ -406,7 +408,6 @@ class Trainer:
                 state["base_scores"] = scores
         started = time.perf_counter()
         seconds_before = float(state.get("train_seconds", 0.0))
-        from tasks.train.reporters import StepMonitor
 
         monitor = StepMonitor(config, checkpoint_dir, start, progress, len(state["curves"]) if start else 0) if is_main else None
         pending: list[tuple[int, dict[str, torch.Tensor | float]]] = []
@@ -512,7 +513,6 @@ def dev_curves(step: int, scores: dict[str, float]) -> list[dict[str, Any]]:
 
 
 def _flores(codes: list[str]) -> list[str]:
-    from tasks.languages import to_flores
 
     return [to_flores(c) for c in codes]
 

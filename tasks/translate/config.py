@@ -8,7 +8,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tasks.corpus.config import LidFilter
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
+from tasks.languages import to_flores
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
+from tasks.translate.cuda_check import resolve_translate_device
 from tasks.translate.languages import nllb_code
 
 Quantization = Literal["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"]
@@ -171,7 +173,6 @@ class QualityFilters(StageConfig):
 
 
 def _resolve_device(device: str) -> str:
-    from tasks.translate.cuda_check import resolve_translate_device
 
     return resolve_translate_device(device)
 
@@ -236,14 +237,12 @@ class TranslateConfig(StageConfig):
     @classmethod
     def _source_lang(cls, code: str) -> str:
         nllb_code(code)  # raises naming the code
-        from tasks.languages import to_flores
 
         return to_flores(code)
 
     @field_validator("targets")
     @classmethod
     def _targets(cls, codes: list[str]) -> list[str]:
-        from tasks.languages import to_flores
 
         for code in codes:
             nllb_code(code)  # raises naming the code

@@ -29,6 +29,7 @@ import polars as pl
 
 from tasks.corpus import lid
 from tasks.corpus.dedup import is_copy
+from tasks.drop_reasons import drop_reason
 from tasks.translate.config import QualityFilters
 from tasks.translate.languages import script_pattern
 
@@ -41,11 +42,11 @@ WRONG_SCRIPT = 5
 LID_MISMATCH = 6
 LID_LOW_CONFIDENCE = 7
 REASONS = {
-    EMPTY: "empty_translation",
-    IDENTICAL: "identical_to_source",
-    REPETITION: "repetition",
-    LENGTH_RATIO: "length_ratio",
-    WRONG_SCRIPT: "wrong_script",
+    EMPTY: drop_reason("empty_translation"),
+    IDENTICAL: drop_reason("identical_to_source"),
+    REPETITION: drop_reason("repetition"),
+    LENGTH_RATIO: drop_reason("length_ratio"),
+    WRONG_SCRIPT: drop_reason("wrong_script"),
     LID_MISMATCH: lid.REASONS[lid.MISMATCH],
     LID_LOW_CONFIDENCE: lid.REASONS[lid.LOW_CONFIDENCE],
 }

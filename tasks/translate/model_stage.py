@@ -22,9 +22,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, folder_fingerprint
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage, folder_fingerprint
 from tasks.translate.config import DEFAULT_QUANTIZATION, TranslateModelConfig
 from tasks.translate.languages import NLLB_LANGUAGE_CODES
+from tasks.translate.tiny import build_tiny_nllb
 
 CODE_VERSION = "1"
 MODEL_INFO = "model.json"
@@ -147,8 +149,6 @@ def build_translate_model_shard(
         quantization = ct2_config.get("quantization", "unknown")
     else:
         if config.source == "tiny_random":
-            from tasks.translate.tiny import build_tiny_nllb
-
             checkpoint = build_tiny_nllb(context.workdir / "checkpoint", config.tiny_spec)
         elif config.source == "local":
             checkpoint = Path(config.model or "").expanduser()

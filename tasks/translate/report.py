@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import ArtifactStore, ShardRecord
+from tasks.drop_reasons import drop_reason
 from tasks.reporting.tables import CSS, Cell, Table, html_escape, html_table, md_code_free, md_escape, md_table
 from tasks.stage import merge_metrics
 from tasks.translate.config import TranslateConfig
@@ -33,7 +34,7 @@ SAMPLE_SEED = 0  # the hash that picks samples; fixed, so the report does not ch
 SAMPLES_DIR = "report/samples"
 REPORT_DIR = "report"
 KEPT = "kept"
-GROUP_INCOMPLETE = "group_incomplete"
+GROUP_INCOMPLETE = drop_reason("group_incomplete")
 OUTCOMES = [KEPT, *REASONS.values(), GROUP_INCOMPLETE]  # the order the report lists them in
 SAMPLES_SCHEMA = pa.schema(
     [

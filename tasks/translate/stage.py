@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 
 from tasks.corpus.lid import lid_check, lid_fingerprint
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.stage import InputArtifact, Inputs, ShardContext, ShardSpec, Stage
+from tasks.shard_context import ShardContext
+from tasks.stage import InputArtifact, Inputs, ShardSpec, Stage
 from tasks.translate.byte_order import byte_order
 from tasks.translate.config import TranslateConfig
 from tasks.translate.engine import NllbTokenizer, get_translator, translate_tokens

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tasks.encoders.loading import quiet_transformers
 from tasks.translate.config import TinyModelSpec
 
 # CLDR locales whose territory and language names train the tiny BPE vocabulary: one or
@@ -132,7 +133,6 @@ def build_tiny_nllb(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
                 )
             else:
                 param.copy_(torch.randn(param.shape, generator=generator) * spec.init_std)
-    from tasks.encoders.loading import quiet_transformers
 
     with quiet_transformers():  # no "Writing model shards" bar in the run's output
         model.save_pretrained(out_dir)

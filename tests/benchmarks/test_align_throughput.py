@@ -109,7 +109,7 @@ def test_simalign_layer_encoder_gives_the_full_models_hidden_state_of_that_layer
 
 
 def _template(tokenizer):
-    from tasks.align.backends.wspalign import PairTemplate
+    from tasks.align.backends.wspalign_tokens import PairTemplate
 
     return PairTemplate.from_tokenizer(tokenizer)
 

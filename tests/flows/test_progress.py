@@ -10,7 +10,7 @@ import pytest
 
 from flows import progress as progress_module
 from flows.progress import StageProgress, progress_bar
-from tasks.stage import ShardContext
+from tasks.shard_context import ShardContext
 
 
 def test_lines_outside_a_terminal_count_units_with_rate_and_eta(capsys):

@@ -10,7 +10,8 @@ from pathlib import Path
 from flows.store_index import AGE_SCRIPT, build_index
 from storage import ArtifactStore
 from storage.refs import set_ref
-from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
+from tasks.stage import ShardSpec, Stage, run_stage
+from tasks.stage_config import StageConfig
 
 
 class _Config(StageConfig):

@@ -39,7 +39,8 @@ from flows.sweep import (
 from storage import ArtifactStore
 from storage.refs import list_refs
 from tasks.evaluate.schema import ITEMS_SCHEMA, METRICS_SCHEMA
-from tasks.stage import ShardSpec, Stage, StageConfig, run_stage
+from tasks.stage import ShardSpec, Stage, run_stage
+from tasks.stage_config import StageConfig
 from tests.flows.toy_pipeline import write_config
 
 

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 
 from storage import ArtifactStore, ShardRecord
 from tasks.corpus import CORPUS_STAGE
-from tasks.stage import Inputs, ShardContext, ShardSpec, Stage, StageConfig
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, ShardSpec, Stage
+from tasks.stage_config import StageConfig
 
 
 class LengthsConfig(StageConfig):

@@ -21,7 +21,8 @@ from tasks.align.config import AlignConfig
 from tasks.align.gold import GoldInputError, score_gold_set
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
-from tasks.stage import keyed_config, run_stage
+from tasks.stage import run_stage
+from tasks.stage_config import keyed_config
 from tests.tasks.align.conftest import DATA
 
 

@@ -23,7 +23,8 @@ from tasks.evaluate.columns import headline_columns
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
 from tasks.evaluate.groups import metric_row
 from tasks.evaluate.stage import plan_evaluate_shards
-from tasks.stage import CONTENT_KEYED, ConfigPath, run_stage, source_fingerprints, stage_key
+from tasks.stage import run_stage, source_fingerprints, stage_key
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 
 @register_benchmark

@@ -16,7 +16,8 @@ from pydantic import Field, ValidationError
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
 from tasks.encoders.tiny import build_tiny_model
-from tasks.stage import keyed_config, stage_key
+from tasks.stage import stage_key
+from tasks.stage_config import keyed_config
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
 from tasks.train.data import TrainingData

@@ -21,7 +21,8 @@ from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.readers import GroupBatch, SourceError, open_binary
 from tasks.corpus.sources import SOURCES, Source, SourceIO, register_source
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec, run_stage, source_fingerprints, stage_key
+from tasks.stage import ShardSpec, run_stage, source_fingerprints, stage_key
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 
 @register_source

@@ -12,7 +12,7 @@ from storage import content_hash
 from storage.user_cache import user_cache_home, xlembed_cache_dir
 from tasks.corpus.config import CorpusConfig
 from tasks.evaluate.benchmarks.mteb import MtebBenchmark
-from tasks.stage import keyed_config
+from tasks.stage_config import keyed_config
 from tasks.train.config import TrainConfig
 
 SOURCE = {"name": "s", "kind": "text", "files": {"en": "/data/en.txt", "de": "/data/de.txt"}}

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from storage import ArtifactStore
-from tasks.stage import ShardSpec, Stage, StageConfig, run_shard
+from tasks.stage import ShardSpec, Stage, run_shard
+from tasks.stage_config import StageConfig
 
 SCHEMA = pa.schema([pa.field("x", pa.int64(), nullable=False)])
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from tasks.align.combine import Links
 from tasks.registry import register_unique
-from tasks.stage import StageConfig
+from tasks.stage_config import StageConfig
 
 Progress = Callable[[int], None] | None
 ParallelText = Sequence[tuple[list[str], list[str]]]

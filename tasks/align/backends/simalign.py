@@ -25,8 +25,10 @@ from pydantic import Field
 
 from tasks.align.backends.base import AlignBackend, AlignerSettings, Progress, is_local_dir, register_backend, word_of_tokens
 from tasks.align.combine import Links, empty_links, split_by_pair
+from tasks.encoders import Encoder, EncoderSpec
 from tasks.encoders.precision import Precision
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, folder_fingerprint
+from tasks.stage import folder_fingerprint
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath
 
 PAIRS_PER_BATCH = 256
 
@@ -81,7 +83,6 @@ class SimAligner(AlignBackend):
     @classmethod
     def load(cls, settings: SimalignSettings, base_model: Path | None = None) -> SimAligner:
         """The encoder of `settings.model`, else the base_model artifact's folder."""
-        from tasks.encoders import Encoder, EncoderSpec
 
         model = settings.model or (str(base_model) if base_model else None)
         if not model:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
@@ -50,9 +49,23 @@ import numpy as np
 from pydantic import Field, ValidationInfo, model_validator
 
 from tasks.align.backends.base import AlignBackend, AlignerSettings, Progress, is_local_dir, register_backend
+from tasks.align.backends.wspalign_reference import MASKED
+from tasks.align.backends.wspalign_reference import align_reference as reference_alignment
+from tasks.align.backends.wspalign_tokens import (
+    MARKER,
+    MODEL_INPUTS,
+    PairTemplate,
+    TokenizedSentences,
+    WspalignLoadError,
+    run_starts,
+    words_of_tokens,
+)
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
+from tasks.align.tiny import tiny_wspalign_dir
+from tasks.encoders.loading import quiet_transformers
 from tasks.encoders.precision import Precision, compute_precision
-from tasks.stage import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, folder_fingerprint, local_source_paths
+from tasks.stage import folder_fingerprint
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, local_source_paths
 
 log = logging.getLogger(__name__)
 
@@ -129,60 +142,6 @@ class WspalignSettings(AlignerSettings):
         return {}
 
 
-MARKER = "¶"
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-MASKED = -10_000.0  # the pipeline's value for logits outside the context
-
-
-class WspalignLoadError(ValueError):
-    """The configured WSPAlign model cannot be loaded; the message names it."""
-
-
-@dataclass(frozen=True)
-class PairTemplate:
-    """Special tokens around question and context: prefix Q middle C suffix (from the tokenizer)."""
-
-    prefix: np.ndarray
-    middle: np.ndarray
-    suffix: np.ndarray
-    prefix_types: np.ndarray
-    middle_types: np.ndarray
-    suffix_types: np.ndarray
-    question_type: int
-    context_type: int
-
-    @classmethod
-    def from_tokenizer(cls, tokenizer: Any) -> PairTemplate:
-        q = tokenizer("a", add_special_tokens=False)["input_ids"]
-        c = tokenizer("b", add_special_tokens=False)["input_ids"]
-        enc = tokenizer("a", "b", return_token_type_ids=True)
-        ids, types, seq = np.array(enc["input_ids"]), np.array(enc["token_type_ids"]), enc.sequence_ids(0)
-        q_pos = [i for i, s in enumerate(seq) if s == 0]
-        c_pos = [i for i, s in enumerate(seq) if s == 1]
-        if len(q_pos) != len(q) or len(c_pos) != len(c) or q_pos != list(range(q_pos[0], q_pos[-1] + 1)) or c_pos[0] <= q_pos[-1]:
-            raise WspalignLoadError("the tokenizer's pair encoding is not `prefix question middle context suffix`")
-        a, b, c0, d = q_pos[0], q_pos[-1] + 1, c_pos[0], c_pos[-1] + 1
-        return cls(ids[:a], ids[b:c0], ids[d:], types[:a], types[b:c0], types[d:], int(types[a]), int(types[c0]))
-
-    @property
-    def n_special(self) -> int:
-        return len(self.prefix) + len(self.middle) + len(self.suffix)
-
-
-@dataclass(frozen=True)
-class TokenizedSentences:
-    """Every sentence tokenised once, in one flat pool of token ids."""
-
-    ids: np.ndarray  # int64 [tokens]: all sentences' tokens, concatenated
-    word: np.ndarray  # int64 [tokens]: word index (within its sentence) of each token
-    offset: np.ndarray  # int64 [sentences]: first token of each sentence in the pool
-    length: np.ndarray  # int64 [sentences]: tokens per sentence
-    word_offset: np.ndarray  # int64 [sentences]: first word of each sentence in `first`/`end`
-    n_words: np.ndarray  # int64 [sentences]
-    first: np.ndarray  # int64 [words]: first token of each word, within its sentence
-    end: np.ndarray  # int64 [words]: one past the last token of each word (== first: no tokens)
-
-
 class WspAligner(AlignBackend):
     """Batched WSPAlign. Build with `WspAligner.load(settings)` or from a tokenizer and model."""
 
@@ -217,8 +176,6 @@ class WspAligner(AlignBackend):
         kwargs: dict[str, Any] = {"trust_remote_code": False}
         model_dir: Path | None = None
         if settings.source == "tiny_random":
-            from tasks.align.tiny import tiny_wspalign_dir
-
             model_dir = tiny_wspalign_dir(settings.seed)
         if settings.source == "local":
             model_dir = Path(settings.model).expanduser()
@@ -232,7 +189,6 @@ class WspAligner(AlignBackend):
             name, kwargs["revision"] = settings.model, settings.revision
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-            from tasks.encoders.loading import quiet_transformers
 
             with quiet_transformers():  # no "Loading weights" bar in the run's output
                 model = transformers.AutoModelForQuestionAnswering.from_pretrained(
@@ -271,9 +227,9 @@ class WspAligner(AlignBackend):
         return TokenizedSentences(
             ids=ids,
             word=token_word,
-            offset=_starts(length),
+            offset=run_starts(length),
             length=length,
-            word_offset=_starts(n_words),
+            word_offset=run_starts(n_words),
             n_words=n_words,
             first=first,
             end=end,
@@ -533,59 +489,9 @@ class WspAligner(AlignBackend):
     # ------------------------------------------------------------------ reference
 
     def align_reference(self, src_words: list[str], tgt_words: list[str]) -> Links:
-        """One pair, one question per forward pass, decoded as the question-answering pipeline does."""
-        links = []
-        for direction, (q_words, c_words) in enumerate(((src_words, tgt_words), (tgt_words, src_words))):
-            i, j, score, width = self._reference_direction(q_words, c_words)
-            src, tgt = (i, j) if direction == 0 else (j, i)
-            links.append(DirectionalLinks(np.zeros(len(i), dtype=np.int64), src, tgt, score, width))
-        return combine_directions(1, links[0], links[1], method=self.settings.combine, threshold=self.settings.threshold)[0]
-
-    def _reference_direction(self, q_words: list[str], c_words: list[str]) -> tuple[np.ndarray, ...]:
-        import torch
-
-        context = " ".join(c_words)
-        word_ends = np.cumsum(np.array([len(w) for w in c_words], dtype=np.int64) + 1) - 1
-        out_i, out_j, out_s, out_w = [], [], [], []
-        for i, word in enumerate(q_words):
-            question = " ".join([*q_words[:i], MARKER, word, MARKER, *q_words[i + 1 :]])
-            enc = self.tokenizer(question, context, return_offsets_mapping=True, return_token_type_ids=self.token_types)
-            ids = np.array(enc["input_ids"])
-            inputs = {"input_ids": torch.tensor([enc["input_ids"]], device=self.device)}
-            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
-            if self.token_types:
-                inputs["token_type_ids"] = torch.tensor([enc["token_type_ids"]], device=self.device)
-            with torch.inference_mode(), compute_precision(self.device.type, self.settings.precision):
-                output = self.model(**inputs)
-            start = output.start_logits[0].float().cpu().numpy()
-            end = output.end_logits[0].float().cpu().numpy()
-            # the pipeline: p_mask = not context, CLS unmasked; masked logits -10000; softmax
-            allowed = np.array([s == 1 for s in enc.sequence_ids(0)])
-            if self.cls_id is not None:
-                allowed |= ids == self.cls_id
-            start = np.where(allowed, start, MASKED)
-            end = np.where(allowed, end, MASKED)
-            start = np.exp(start - start.max())
-            start = start / start.sum()
-            end = np.exp(end - end.max())
-            end = end / end.sum()
-            null = start[0] * end[0]
-            start[0] = end[0] = 0.0
-            candidates = np.tril(np.triu(np.outer(start, end)), self.settings.max_answer_tokens - 1)
-            s, e = np.unravel_index(int(np.argmax(candidates)), candidates.shape)
-            score = candidates[s, e]
-            if not (score > 0 and score >= null):
-                continue
-            offsets = enc["offset_mapping"]
-            ws = int(np.searchsorted(word_ends, offsets[s][0], side="right"))
-            we = int(np.searchsorted(word_ends, offsets[e][0], side="right"))
-            for j in range(ws, we + 1):
-                out_i.append(i)
-                out_j.append(j)
-                out_s.append(score)
-                out_w.append(we - ws + 1)
-        as_int = lambda x: np.array(x, dtype=np.int64)  # noqa: E731
-        return as_int(out_i), as_int(out_j), np.array(out_s, dtype=np.float32), as_int(out_w)
+        """One pair, one question per forward pass, decoded as the question-answering pipeline does
+        (tasks/align/backends/wspalign_reference.py)."""
+        return reference_alignment(self, src_words, tgt_words)
 
 
 @contextmanager
@@ -612,40 +518,6 @@ def _masked_softmax(logits: Any, allowed: Any) -> Any:
     masked = torch.where(allowed, logits, MASKED)
     exp = torch.exp(masked - masked.max(dim=1, keepdim=True).values)
     return exp / exp.sum(dim=1, keepdim=True)
-
-
-def _starts(counts: np.ndarray) -> np.ndarray:
-    """Offset of each run in a flat array of runs of `counts` elements."""
-    return (np.cumsum(counts) - counts).astype(np.int64)
-
-
-def words_of_tokens(
-    word_len: np.ndarray, n_words: np.ndarray, token_start: np.ndarray, n_tokens: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """For every sentence's `" ".join(words)` at once (flat arrays, sentence after sentence): each
-    token's word within its sentence, and each word's first and one-past-last token within its
-    sentence. A token belongs to the first word that ends after the token starts (a word's own
-    subwords, and a lone "▁", whose offset may cover the space before a word, to the word after):
-    `base.word_of_tokens` sentence by sentence, done as one search over every sentence."""
-    n_sent = len(n_words)
-    sent_of_word = np.repeat(np.arange(n_sent), n_words)
-    sent_of_token = np.repeat(np.arange(n_sent), n_tokens)
-    word_start = _starts(n_words)
-    csum = np.concatenate([[0], np.cumsum(word_len + 1)]).astype(np.int64)
-    before = csum[word_start]  # characters (and spaces) of the sentences before
-    ends = csum[1:] - before[sent_of_word] - 1  # exclusive end of each word in its joined sentence
-    chars = csum[word_start + n_words] - before
-    # sentence s occupies [shift[s], shift[s] + chars[s]] on one axis, so one search serves all
-    shift = _starts(chars + 1)
-    global_word = np.searchsorted(ends + shift[sent_of_word], token_start + shift[sent_of_token], side="right")
-    token_word = np.minimum(global_word - word_start[sent_of_token], n_words[sent_of_token]).astype(np.int64)
-    # each sentence's word numbers (0..n_words, n_words for tokens past the last word) on their own axis
-    key = token_word + (word_start + np.arange(n_sent))[sent_of_token]
-    word_key = np.arange(len(word_len)) + sent_of_word
-    token_offset = _starts(n_tokens)[sent_of_word]
-    first = np.searchsorted(key, word_key, side="left") - token_offset
-    end = np.searchsorted(key, word_key, side="right") - token_offset
-    return token_word, first.astype(np.int64), end.astype(np.int64)
 
 
 def _ahead(prepare: Callable[[np.ndarray], Any], batches: Iterable[np.ndarray], prefetch: bool) -> Iterator[Any]:

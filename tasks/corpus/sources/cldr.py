@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from tasks.corpus.cldr import CLDR_CATEGORIES
 from tasks.corpus.readers import GroupBatch, read_cldr
 from tasks.corpus.sources.registry import DataSet, Licence, Source, SourceIO, register_source
 from tasks.languages import LangCodes, to_flores
@@ -29,8 +30,6 @@ class CldrSource(Source):
     @classmethod
     def _categories(cls, categories: list[str] | None) -> list[str] | None:
         if categories is not None:
-            from tasks.corpus.cldr import CLDR_CATEGORIES
-
             unknown = [c for c in categories if c not in CLDR_CATEGORIES]
             if unknown:
                 raise ValueError(f"unknown CLDR categories {unknown}; known: {list(CLDR_CATEGORIES)}")

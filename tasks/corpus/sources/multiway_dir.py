@@ -11,7 +11,8 @@ from pydantic import Field, field_validator, model_validator
 from tasks.corpus.readers import GroupBatch, read_multiway_dir
 from tasks.corpus.sources.registry import Source, SourceIO, check_line_aligned, is_local, register_source
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec
+from tasks.stage import ShardSpec
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 
 @register_source

@@ -11,7 +11,8 @@ from pydantic import Field
 from tasks.corpus.readers import GroupBatch, read_moses_zip
 from tasks.corpus.sources.registry import Source, SourceIO, register_source
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec
+from tasks.stage import ShardSpec
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 
 @register_source

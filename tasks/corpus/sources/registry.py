@@ -34,9 +34,11 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import Field, field_validator
 
 from storage.keys import check_name
+from tasks.corpus.download import DownloadError, fetch
 from tasks.corpus.readers import GroupBatch, SourceError, check_aligned_line_counts, open_binary
 from tasks.registry import literal_kind, register_unique, validate_kind
-from tasks.stage import ShardSpec, StageConfig, file_fingerprint, folder_fingerprint
+from tasks.stage import ShardSpec, file_fingerprint, folder_fingerprint
+from tasks.stage_config import StageConfig
 
 __all__ = [
     "SOURCES",
@@ -63,7 +65,7 @@ class Licence:
 @dataclass(frozen=True)
 class DataSet:
     """The data set every source of a kind reads (Tatoeba, CLDR) and its licence, which the
-    exported dataset's card states (tasks/publish/dataset.py)."""
+    exported dataset's card states (tasks/publish/dataset_card.py)."""
 
     key: str  # a short name: "tatoeba"
     title: str  # as the card names it: "Tatoeba"
@@ -91,7 +93,6 @@ class SourceIO:
         """Remote files are fetched once into the download cache (checksum recorded); local ones are read in place."""
         if is_local(url):
             return url
-        from tasks.corpus.download import fetch
 
         fetched = fetch(url, self.download_dir, expected_sha256=sha256)
         self.downloads[fetched.url] = {"sha256": fetched.sha256, "bytes": fetched.bytes}
@@ -104,7 +105,6 @@ class SourceIO:
         if not is_local(path):
             if sha256:
                 return {"sha256": sha256.strip().lower().removeprefix("sha256:")}
-            from tasks.corpus.download import DownloadError, fetch
 
             try:
                 fetched = fetch(path, self.download_dir)

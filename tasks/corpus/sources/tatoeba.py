@@ -11,7 +11,8 @@ from pydantic import Field, field_validator
 from tasks.corpus.readers import GroupBatch, check_aligned_line_counts, read_tatoeba_pair
 from tasks.corpus.sources.registry import DataSet, Licence, Source, SourceIO, is_local, register_source
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec
+from tasks.stage import ShardSpec
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 
 @register_source

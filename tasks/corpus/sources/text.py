@@ -10,7 +10,8 @@ from pydantic import Field
 from tasks.corpus.readers import GroupBatch, read_text_files
 from tasks.corpus.sources.registry import Source, SourceIO, check_line_aligned, is_local, register_source
 from tasks.languages import LangKeyed, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath, ShardSpec
+from tasks.stage import ShardSpec
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 
 @register_source

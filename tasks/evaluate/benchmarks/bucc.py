@@ -21,8 +21,9 @@ from tasks.evaluate.datasets import (
     parsed_once,
     read_line_array,
 )
+from tasks.evaluate.mining import bucc_rows
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 BUCC_SPLITS = ("sample", "training", "test")
 
@@ -132,7 +133,6 @@ class BuccBenchmark(Benchmark):
             read_bucc(self.path, lang, self.test_split)
 
     def score(self, evaluation: Evaluation) -> None:
-        from tasks.evaluate.mining import bucc_rows
 
         encode = evaluation.encode
         for lang in self.langs:

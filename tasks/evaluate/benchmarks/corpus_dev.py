@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
+from tasks.evaluate.figures import WordMap
+from tasks.evaluate.retrieval import score_pair, xx_yy_rows
 from tasks.languages import to_flores
 
 if TYPE_CHECKING:
@@ -32,8 +34,6 @@ class CorpusDevBenchmark(Benchmark):
 
     def score(self, evaluation: Evaluation) -> None:
         import polars as pl
-
-        from tasks.evaluate.retrieval import score_pair, xx_yy_rows
 
         pivot = to_flores(self.pivot)
         # the multi-way corpus: NLLB's translations when the pipeline translates, else the corpus
@@ -72,8 +72,6 @@ class CorpusDevBenchmark(Benchmark):
 def word_map(evaluation: Evaluation, wide: pl.DataFrame, pivot: str) -> Any:
     """Single-word concepts (the pivot text has no space) with their translations, for the report's embedding map."""
     import polars as pl
-
-    from tasks.evaluate.figures import WordMap
 
     langs = [c for c in wide.columns if c != "group_id"]
     single = wide.filter(~pl.col(pivot).str.contains(r"\s") & (pl.sum_horizontal(pl.col(langs).is_not_null()) >= 3))

@@ -10,7 +10,8 @@ from pydantic import Field
 
 from storage.user_cache import user_cache_home
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
-from tasks.stage import NOT_KEYED, ConfigPath
+from tasks.evaluate.mteb_bridge import run_mteb
+from tasks.stage_config import NOT_KEYED, ConfigPath
 
 
 def default_hugging_face_cache() -> str:
@@ -37,8 +38,6 @@ class MtebBenchmark(Benchmark):
 
     def score(self, evaluation: Evaluation) -> None:
         import shutil
-
-        from tasks.evaluate.mteb_bridge import run_mteb
 
         # MTEB's own result files, kept in the evaluate artifact (`mteb/bridge/`); the base, scored
         # first beside a trained model, leaves its files here too, so each run starts from an empty folder

@@ -11,8 +11,9 @@ from pydantic import Field
 
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.datasets import BenchmarkDataError, parsed_once, read_lines, same_line_counts
+from tasks.evaluate.retrieval import multiway_pair_scores, xx_yy_rows
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 # ------------------------------------------------------------------ reading: FLORES-200 multi-way
 
@@ -115,7 +116,6 @@ class MultiwayBenchmark(Benchmark):
         read_multiway_rows(self.path, self.langs, slice(self.row_start, self.row_stop), pattern=self.pattern)
 
     def score(self, evaluation: Evaluation) -> None:
-        from tasks.evaluate.retrieval import multiway_pair_scores, xx_yy_rows
 
         data = read_multiway_rows(self.path, self.langs, slice(self.row_start, self.row_stop), pattern=self.pattern)
         pivot = to_flores(self.pivot)

@@ -34,7 +34,9 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from tasks.registry import literal_kind, register_unique, validate_kind
-from tasks.stage import KEYED_UNLESS_DEFAULT, Inputs, ShardContext, StageConfig, file_fingerprint, folder_fingerprint
+from tasks.shard_context import ShardContext
+from tasks.stage import Inputs, file_fingerprint, folder_fingerprint
+from tasks.stage_config import KEYED_UNLESS_DEFAULT, StageConfig
 
 __all__ = [
     "BENCHMARKS",

@@ -15,7 +15,7 @@ from pydantic import Field
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.datasets import BenchmarkDataError, look_at, parsed_once, read_lines, same_line_counts
 from tasks.languages import to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 # SemEval-2017 Task 1 tracks (Cer et al., 2017): track -> (language of sentence 1, of sentence 2).
 # Used when a file name carries no "l1-l2" part; a pair in the file name wins. track4b is the

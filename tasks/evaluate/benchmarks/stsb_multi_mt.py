@@ -15,7 +15,7 @@ from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_b
 from tasks.evaluate.benchmarks.sts import StsPairs, _parse_score
 from tasks.evaluate.datasets import BenchmarkDataError, look_at, parsed_once
 from tasks.languages import LangCodes, to_flores
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 STSB_MULTI_MT_PATTERN = "stsb-{code}-{split}.csv"
 

@@ -21,8 +21,10 @@ from tasks.evaluate.datasets import (
     read_lines,
     same_line_counts,
 )
+from tasks.evaluate.retrieval import score_pair
 from tasks.languages import LangCodes, LangKeyed, UnknownLanguageError, to_flores
-from tasks.stage import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig, folder_fingerprint
+from tasks.stage import folder_fingerprint
+from tasks.stage_config import CONTENT_KEYED, KEYED_UNLESS_DEFAULT, ConfigPath, StageConfig
 
 # ------------------------------------------------------------------ reading: Tatoeba
 
@@ -247,7 +249,6 @@ class TatoebaBenchmark(Benchmark):
         return prints
 
     def score(self, evaluation: Evaluation) -> None:
-        from tasks.evaluate.retrieval import score_pair
 
         folders = [(s.name, scan_distractor_folder(s.path, s.pattern, s.files)) for s in self.distractors]
         lines: dict[tuple[str, str], tuple[str, ...]] = {}  # English is read once for all languages

@@ -46,12 +46,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from tasks.encoders import pooling
+from tasks.encoders import Encoder, EncoderSpec, pooling
+from tasks.encoders.precision import compute_precision
 from tasks.evaluate.benchmarks.registry import Benchmark, Evaluation, register_benchmark
 from tasks.evaluate.datasets import BenchmarkDataError, read_lines
 from tasks.evaluate.groups import metric_row
 from tasks.languages import group_code
-from tasks.stage import CONTENT_KEYED, NOT_KEYED, ConfigPath, file_fingerprint
+from tasks.stage import file_fingerprint
+from tasks.stage_config import CONTENT_KEYED, NOT_KEYED, ConfigPath
 
 if TYPE_CHECKING:
     import torch
@@ -303,7 +305,6 @@ class _Batches:
 
 
 def _autocast(device: Any, precision: str) -> Any:
-    from tasks.encoders.precision import compute_precision
 
     return compute_precision(device.type, precision)
 
@@ -314,8 +315,6 @@ def fine_tune(
     """A fresh copy of the encoder fine-tuned with a new head at learning rate `lr` (seeded)."""
     import torch
     from transformers import get_scheduler
-
-    from tasks.encoders import Encoder
 
     torch.manual_seed(bench.seed)
     encoder = Encoder.load(spec)
@@ -405,7 +404,6 @@ def xnli_rows(
     drop: Callable[[str, int], None] | None = None,
 ) -> list[dict]:
     """Fine-tune once per learning rate, keep the best on dev; metric rows (see the module docstring)."""
-    from tasks.encoders import EncoderSpec
 
     if bench.select_on == "english_dev" and "en" not in bench.langs:
         raise ValueError("evaluate: xnli select_on = 'english_dev' needs 'en' among langs")

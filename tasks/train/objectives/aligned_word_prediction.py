@@ -51,7 +51,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from tasks.stage import KEYED_UNLESS_DEFAULT
+from tasks.stage_config import KEYED_UNLESS_DEFAULT
 from tasks.train.batching import StepBatch, texts_to_arrays
 from tasks.train.model import VocabularyHead
 from tasks.train.objectives.base import Chunk, ObjectiveConfig, TokenObjective, TrainContext, register_objective, zero_like_graph

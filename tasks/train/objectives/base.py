@@ -33,7 +33,7 @@ from pydantic import Field
 from torch import nn
 
 from tasks.registry import register_unique
-from tasks.stage import StageConfig
+from tasks.stage_config import StageConfig
 from tasks.train.batching import StepBatch
 from tasks.train.papers import Paper
 from tasks.train.training_data import TrainingData

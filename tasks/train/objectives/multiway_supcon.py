@@ -33,7 +33,7 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from tasks.stage import KEYED_UNLESS_DEFAULT
+from tasks.stage_config import KEYED_UNLESS_DEFAULT
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
 from tasks.train.training_data import TrainingData

@@ -23,7 +23,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from tasks.stage import KEYED_UNLESS_DEFAULT
+from tasks.stage_config import KEYED_UNLESS_DEFAULT
 from tasks.train.batching import StepBatch
 from tasks.train.objectives.base import (
     Chunk,

@@ -15,6 +15,7 @@ from benchmarks.align_legacy import LegacyWspAligner
 from tasks.align import ALIGN_STAGE
 from tasks.align.backends import wspalign
 from tasks.align.backends.wspalign import WspAligner, WspalignSettings
+from tasks.align.backends.wspalign_reference import reference_direction
 from tasks.align.config import AlignConfig
 from tasks.align.words import split_words
 from tests.tasks.align.conftest import flores_rows
@@ -49,7 +50,7 @@ def test_directional_links_equal_the_one_question_reference_in_both_directions(t
     checked = 0
     for k, (a, b) in enumerate(pairs):
         for links, (q, c), flip in ((fwd, (a, b), False), (bwd, (b, a), True)):
-            i, j, score, width = wsp._reference_direction(sentences[q], sentences[c])
+            i, j, score, width = reference_direction(wsp, sentences[q], sentences[c])
             sel = links.pair == k
             src, tgt = links.src[sel], links.tgt[sel]
             got_i, got_j = (tgt, src) if flip else (src, tgt)

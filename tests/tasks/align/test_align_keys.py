@@ -12,7 +12,8 @@ import pytest
 
 from tasks.align import ALIGN_STAGE
 from tasks.align.config import AlignConfig
-from tasks.stage import CONFIG_DIR, config_locations, source_fingerprints, stage_key
+from tasks.stage import source_fingerprints, stage_key
+from tasks.stage_config import CONFIG_DIR, config_locations
 
 REPO = Path(__file__).resolve().parents[3]
 INPUTS = {"corpus": "a" * 64, "translate": "b" * 64}

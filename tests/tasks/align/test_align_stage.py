@@ -16,7 +16,9 @@ from tasks.align.config import AlignConfig
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
-from tasks.stage import InputArtifact, ShardContext, keyed_config, run_shard, run_stage, source_fingerprints, stage_key
+from tasks.shard_context import ShardContext
+from tasks.stage import InputArtifact, run_shard, run_stage, source_fingerprints, stage_key
+from tasks.stage_config import keyed_config
 
 TEXTS = {
     "eng": [

@@ -16,7 +16,9 @@ from flows.cli import app
 from storage import ArtifactStore
 from tasks.corpus.config import CorpusConfig
 from tasks.corpus.stage import CORPUS_STAGE
-from tasks.stage import REJECTS_SCHEMA, ShardContext, rejects_file, run_stage
+from tasks.rejects import REJECTS_SCHEMA, rejects_file
+from tasks.shard_context import ShardContext
+from tasks.stage import run_stage
 
 ENGLISH = [
     "Kazakhstan",

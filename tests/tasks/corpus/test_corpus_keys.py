@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
 from tasks.corpus.stage import source_langs
-from tasks.stage import CONFIG_DIR, source_fingerprints, stage_key
+from tasks.stage import source_fingerprints, stage_key
+from tasks.stage_config import CONFIG_DIR
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 

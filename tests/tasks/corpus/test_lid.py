@@ -14,7 +14,8 @@ from storage import ArtifactStore
 from tasks.corpus import lid
 from tasks.corpus.config import CorpusConfig, LidFilter
 from tasks.corpus.stage import CORPUS_STAGE
-from tasks.stage import config_locations, keyed_config, run_stage, source_fingerprints, stage_key
+from tasks.stage import run_stage, source_fingerprints, stage_key
+from tasks.stage_config import config_locations, keyed_config
 from tests.tasks.corpus.lid_sentences import ENGLISH as SHARED_ENGLISH
 from tests.tasks.corpus.lid_sentences import KAZAKH, RUSSIAN
 

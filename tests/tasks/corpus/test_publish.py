@@ -22,16 +22,10 @@ from storage import ArtifactStore, Manifest
 from storage.refs import set_ref
 from tasks.corpus.config import CorpusConfig
 from tasks.corpus.stage import CORPUS_STAGE
+from tasks.languages import hub_language
 from tasks.publish import ExportError
-from tasks.publish.dataset import (
-    LICENCES,
-    export_dataset,
-    hub_language,
-    known_datasets,
-    push_dataset,
-    size_category,
-    source_dataset,
-)
+from tasks.publish.dataset import export_dataset, push_dataset
+from tasks.publish.dataset_card import LICENCES, known_datasets, size_category, source_dataset
 from tasks.stage import run_stage
 
 REPO = Path(__file__).resolve().parents[3]

@@ -75,7 +75,7 @@ def test_spec_refuses_the_old_name_with_the_new_one():
 
 
 def test_spec_inside_a_stage_config():
-    from tasks.stage import StageConfig
+    from tasks.stage_config import StageConfig
 
     class Config(StageConfig):
         encoder: EncoderSpec
@@ -290,22 +290,13 @@ def test_missing_pooler_weights_are_not_used_for_pooler_pooling(tmp_path) -> Non
     first token, "pooler" is refused naming the folder."""
     import numpy as np
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import BertModel, PreTrainedTokenizerFast
 
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5, "b": 6, "c": 7}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
-    )
-    torch.manual_seed(0)
-    model = BertModel(
-        BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32),
-        add_pooling_layer=False,
-    )
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
+    from tasks.encoders.tiny import build_tiny_model
+
+    build_tiny_model(tmp_path, pooler=False)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    model = BertModel.from_pretrained(tmp_path, add_pooling_layer=False)
     from tasks.encoders import Encoder, EncoderSpec
 
     model.eval()

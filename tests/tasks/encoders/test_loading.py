@@ -8,17 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tasks.encoders.tiny import build_tiny_model
+
 
 @pytest.fixture(scope="module")
 def model_without_pooler(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import torch
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(0)
-    directory = tmp_path_factory.mktemp("no-pooler")
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
-    BertModel(config, add_pooling_layer=False).save_pretrained(str(directory))
-    return directory
+    return build_tiny_model(tmp_path_factory.mktemp("no-pooler"), pooler=False)
 
 
 @pytest.mark.parametrize("loader", ["train", "encoder"])
@@ -31,11 +26,11 @@ def test_a_checkpoint_without_pooler_loads_without_a_load_report(model_without_p
 
         model = load_transformer(model_without_pooler)
     else:
-        from tasks.encoders.encoder import _load_model
+        from tasks.encoders.model_source import load_model
 
-        model = _load_model(str(model_without_pooler), {}, str(model_without_pooler))
+        model = load_model(str(model_without_pooler), {}, str(model_without_pooler))
     assert model.pooler is None
-    assert model(torch.tensor([[1, 2, 3]])).last_hidden_state.shape == (1, 3, 16)
+    assert model(torch.tensor([[1, 2, 3]])).last_hidden_state.shape == (1, 3, 32)
     printed = capfd.readouterr()
     everything = printed.out + printed.err + caplog.text
     assert "LOAD REPORT" not in everything and "MISSING" not in everything and "Loading weights" not in everything
@@ -44,10 +39,8 @@ def test_a_checkpoint_without_pooler_loads_without_a_load_report(model_without_p
 def test_other_missing_weights_are_one_warning_line(tmp_path, caplog):
     import torch
     from safetensors.torch import load_file, save_file
-    from transformers import BertConfig, BertModel
 
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
-    BertModel(config, add_pooling_layer=False).save_pretrained(str(tmp_path))
+    build_tiny_model(tmp_path, pooler=False)
     weights = load_file(str(tmp_path / "model.safetensors"))
     save_file(
         {k: v for k, v in weights.items() if "encoder.layer.0.output.dense" not in k},

@@ -18,7 +18,8 @@ import pytest
 
 from tasks.evaluate import EVALUATE_STAGE
 from tasks.evaluate.config import EvaluateConfig
-from tasks.stage import CONFIG_DIR, source_fingerprints, stage_key
+from tasks.stage import source_fingerprints, stage_key
+from tasks.stage_config import CONFIG_DIR
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 INPUT_KEYS = {"corpus": "c" * 64, "base_model": "b" * 64}
@@ -141,7 +142,7 @@ def test_pooling_cls_keeps_the_key_of_cls_before_pooler_and_the_old_name_is_refu
     from pydantic import ValidationError
 
     from tasks.evaluate.config import EncoderSettings
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     assert keyed_config(EncoderSettings(pooling="cls"))["pooling"] == "cls_before_pooler"
     assert {p: keyed_config(EncoderSettings(pooling=p))["pooling"] for p in ("mean", "pooler", None)} == {

@@ -130,7 +130,8 @@ def evaluate(built: dict, benchmarks: list[dict], **settings) -> tuple[pl.DataFr
 def stand_in_trained_model(built: dict, seed: int):
     """A committed `train` artifact holding a tiny model under model/ (what evaluate reads of a
     trained model), built by a stand-in stage; its ref."""
-    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.stage import ShardSpec, Stage
+    from tasks.stage_config import StageConfig
 
     class StandInTrainConfig(StageConfig):
         seed: int = 0
@@ -440,7 +441,8 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     from tasks.encoders.neighbours import bitext_accuracy
     from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
-    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.stage import ShardSpec, Stage
+    from tasks.stage_config import StageConfig
 
     vectors = np.random.default_rng(0).normal(0.0, 0.5, size=(2, 32)).astype(np.float32)  # large: they move every vector
 
@@ -573,7 +575,8 @@ def test_the_headline_change_and_its_interval_end_run_and_evaluate(built: dict) 
 def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained_levels(built: dict) -> None:
     """The train artifact's curves.parquet becomes the report's curves figure; the headline levels
     of base and trained are plotted beside the Δ forest plot; the base's cosines are overlaid."""
-    from tasks.stage import ShardSpec, Stage, StageConfig
+    from tasks.stage import ShardSpec, Stage
+    from tasks.stage_config import StageConfig
     from tasks.train.model_folder import write_curves
 
     class StandInTrainConfig(StageConfig):
@@ -817,7 +820,7 @@ def test_a_subset_is_seeded_stable_and_the_same_for_every_set_name_and_model() -
 
 
 def test_subset_is_keyed_only_when_set_and_refused_where_a_benchmark_cannot_honour_it(built: dict) -> None:
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     bench = {"kind": "tatoeba", "path": str(built["tatoeba"]), "langs": ["kaz"]}
     plain = EvaluateConfig.model_validate({"benchmarks": [bench]})

@@ -194,7 +194,8 @@ def test_xnli_runs_as_an_evaluate_benchmark(data: dict, tmp_path: Path) -> None:
     from tasks.corpus import CORPUS_STAGE
     from tasks.corpus.config import CorpusConfig
     from tasks.evaluate import EVALUATE_STAGE
-    from tasks.stage import ShardSpec, Stage, StageConfig, run_stage, source_fingerprints
+    from tasks.stage import ShardSpec, Stage, run_stage, source_fingerprints
+    from tasks.stage_config import StageConfig
 
     class StandInBaseConfig(StageConfig):
         seed: int = 0

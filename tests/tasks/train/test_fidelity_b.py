@@ -19,7 +19,7 @@ from scipy.optimize import linear_sum_assignment, linprog
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.stage import keyed_config
+from tasks.stage_config import keyed_config
 from tasks.train.alignment_join import one_to_one_pairs
 from tasks.train.config import TrainConfig
 from tasks.train.data import build_training_data

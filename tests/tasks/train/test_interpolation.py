@@ -87,6 +87,6 @@ def test_alpha_stays_in_the_key_and_alpha_one_keeps_the_key_it_had():
     plain = TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 1.0}}})
     explicit = TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 1.0}}, "interpolation": 1.0})
     half = TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 1.0}}, "interpolation": 0.5})
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     assert keyed_config(plain) == keyed_config(explicit) != keyed_config(half)

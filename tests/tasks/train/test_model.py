@@ -54,7 +54,7 @@ def test_the_old_pooling_name_is_refused_naming_the_field_and_its_new_name():
 def test_cls_keeps_the_key_cls_before_pooler_had_and_mean_its_own():
     """ "cls" computes what "cls_before_pooler" did (the first token): same cache key, so WACSE/DAP
     artifacts stay valid; an artifact of the old "cls" (the pooler output) is never reused for it."""
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
     from tasks.train.config import TrainConfig
 
     assert keyed_config(TrainConfig(pooling="cls"))["pooling"] == "cls_before_pooler"

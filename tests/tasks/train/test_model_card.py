@@ -12,7 +12,10 @@ import pyarrow as pa
 
 from tasks.evaluate.groups import WACSE_4, group_average_rows, group_languages, rows_table
 from tasks.languages import FLORES200_CODES
-from tasks.train.model_card import CardFacts, EvaluationResults, front_matter, render_model_card
+from tasks.reporting.card_facts import CardFacts
+from tasks.reporting.card_results import EvaluationResults
+from tasks.reporting.model_card import front_matter, render_model_card
+from tasks.train.card import TRAIN_CARD
 
 LANGS = ["eng_Latn", "kaz_Cyrl", "swh_Latn", "zsm_Latn"]
 
@@ -29,6 +32,7 @@ def facts(inputs: dict[str, Any], curves: pa.Table | None = None, **metrics: Any
         {"languages": LANGS, "objectives": {"translation_ranking": 1.0, "multiway_supcon": 0.5}, **metrics},
         {"corpus": manifest("c" * 64, 100), "base_model": manifest("b" * 64, source="local"), **inputs},
         curves,
+        TRAIN_CARD,
     )
 
 
@@ -127,8 +131,8 @@ def test_the_training_logs_table_gives_each_logged_steps_losses_and_dev_accuracy
 
 
 def test_the_model_card_and_the_dataset_card_tag_a_language_alike():
-    from tasks.publish import dataset
-    from tasks.train import model_card
+    from tasks.publish import dataset_card as dataset
+    from tasks.reporting import model_card
 
     assert {code: dataset.hub_language(code) for code in FLORES200_CODES} == {
         code: model_card.hub_language(code) for code in FLORES200_CODES

@@ -95,7 +95,7 @@ def test_config_rejects_no_objective_and_unknown_keys():
 
 
 def test_distribution_settings_stay_out_of_the_key_at_dropout_zero():
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     a = TrainConfig.model_validate(
         {"dropout": 0.0, "grad_cache_chunk": 16, "distributed": {"nproc_per_node": 2}, "checkpoint_dir": "/x"}
@@ -108,7 +108,7 @@ def test_distribution_settings_stay_out_of_the_key_at_dropout_zero():
 def test_with_dropout_on_the_chunks_and_processes_that_split_the_batch_are_keyed(dropout):
     """Every forward pass draws its own dropout masks, so how the batch is split changes the
     gradients (test_trainer.py measures it): the key holds the split wherever it splits."""
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     def key(**extra):
         return keyed_config(TrainConfig.model_validate({"dropout": dropout, "batch_size": 64, **extra}))
@@ -126,7 +126,7 @@ def test_with_dropout_on_the_chunks_and_processes_that_split_the_batch_are_keyed
 
 def test_a_switched_off_objectives_options_stay_out_of_the_key():
     """Sweep variants that differ only in the options of a weight-0 objective share one train artifact."""
-    from tasks.stage import keyed_config
+    from tasks.stage_config import keyed_config
 
     plain = TrainConfig.model_validate({})
     inert = TrainConfig.model_validate(

@@ -7,7 +7,8 @@ import pickle
 import tomllib
 from pathlib import Path
 
-from tasks.stage import CONFIG_DIR, stage_key
+from tasks.stage import stage_key
+from tasks.stage_config import CONFIG_DIR
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
 

