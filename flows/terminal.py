@@ -48,18 +48,12 @@ def terminal_console() -> Any:
 def print_above_bars(renderable: Any) -> None:
     """Print on the shared Console, above the live bars when they are shown. The bars' refresh
     thread redraws under the live display's lock; printing under it too keeps a line from another
-    thread from being positioned against a bar layout that has just changed (a glued line).
-
-    While the bars are shown, a line longer than the terminal is wrapped by rich itself: soft
-    wrapped, the terminal would fold it onto two rows that rich counts as one, and the bars'
-    next redraw would move the cursor one row short, so the next line starts after a bar
-    (`ETA 0:00:0005:02:59.183 | INFO ...` at 160 columns). Without bars lines are left whole."""
+    thread from being positioned against a bar layout that has just changed (a glued line)."""
     import contextlib
 
-    live = _live_display
-    lock = getattr(getattr(live, "live", None), "_lock", None) or contextlib.nullcontext()
+    lock = getattr(getattr(_live_display, "live", None), "_lock", None) or contextlib.nullcontext()
     with lock:
-        terminal_console().print(renderable, soft_wrap=live is None)
+        terminal_console().print(renderable, soft_wrap=True)
 
 
 def silence_third_party_bars() -> None:

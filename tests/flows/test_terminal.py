@@ -68,33 +68,6 @@ def test_a_log_line_during_the_live_bars_is_printed_on_a_line_of_its_own(tty_con
     assert "🔥" not in tty_console.getvalue() and "👌" not in tty_console.getvalue()
 
 
-def test_a_log_line_longer_than_the_terminal_during_the_bars_is_wrapped_by_rich(tty_console: io.StringIO) -> None:
-    """A 300-character line (a shard's drop counts) printed while the bars are shown: the
-    terminal would fold it onto two rows that rich, soft wrapping, counts as one, and the bars'
-    next redraw would leave the cursor after a bar (a glued line). Wrapped by rich, no row the
-    terminal gets is wider than it."""
-    long_line = "corpus shard cldr-major: 8850 rows in, 4566 out, dropped " + ", ".join(
-        f"'reason_{i}': {i * 111}" for i in range(16)
-    )
-    assert len(long_line) > 300
-    with progress_bar("corpus:cldr-major") as progress:
-        progress.expect(100, "rows")
-        progress.advance(40)
-        time.sleep(0.6)  # the bar is drawn
-        terminal.print_above_bars(long_line)
-        progress.advance(60)
-        time.sleep(0.3)
-    rows = _screen_lines(tty_console.getvalue())
-    assert all(len(row) <= 160 for row in rows), [len(row) for row in rows]
-    printed = "".join(row.strip() for row in rows if "reason_" in row or "cldr-major: 8850" in row)
-    assert "'reason_15': 1665" in printed and printed.startswith("corpus shard cldr-major: 8850 rows in")
-    # without bars a line stays whole (a log file or a pipe keeps it on one line)
-    tty_console.truncate(0)
-    tty_console.seek(0)
-    terminal.print_above_bars(long_line)
-    assert tty_console.getvalue().strip() == long_line
-
-
 def _record(name: str, level: int, pathname: str) -> logging.LogRecord:
     return logging.LogRecord(name, level, pathname, 1, "Finished in state %s", ("Completed()",), None)
 
