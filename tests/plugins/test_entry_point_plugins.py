@@ -27,7 +27,7 @@ from pydantic import Field
 
 from tasks.corpus.readers import GroupBatch, open_binary
 from tasks.corpus.sources import Source, register_source
-from tasks.stage import CONTENT_KEYED, ConfigPath
+from tasks.stage_config import CONTENT_KEYED, ConfigPath
 
 IMPORTS = []
 
