@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flows.terminal import PROGRESS_ENV, print_above_bars, set_live_display, terminal_console
+from flows.terminal import PROGRESS_ENV, print_above_bars, set_live_display, terminal_console, terminal_lock
 
 _lock = threading.Lock()
 _display: Any = None
@@ -218,8 +218,9 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
                     TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
                     console=terminal_console(), transient=False, refresh_per_second=4,
                 )  # fmt: skip
-                _display.start()
-                set_live_display(_display)
+                with terminal_lock():
+                    _display.start()
+                    set_live_display(_display)
             _users += 1
             task_id = _display.add_task(description, total=None, unit=unit, total_text="?", rate="")
         progress._bar, progress._task_id = _RateBar(_display, progress), task_id
@@ -234,8 +235,9 @@ def progress_bar(description: str, unit: str = "rows") -> Iterator[StageProgress
                 _display.update(progress._task_id, total=task.completed, total_text=f"{task.completed:,}")
                 _users -= 1
                 if _users == 0:
-                    set_live_display(None)
-                    _display.stop()
+                    with terminal_lock():  # no line printed while the bars draw their last frame
+                        _display.stop()
+                        set_live_display(None)
                     _display = None
 
 

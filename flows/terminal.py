@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 QUIET, DEFAULT, VERBOSE = "quiet", "default", "verbose"
@@ -45,15 +46,30 @@ def terminal_console() -> Any:
     return _console
 
 
+# Held while a line is printed and while the live bars start or stop. rich's `Live.stop()` draws
+# the bars a last time into a buffer of its own thread and ends them with a newline; a line another
+# thread printed in that window went straight to the terminal, after the last bar row's text:
+# `... ETA 0:00:00 0:00:0107:41:02 | INFO | corpus: 1/2 shards`, when a shard's end closed the bars
+# just as the flow logged it.
+_terminal_lock = threading.RLock()
+
+
+def terminal_lock() -> threading.RLock:
+    """The lock that starting or stopping the live bars holds (see `_terminal_lock`)."""
+    return _terminal_lock
+
+
 def print_above_bars(renderable: Any) -> None:
     """Print on the shared Console, above the live bars when they are shown. The bars' refresh
     thread redraws under the live display's lock; printing under it too keeps a line from another
-    thread from being positioned against a bar layout that has just changed (a glued line)."""
+    thread from being positioned against a bar layout that has just changed (a glued line), and
+    the terminal lock keeps it out of the bars' start and stop."""
     import contextlib
 
-    lock = getattr(getattr(_live_display, "live", None), "_lock", None) or contextlib.nullcontext()
-    with lock:
-        terminal_console().print(renderable, soft_wrap=True)
+    with _terminal_lock:
+        lock = getattr(getattr(_live_display, "live", None), "_lock", None) or contextlib.nullcontext()
+        with lock:
+            terminal_console().print(renderable, soft_wrap=True)
 
 
 def silence_third_party_bars() -> None:

@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -66,6 +67,44 @@ def test_a_log_line_during_the_live_bars_is_printed_on_a_line_of_its_own(tty_con
     assert reported and all(line.startswith("corpus:ok: a reported line") for line in reported), lines
     assert any(line.lstrip("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ").startswith("corpus:ok ") for line in lines), lines  # the bar's name, literal
     assert "🔥" not in tty_console.getvalue() and "👌" not in tty_console.getvalue()
+
+
+def test_a_log_line_printed_while_the_last_bar_closes_is_not_glued_to_it(
+    tty_console: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flow logs "corpus: 1/2 shards" as the shard's bar closes: when that closed the live
+    display, rich drew the bars' last frame in a buffer of its own thread while the log line went
+    straight out after the last bar row (seen in tmux at 160 columns). Here the line is printed
+    from another thread at the worst moment of `Live.stop()`, deterministically."""
+    handler = terminal.TerminalLogHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)-7s | %(name)s - %(message)s"))
+    logger = logging.getLogger("xlembed.test.closing")
+    logger.addHandler(handler)
+    logger.propagate = False
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    console = terminal.terminal_console()
+    pop_hook = console.pop_render_hook
+    logging_thread: list[threading.Thread] = []
+
+    def pop_then_log() -> None:
+        pop_hook()  # the bars no longer intercept prints; their last frame is not written yet
+        thread = threading.Thread(target=logger.info, args=("corpus: 1/2 shards (50%)",))
+        thread.start()
+        thread.join(timeout=0.5)  # time enough to print, unless the line waits for the bars to stop
+        logging_thread.append(thread)
+
+    monkeypatch.setattr(console, "pop_render_hook", pop_then_log)
+    try:
+        with progress_bar("corpus:ok") as progress:
+            progress.expect(100, "rows")
+            progress.advance(100)
+            time.sleep(0.3)
+        logging_thread[0].join(timeout=10)
+    finally:
+        logger.removeHandler(handler)
+    lines = _screen_lines(tty_console.getvalue())
+    logged = [line for line in lines if "1/2 shards" in line]
+    assert logged and all(line.startswith("INFO    | xlembed.test.closing - corpus: 1/2 shards") for line in logged), lines
 
 
 def _record(name: str, level: int, pathname: str) -> logging.LogRecord:
