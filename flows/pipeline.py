@@ -31,6 +31,7 @@ from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore, Manifest
 from storage.build_locks import hold_build_lock
 from storage.refs import set_ref
+from tasks.reporting.narrow_tables import narrow_tables
 from tasks.stage import ShardSpec, Stage, commit_stage, resolve_inputs, run_shard
 from tasks.stage_config import KeyedConfig, StageConfig
 from tasks.stop import STOP, Interrupted, raise_if_stopping
@@ -189,10 +190,13 @@ def commit_task(
             from tasks.reporting.figures import inline_figures  # lazy: matplotlib, only for a commit with figures
 
             folder = path.rsplit("/", 1)[0]
-            # the UI cannot follow links beside the report: the figures travel inside it
+            # the UI cannot follow links beside the report: the figures travel inside it; and it
+            # scrolls a wide table sideways: the tables are cut to its column (the file keeps them whole)
             create_markdown_artifact(
-                inline_figures(
-                    read_attached(path).decode("utf-8"), lambda name, folder=folder: read_attached(f"{folder}/{name}")
+                narrow_tables(
+                    inline_figures(
+                        read_attached(path).decode("utf-8"), lambda name, folder=folder: read_attached(f"{folder}/{name}")
+                    )
                 ),
                 key=f"{stage_name.replace('_', '-')}-report",
                 description=f"{stage_name} report {key[:12]}",

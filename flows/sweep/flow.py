@@ -18,6 +18,7 @@ from flows.sweep.plan import plan_sweep
 from flows.sweep.report import write_report
 from flows.terminal import PLAN_NOTE
 from storage import ArtifactStore
+from tasks.reporting.narrow_tables import narrow_tables
 
 
 @flow(name="xlembed-sweep", log_prints=True)
@@ -49,7 +50,7 @@ def sweep_flow(
     report = write_report(plan, store, outcomes, baseline=baseline)
     artifact_key = f"{slug(grid.name)}-sweep".replace("_", "-")
     create_markdown_artifact(
-        report.markdown,
+        narrow_tables(report.markdown),  # the UI scrolls a wide table sideways: cut to its column
         key=f"{artifact_key}-report",
         description=f"sweep {grid.name}: comparison of {len(plan.variants)} variants",
     )

@@ -16,6 +16,7 @@ from flows.cli import app
 from storage import ArtifactStore
 from storage.refs import list_refs, read_ref
 from storage.verify import verify_artifact
+from tasks.reporting.narrow_tables import UI_TABLE_CHARS
 from tests.flows.toy_pipeline import cli, subprocess_env, write_config
 
 pytestmark = pytest.mark.slow
@@ -57,6 +58,16 @@ def test_flow_runs_dag_publishes_artifacts_and_second_run_computes_nothing(toy_p
     # the stage's report.md is shown with its figure inlined: the UI cannot follow a link beside it
     figure = (Path(store.artifact_dir("histogram", refs["histogram"])) / "files/report/lengths.png").read_bytes()
     assert f"![Lengths](data:image/png;base64,{base64.b64encode(figure).decode('ascii')})" in artifacts["histogram-report"].data
+    # and its tables cut to the UI's content column, every cell kept beside its row's label; the file keeps them whole
+    shown = artifacts["histogram-report"].data
+    report = (Path(store.artifact_dir("histogram", refs["histogram"])) / "files/report/report.md").read_text("utf-8")
+    assert max(map(len, report.splitlines())) > UI_TABLE_CHARS
+    rows = [[c.strip() for c in line.strip("| ").split(" | ")] for line in shown.splitlines() if line.startswith("| lang_")]
+    assert len(rows) % 3 == 0 and len(rows) > 3  # several tables of the same three rows
+    assert all(len(line) <= UI_TABLE_CHARS for line in shown.splitlines() if line.startswith("|"))
+    assert all(value.startswith(row[0][len("lang_")]) for row in rows for value in row[1:])  # beside their label
+    assert sorted(value for row in rows for value in row[1:]) == sorted(f"{r}{c}.0" for r in range(3) for c in range(12))
+    assert "| Δ |" in shown and "Δ vs untrained base" not in shown
 
     with get_client(sync_client=True) as client:
         flow_runs_before = len(client.read_flow_runs())

@@ -88,7 +88,14 @@ def summarize_histogram(
     figures (the flow shows report.md in the Prefect UI with the figures inlined)."""
     folder = workdir / "report"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.md").write_text(f"# Histogram\n\nbucket = {config.bucket}\n\n![Lengths](lengths.png)\n", encoding="utf-8")
+    # a table wider than the UI's content column, as evaluate's per-language tables are
+    metrics = [f"accuracy_direction_{n}" for n in range(6)]
+    header = ["Language / pair"] + [h for m in metrics for h in (m, f"Δ vs untrained base ({m})")]
+    table = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    table += [f"| lang_{r} → eng_Latn | " + " | ".join(f"{r}{c}.0" for c in range(len(header) - 1)) + " |" for r in range(3)]
+    (folder / "report.md").write_text(
+        f"# Histogram\n\nbucket = {config.bucket}\n\n" + "\n".join(table) + "\n\n![Lengths](lengths.png)\n", encoding="utf-8"
+    )
     (folder / "lengths.png").write_bytes(one_pixel_png(config.bucket % 256))
     return {"report/report.md": folder / "report.md", "report/lengths.png": folder / "lengths.png"}
 
