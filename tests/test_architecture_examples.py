@@ -161,10 +161,10 @@ def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[
     from tasks.align import ALIGN_STAGE
     from tasks.base_model import BASE_MODEL_STAGE
     from tasks.corpus import CORPUS_STAGE
-    from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate import EVALUATE_STAGE
     from tasks.reporting.model_card import front_matter
     from tasks.stage import run_stage
+    from tasks.tiny_models import build_tiny_model
     from tasks.train import TRAIN_STAGE
 
     build_tiny_model(tmp_path / "tiny")
