@@ -136,6 +136,7 @@ def test_the_examples_validate_from_their_tables_and_name_them_in_errors(modules
         ValidationError, match=r"\[train.objectives.pull_together\]: rows: Input should be less than or equal to 1"
     ):
         TrainConfig.model_validate({"objectives": {"pull_together": {"weight": 1.0, "rows": 2.0}}})
+    assert not section.needs_gpu() and not train.model_copy(update={"device": "cpu"}).needs_gpu()  # declared: the CPU will do
     with pytest.raises(ValidationError, match="pull_together.*need"):  # its declared need of the pivot
         TrainConfig.model_validate({"pivot_in_every_row": False, "objectives": {"pull_together": {"weight": 1.0}}})
 
