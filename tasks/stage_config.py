@@ -103,9 +103,9 @@ class StageConfig(StrictScalars):
             return True
         if "device" in type(self).model_fields and device_needs_gpu(getattr(self, "device")):
             return True
-        return any(part.needs_gpu() for part in self.components())
+        return any(part.needs_gpu() for part in self.nested_configs())
 
-    def components(self) -> list[StageConfig]:
+    def nested_configs(self) -> list[StageConfig]:
         """The configs held in this one: fields and extra tables that are StageConfigs, or lists,
         tuples and dicts of them."""
         held = [getattr(self, name) for name in type(self).model_fields] + list((self.__pydantic_extra__ or {}).values())
