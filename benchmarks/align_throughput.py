@@ -35,7 +35,7 @@ of the current host path (fixed logits, 1 thread). `--wspalign-only` skips SimAl
 --shape real: WSPAlign at XLM-R base's shape (benchmarks/shapes.py: hidden 768, 12 layers,
 12 heads, FFN 3072, vocabulary 250,002, QA head; random weights with XLM-R's initialiser,
 the tiny tokenizer; `--wspalign-model DIR` reuses one built before), on fewer and shorter
-pairs (default 6 pairs of the synthetic 3-12-word sentences of tasks/align/tiny.py,
+pairs (default 6 pairs of the synthetic 3-12-word sentences of tasks/tiny_models.py,
 `--source flores` for FLORES' ~25-word ones: each word is a forward pass of an
 86M-parameter encoder, twice per run); the peak RSS of each WSPAlign run is printed.
 SimAlign (itermax) and eflomal run on the same pairs: SimAlign on the same random XLM-R
@@ -69,10 +69,11 @@ def load_pairs(n: int, offset: int = 0, synthetic: bool = False) -> tuple[list[l
     if FLORES.is_dir() and not synthetic:
         rows = {code: (FLORES / f"{code}.dev").read_text(encoding="utf-8").splitlines() for code in ("eng_Latn", *LANGS)}
     else:
-        from tasks.align.tiny import WORDS
-        from tasks.encoders.tiny import synthetic_sentences
+        from tasks.tiny_models import QA_WORDS, synthetic_sentences
 
-        rows = {code: synthetic_sentences(offset + n, seed=k, words_by_lang=WORDS) for k, code in enumerate(("eng_Latn", *LANGS))}
+        rows = {
+            code: synthetic_sentences(offset + n, seed=k, words_by_lang=QA_WORDS) for k, code in enumerate(("eng_Latn", *LANGS))
+        }
     for k in range(n):
         row, lang = offset + k // len(LANGS), LANGS[k % len(LANGS)]
         pairs.append((len(sentences), len(sentences) + 1))
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from tasks.align.backends.eflomal_backend import EflomalSettings
     from tasks.align.backends.simalign import SimalignSettings
     from tasks.align.backends.wspalign import WspAligner, WspalignSettings
-    from tasks.align.tiny import build_tiny_wspalign
+    from tasks.tiny_models import build_tiny_wspalign
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -539,7 +540,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     else:
         encoder_dir = args.encoder
         if encoder_dir is None:
-            from tasks.encoders.tiny import build_tiny_model
+            from tasks.tiny_models import build_tiny_model
 
             encoder_dir = str(build_tiny_model(tmp / "encoder"))
         sim_sentences, sim_pairs, sim_langs = load_pairs(max(args.pairs, 200))

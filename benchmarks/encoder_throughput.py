@@ -31,7 +31,7 @@ import torch  # noqa: E402
 
 from tasks.encoders import POOLING_MODES, Encoder, EncoderSpec  # noqa: E402
 from tasks.encoders.pooling import pool  # noqa: E402
-from tasks.encoders.tiny import WORDS, build_tiny_model  # noqa: E402
+from tasks.tiny_models import WORDS, build_tiny_model  # noqa: E402
 
 
 def sentences(n: int, words: dict[str, list[str]], seed: int = 0) -> list[str]:

@@ -83,7 +83,7 @@ def train_inputs(n_groups: int, base: Path):
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
-    from tasks.train.tiny import multiway_rows
+    from tasks.tiny_models import multiway_rows
     from tasks.train.trainer import TrainInputs
 
     corpus, align = multiway_rows(n_groups, dev_every=10**9)
@@ -353,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scratch = scratch_dir("xlembed-gpu-check-")
     if args.cpu:
-        from tasks.align.tiny import tiny_wspalign_dir
-        from tasks.encoders.tiny import build_tiny_model
+        from tasks.tiny_models import build_tiny_model, tiny_wspalign_dir
 
         args.max_length, args.precision, args.chunk = 16, "fp32", 4
         encoder_dir, qa_dir = build_tiny_model(scratch / "encoder"), tiny_wspalign_dir(0)

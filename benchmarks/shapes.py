@@ -3,7 +3,7 @@
 The throughput ratios of the tiny models (d_model 256, hidden 32, a tiny BERT) are dominated by
 Python overhead; these builders give the same matrix shapes, FLOPs and memory as the real
 checkpoints, with seeded random weights and the small offline tokenizers the project already
-trains (tasks/translate/tiny.py, tasks/align/tiny.py). Only the tokenizer is small: the model's
+trains (tasks/tiny_models.py). Only the tokenizer is small: the model's
 vocabulary (embedding and output matrices) has the published size, and CTranslate2 pads its
 vocabulary file to the model's size with "madeupword" tokens, as it does for M2M100 anyway.
 
@@ -61,7 +61,7 @@ _PAD, _BOS, _EOS = 1, 0, 2
 
 def nllb_config(shape: NllbShape, *, pad: int = _PAD, bos: int = _BOS, eos: int = _EOS):  # -> M2M100Config
     """The M2M100 configuration of an NLLB-200 checkpoint of `shape` (pre-norm, scaled embeddings, relu)."""
-    from tasks.translate.tiny import nllb_config as config_of_shape
+    from tasks.tiny_models import nllb_config as config_of_shape
 
     return config_of_shape(
         vocab_size=shape.vocab_size,
@@ -136,11 +136,11 @@ def build_nllb_shape(out_dir: Path, shape: NllbShape = NLLB_600M, *, seed: int =
     from transformers import M2M100ForConditionalGeneration
 
     from tasks.encoders.loading import quiet_transformers
-    from tasks.translate.tiny import build_tokenizer
+    from tasks.tiny_models import build_nllb_tokenizer
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(tokenizer_vocab)
+    tokenizer = build_nllb_tokenizer(tokenizer_vocab)
     if len(tokenizer) > shape.vocab_size:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than the {shape.name} vocabulary ({shape.vocab_size})")
     config = nllb_config(shape, pad=tokenizer.pad_token_id, bos=tokenizer.bos_token_id, eos=tokenizer.eos_token_id)
@@ -171,8 +171,8 @@ def build_xlmr_shape(out_dir: Path, shape: XlmrShape = XLMR_BASE, *, head: str =
 
     from transformers import AutoTokenizer, XLMRobertaForQuestionAnswering, XLMRobertaModel
 
-    from tasks.align.tiny import build_tiny_wspalign
     from tasks.encoders.loading import quiet_transformers
+    from tasks.tiny_models import build_tiny_wspalign
 
     if head not in ("qa", "encoder"):
         raise ValueError(f"head must be 'qa' or 'encoder', not {head!r}")

@@ -70,7 +70,7 @@ def build_base(shape: str, directory: Path) -> Path:
         from benchmarks.shapes import XLMR_BASE, build_xlmr_shape
 
         return build_xlmr_shape(directory, XLMR_BASE, head="encoder")
-    from tasks.encoders.tiny import build_tiny_model
+    from tasks.tiny_models import build_tiny_model
 
     return build_tiny_model(directory)
 
@@ -83,7 +83,7 @@ def _inputs(base: Path, rows: int):  # noqa: ANN202
 
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
-    from tasks.train.tiny import multiway_rows
+    from tasks.tiny_models import multiway_rows
     from tasks.train.trainer import TrainInputs
 
     corpus, align = multiway_rows(rows + 50, dev_every=10**9)

@@ -73,8 +73,7 @@ def scratch_dir(prefix: str = "xlembed-bench-") -> Path:
 def synthetic_inputs(n_groups: int, base: Path | None):
     from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
     from tasks.corpus.schema import CORPUS_SCHEMA
-    from tasks.encoders.tiny import build_tiny_model
-    from tasks.train.tiny import multiway_rows
+    from tasks.tiny_models import build_tiny_model, multiway_rows
 
     corpus, align = multiway_rows(n_groups, dev_every=10**9)
     if base is None:

@@ -1,6 +1,6 @@
 """Translate stage throughput: the stage's own overhead, and CTranslate2 vs transformers.
 
-Builds a small random NLLB-architecture model locally (no hub; see tasks/translate/tiny.py),
+Builds a small random NLLB-architecture model locally (no hub; see tasks/tiny_models.py),
 converts it with CTranslate2, and translates the same pre-tokenised, length-sorted
 sentences (random English-like text, a different target language per sentence) with:
 
@@ -130,10 +130,10 @@ def measure_in(
     import torch
     from transformers import M2M100ForConditionalGeneration
 
+    from tasks.tiny_models import build_tiny_nllb
     from tasks.translate.config import DecodingConfig, TinyModelSpec
     from tasks.translate.engine import NllbTokenizer, get_translator, plan_batches, release_translators, translate_tokens
     from tasks.translate.model_stage import convert_checkpoint
-    from tasks.translate.tiny import build_tiny_nllb
 
     real = args.shape in REAL_SHAPES
     device = args.device if args.device != "auto" else ("cuda" if ctranslate2.get_cuda_device_count() else "cpu")

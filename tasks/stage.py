@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
-from pydantic import BaseModel
 
 from storage import (
     AlreadyCommitted,
@@ -106,11 +105,11 @@ class Stage(Generic[ConfigT]):
     # and a pyparsing ParseException when two trainings started at once). Processes (Dask, Ray)
     # are not limited by it.
     one_at_a_time: bool = False
-    # Whether a shard runs a model on the accelerator (stopes' `requirements()`): True, False, or
-    # a function of the config; None (the default) decides from the config: a `device` setting
-    # anywhere in it (a backend's table too) that is not "cpu" (or "cpu:N"). `resources` is what
-    # a shard asks of the task runner; the flow's Ray runner reserves it per shard, so CPU stages
-    # take no GPU.
+    # Whether a shard runs a model on the accelerator (stopes' `requirements()`), for a stage
+    # whose config cannot say: True, False, or a function of the config; None (the default)
+    # asks the config, which declares it (`StageConfig.needs_gpu`: its `device`, the components
+    # it holds). `resources` is what a shard asks of the task runner; the flow's Ray runner
+    # reserves it per shard, so CPU stages take no GPU.
     uses_gpu: bool | Callable[[ConfigT], bool] | None = None
 
     def __post_init__(self) -> None:
@@ -120,7 +119,7 @@ class Stage(Generic[ConfigT]):
         """What one shard of this stage asks of the task runner: `{"num_gpus": gpus_per_task}`
         when it runs on the accelerator (and GPUs are given), else nothing."""
         if self.uses_gpu is None:
-            needs_gpu = any(not str(device).startswith("cpu") for device in _device_settings(config))
+            needs_gpu = config.needs_gpu()
         else:
             needs_gpu = self.uses_gpu(config) if callable(self.uses_gpu) else self.uses_gpu
         return {"num_gpus": gpus_per_task} if needs_gpu and gpus_per_task else {}
@@ -129,17 +128,6 @@ class Stage(Generic[ConfigT]):
         """The required inputs, then the optional ones among `available`."""
         present = set(available)
         return self.inputs + tuple(name for name in self.optional_inputs if name in present)
-
-
-def _device_settings(config: BaseModel) -> Iterable[Any]:
-    """The values of the `device` fields of a config and of the settings models nested in it."""
-    # tables held under their own names (an align backend's, a train objective's) are extras
-    named = {name: getattr(config, name) for name in type(config).model_fields} | dict(config.__pydantic_extra__ or {})
-    for name, value in named.items():
-        if name == "device":
-            yield value
-        elif isinstance(value, BaseModel):
-            yield from _device_settings(value)
 
 
 @dataclass(frozen=True)

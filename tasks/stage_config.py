@@ -1,5 +1,6 @@
 """A stage's config section, as the artifact key sees it: `StageConfig` (the base of every
-stage's config), the markers that keep a field out of the key (NOT_KEYED, KEYED_UNLESS_DEFAULT,
+stage's config and of every component a config holds, with what it needs of the machine:
+`needs_gpu`), the markers that keep a field out of the key (NOT_KEYED, KEYED_UNLESS_DEFAULT,
 CONTENT_KEYED), the keyed view of a config (`keyed_parts`), and how paths written in a config
 file resolve against its folder (ConfigPath, HubIdOrPath)."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
@@ -89,6 +90,31 @@ class StageConfig(StrictScalars):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # A component that runs only on the accelerator (it has no CPU path) says so here.
+    requires_gpu: ClassVar[bool] = False
+
+    def needs_gpu(self) -> bool:
+        """Whether this config's work runs on the accelerator, as it declares it: `requires_gpu`,
+        or its own `device` setting naming no CPU (unset or "auto": the accelerator when there is
+        one), or a component it holds (a backend's table, an objective's section, a source, a
+        benchmark) that needs it. What a stage's shards reserve (`Stage.resources`) is read here;
+        a component whose need depends on other settings overrides this."""
+        if self.requires_gpu:
+            return True
+        if "device" in type(self).model_fields and device_needs_gpu(getattr(self, "device")):
+            return True
+        return any(part.needs_gpu() for part in self.nested_configs())
+
+    def nested_configs(self) -> list[StageConfig]:
+        """The configs held in this one: fields and extra tables that are StageConfigs, or lists,
+        tuples and dicts of them."""
+        held = [getattr(self, name) for name in type(self).model_fields] + list((self.__pydantic_extra__ or {}).values())
+        out: list[StageConfig] = []
+        for value in held:
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+            out.extend(v for v in values if isinstance(v, StageConfig))
+        return out
+
     def keyed_view(self, data: dict[str, Any]) -> dict[str, Any]:
         """The keyed fields (`data`, NOT_KEYED ones already gone) that can change the output.
 
@@ -101,6 +127,11 @@ class StageConfig(StrictScalars):
         `fingerprint_sources` keys: left out of the key, recorded in the manifest's `locations`.
         Default: the fields marked CONTENT_KEYED."""
         return {name for name, info in type(self).model_fields.items() if _marker(info) == "by_content"}
+
+
+def device_needs_gpu(device: Any) -> bool:
+    """A `device` setting asks for the accelerator unless it names the CPU ("cpu", "cpu:N")."""
+    return not str(device).startswith("cpu")
 
 
 @dataclass(frozen=True)

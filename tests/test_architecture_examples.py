@@ -136,6 +136,7 @@ def test_the_examples_validate_from_their_tables_and_name_them_in_errors(modules
         ValidationError, match=r"\[train.objectives.pull_together\]: rows: Input should be less than or equal to 1"
     ):
         TrainConfig.model_validate({"objectives": {"pull_together": {"weight": 1.0, "rows": 2.0}}})
+    assert not section.needs_gpu() and not train.model_copy(update={"device": "cpu"}).needs_gpu()  # declared: the CPU will do
     with pytest.raises(ValidationError, match="pull_together.*need"):  # its declared need of the pivot
         TrainConfig.model_validate({"pivot_in_every_row": False, "objectives": {"pull_together": {"weight": 1.0}}})
 
@@ -161,10 +162,10 @@ def test_the_examples_run_through_the_stages_from_a_pipeline_toml(modules: dict[
     from tasks.align import ALIGN_STAGE
     from tasks.base_model import BASE_MODEL_STAGE
     from tasks.corpus import CORPUS_STAGE
-    from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate import EVALUATE_STAGE
     from tasks.reporting.model_card import front_matter
     from tasks.stage import run_stage
+    from tasks.tiny_models import build_tiny_model
     from tasks.train import TRAIN_STAGE
 
     build_tiny_model(tmp_path / "tiny")

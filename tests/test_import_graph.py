@@ -227,7 +227,7 @@ def _call_name(node: ast.Call) -> str:
 
 def test_benchmarks_import_nothing_from_the_tests() -> None:
     """The tiny models and synthetic rows benchmarks share with the tests live in the package
-    (tasks/*/tiny.py): moving a test fixture never breaks a benchmark."""
+    (tasks/tiny_models.py): moving a test fixture never breaks a benchmark."""
     wrong = []
     for path in sorted(BENCHMARKS.rglob("*.py")):
         text = path.read_text(encoding="utf-8")

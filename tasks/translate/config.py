@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from tasks.corpus.config import LidFilter
 from tasks.languages import to_flores
 from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, StageConfig, local_source_paths
+from tasks.tiny_models import TinyModelSpec
 from tasks.translate.cuda_check import resolve_translate_device
 from tasks.translate.languages import nllb_code
 
@@ -18,27 +19,6 @@ ComputeType = Literal[
     "auto", "default", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"
 ]
 DEFAULT_QUANTIZATION = "int8"
-
-
-class TinyModelSpec(StageConfig):
-    """A seeded, randomly initialised NLLB-architecture model (M2M100) with a tokenizer trained
-    on the spot that carries NLLB's 202 language-code tokens. Its translations are noise:
-    it exists to exercise the mechanics (tests, the smoke profile), never for data."""
-
-    seed: int = 0
-    vocab_size: int = Field(default=1000, ge=100, le=32_000, description="BPE pieces before the language codes")
-    d_model: int = Field(default=32, ge=8)
-    layers: int = Field(default=1, ge=1, description="encoder and decoder layers each")
-    heads: int = Field(default=2, ge=1)
-    ffn_dim: int = Field(default=64, ge=8)
-    max_positions: int = Field(default=256, ge=16)
-    init_std: float = Field(default=0.02, gt=0)
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TinyModelSpec:
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
-        return self
 
 
 class TranslateModelConfig(StageConfig):

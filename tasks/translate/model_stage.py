@@ -24,9 +24,9 @@ from typing import Any
 
 from tasks.shard_context import ShardContext
 from tasks.stage import Inputs, ShardSpec, Stage, folder_fingerprint
+from tasks.tiny_models import build_tiny_nllb
 from tasks.translate.config import DEFAULT_QUANTIZATION, TranslateModelConfig
 from tasks.translate.languages import NLLB_LANGUAGE_CODES
-from tasks.translate.tiny import build_tiny_nllb
 
 CODE_VERSION = "1"
 MODEL_INFO = "model.json"

@@ -27,7 +27,7 @@ def deep_small_qa(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_aligner(tmp_path_factory):
     from tasks.align.backends.wspalign import WspAligner, WspalignSettings
-    from tasks.align.tiny import build_tiny_wspalign
+    from tasks.tiny_models import build_tiny_wspalign
 
     model_dir = build_tiny_wspalign(tmp_path_factory.mktemp("tiny"))
     return WspAligner.load(WspalignSettings(source="local", model=str(model_dir), combine="union", threshold=0.0, device="cpu"))

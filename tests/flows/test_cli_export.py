@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from flows.cli import app
 from storage import ArtifactStore
 from storage.transfer import copy_artifact, copy_refs
-from tasks.encoders.tiny import build_tiny_model
 from tasks.reporting.model_card import front_matter
+from tasks.tiny_models import build_tiny_model
 from tests.storage.conftest import s3_root, s3_server  # noqa: F401 - the moto S3 fixtures
 from tests.tasks.train.publish_fixtures import build_store
 

@@ -15,14 +15,13 @@ from pydantic import Field, ValidationError
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.encoders.tiny import build_tiny_model
 from tasks.stage import stage_key
 from tasks.stage_config import keyed_config
+from tasks.tiny_models import build_tiny_model, multiway_rows
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
 from tasks.train.data import TrainingData
 from tasks.train.objectives import OBJECTIVES, ObjectiveConfig, SentenceObjective, TrainContext, register_objective
-from tasks.train.tiny import multiway_rows
 from tasks.train.trainer import Trainer, TrainInputs
 from tasks.train.views import encode_views
 

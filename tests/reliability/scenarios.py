@@ -57,7 +57,7 @@ def tiny_model(cache: Path) -> Path:
     target = cache / "tiny-model"
     if (target / "config.json").exists():
         return target
-    from tasks.encoders.tiny import build_tiny_model
+    from tasks.tiny_models import build_tiny_model
 
     build_tiny_model(target)
     return target

@@ -56,6 +56,8 @@ class AlignerSettings(StageConfig):
     # the optional packages it needs: the xlembed extra that installs them -> the modules it imports
     # (checked when a config choosing it loads: tasks/extras.py)
     extras: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # the accelerator: `needs_gpu()` (StageConfig) reads its `device` setting, if it has one; one
+    # that runs only on the accelerator sets `requires_gpu = True`. The align stage's shards reserve a GPU then.
 
     def required_extras(self) -> list[tuple[str, str, tuple[str, ...]]]:
         return [(extra, f'[align] backend = "{self.name}"', modules) for extra, modules in self.extras.items()]

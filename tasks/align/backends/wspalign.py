@@ -61,11 +61,11 @@ from tasks.align.backends.wspalign_tokens import (
     words_of_tokens,
 )
 from tasks.align.combine import DirectionalLinks, Links, combine_directions
-from tasks.align.tiny import tiny_wspalign_dir
 from tasks.encoders.loading import quiet_transformers
 from tasks.encoders.precision import Precision, compute_precision
 from tasks.stage import folder_fingerprint
 from tasks.stage_config import KEYED_UNLESS_DEFAULT, NOT_KEYED, HubIdOrPath, local_source_paths
+from tasks.tiny_models import tiny_wspalign_dir
 
 log = logging.getLogger(__name__)
 

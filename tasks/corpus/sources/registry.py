@@ -141,6 +141,8 @@ class Source(StageConfig):
     # The data set its kind always reads, with its licence; None: it depends on the files it is
     # given (a FLORES or NTREX folder is recognised by its name or location, others are "unknown").
     data_set: ClassVar[DataSet | None] = None
+    # A source that runs a model on the accelerator (a LID or filtering model with no CPU path)
+    # sets `requires_gpu = True` (StageConfig); the corpus stage's shards reserve a GPU then.
 
     name: str = Field(description="names the shards and the `source` column")
     sample: int | None = Field(default=None, ge=1, description="groups to sample (seeded); all when unset")

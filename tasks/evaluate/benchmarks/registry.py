@@ -123,6 +123,8 @@ class Benchmark(StageConfig):
     supports_subset: ClassVar[bool] = False
     # What one item of a set is, for the report's screening note ("pairs", "sentence pairs", ...).
     subset_unit: ClassVar[str] = "items"
+    # One that runs a model of its own on the accelerator only sets `requires_gpu = True`
+    # (StageConfig); the evaluate stage's shards reserve a GPU then (they do anyway unless device = "cpu").
 
     subset: int | None = Field(
         default=None, ge=2, json_schema_extra=KEYED_UNLESS_DEFAULT,

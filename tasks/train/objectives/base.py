@@ -51,12 +51,18 @@ class ObjectiveConfig(StageConfig):
     needs_pivot: ClassVar[bool] = False  # the pivot text in view 0 of every row
     needs_frozen_model: ClassVar[bool] = False  # a frozen copy of the starting model
     trains_alone: ClassVar[bool] = True  # False: a regulariser, which needs another objective on
+    # requires_gpu (from StageConfig): True for one that runs only on the accelerator; the train
+    # stage's shards then reserve a GPU while it is on (`needs_gpu`)
 
     weight: float = Field(default=0.0, ge=0.0, description="its loss's weight in the sum; 0 = off")
 
     def needs_frozen(self) -> bool:
         """Whether these settings need the frozen model (default: the class's `needs_frozen_model`)."""
         return self.needs_frozen_model
+
+    def needs_gpu(self) -> bool:
+        """An objective that is off (weight 0) needs nothing; one that is on, what it declares."""
+        return self.weight > 0 and super().needs_gpu()
 
     def build(self, model: Any, data: TrainingData, base_dir: Path) -> Objective:
         """The module computing its loss, for these settings (the trained model, the training data

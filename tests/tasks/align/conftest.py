@@ -18,7 +18,7 @@ def flores_rows(code: str, n: int, start: int = 0) -> list[str]:
 
 @pytest.fixture(scope="session")
 def tiny_wspalign_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tasks.align.tiny import build_tiny_wspalign
+    from tasks.tiny_models import build_tiny_wspalign
 
     return build_tiny_wspalign(tmp_path_factory.mktemp("tiny-wspalign"), seed=0)
 
@@ -35,6 +35,6 @@ def wsp_aligner(tiny_wspalign_dir: Path):
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tasks.encoders.tiny import build_tiny_model
+    from tasks.tiny_models import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-encoder"))

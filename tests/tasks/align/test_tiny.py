@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-BUILD = "import sys; from pathlib import Path; from tasks.align.tiny import build_tiny_wspalign; build_tiny_wspalign(Path(sys.argv[1]))"
+BUILD = "import sys; from pathlib import Path; from tasks.tiny_models import build_tiny_wspalign; build_tiny_wspalign(Path(sys.argv[1]))"
 
 
 @pytest.mark.slow

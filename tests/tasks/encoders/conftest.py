@@ -6,7 +6,7 @@
   st_cls_dir       a sentence-transformers dir from it: Transformer + Pooling(cls) + Normalize
   st_mean_dense_dir                                    Transformer + Pooling(mean) + Dense(32->16, tanh) + Normalize
 
-The builders live in tasks/encoders/tiny.py, so benchmarks and other tests use them too.
+The builders live in tasks/tiny_models.py, so benchmarks and other tests use them too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.encoders.tiny import build_sentence_transformers, build_tiny_model
+from tasks.tiny_models import build_sentence_transformers, build_tiny_model
 
 
 @pytest.fixture(scope="session")

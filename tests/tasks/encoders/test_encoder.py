@@ -13,7 +13,7 @@ import torch
 import transformers
 
 from tasks.encoders import POOLING_MODES, Encoder, EncoderLoadError, EncoderSpec
-from tasks.encoders.tiny import synthetic_sentences
+from tasks.tiny_models import synthetic_sentences
 
 TEXTS = [
     "the river",
@@ -292,7 +292,7 @@ def test_missing_pooler_weights_are_not_used_for_pooler_pooling(tmp_path) -> Non
     import torch
     from transformers import BertModel, PreTrainedTokenizerFast
 
-    from tasks.encoders.tiny import build_tiny_model
+    from tasks.tiny_models import build_tiny_model
 
     build_tiny_model(tmp_path, pooler=False)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(tmp_path)

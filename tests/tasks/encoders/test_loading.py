@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.encoders.tiny import build_tiny_model
+from tasks.tiny_models import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -137,7 +137,7 @@ def stand_in_trained_model(built: dict, seed: int):
         seed: int = 0
 
     def attach_model(config, inputs, shard, context):
-        from tasks.encoders.tiny import build_tiny_model
+        from tasks.tiny_models import build_tiny_model
 
         context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
         return []
@@ -439,10 +439,10 @@ def test_a_model_trained_with_language_vectors_is_scored_with_them(built: dict) 
     from tasks.encoders import Encoder, EncoderSpec
     from tasks.encoders.language_vectors import LANGUAGE_EMBEDDING_FILE, LANGUAGES_FILE
     from tasks.encoders.neighbours import bitext_accuracy
-    from tasks.encoders.tiny import build_tiny_model
     from tasks.evaluate.stage import LANGUAGE_EMBEDDING_NOTE
     from tasks.stage import ShardSpec, Stage
     from tasks.stage_config import StageConfig
+    from tasks.tiny_models import build_tiny_model
 
     vectors = np.random.default_rng(0).normal(0.0, 0.5, size=(2, 32)).astype(np.float32)  # large: they move every vector
 
@@ -583,7 +583,7 @@ def test_report_of_a_trained_model_shows_its_training_curves_and_base_vs_trained
         seed: int = 5
 
     def attach_model(config, inputs, shard, context):  # the train stage's files: a model under model/ and its curves
-        from tasks.encoders.tiny import build_tiny_model
+        from tasks.tiny_models import build_tiny_model
 
         context.attach_dir(build_tiny_model(context.workdir / "model", seed=config.seed), prefix="model/")
         steps = range(1, 41)

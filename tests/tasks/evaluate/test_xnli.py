@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.encoders.tiny import WORDS, build_tiny_model
 from tasks.evaluate.benchmarks.xnli import XnliBenchmark, read_nli_file, read_xnli_split, xnli_rows
 from tasks.evaluate.config import EncoderSettings, EvaluateConfig
 from tasks.evaluate.datasets import BenchmarkDataError
+from tasks.tiny_models import WORDS, build_tiny_model
 
 MARKERS = {"entailment": "water water", "neutral": "night night", "contradiction": "river river"}
 XNLI_HEADER = "language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tpromptID\tpairID\tgenre"

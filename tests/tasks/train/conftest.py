@@ -1,6 +1,6 @@
 """Small, fast training fixtures: a tiny random BERT with a WordPiece tokenizer trained on the
-spot (tasks/encoders/tiny.py), a multi-way corpus of synthetic sentences in four languages that
-translate each other word by word, and word alignments for it (tasks/train/tiny.py)."""
+spot (tasks/tiny_models.py), a multi-way corpus of synthetic sentences in four languages that
+translate each other word by word, and word alignments for it (tasks/tiny_models.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.encoders.tiny import build_tiny_model
-from tasks.train.tiny import multiway_rows
+from tasks.tiny_models import build_tiny_model, multiway_rows
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,9 @@ from tasks.corpus.config import CorpusConfig
 from tasks.evaluate.config import EvaluateConfig
 from tasks.evaluate.stage import EVALUATE_STAGE
 from tasks.stage import run_stage
+from tasks.tiny_models import LANGS, multiway_rows
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
-from tasks.train.tiny import LANGS, multiway_rows
 
 PREFIX = "query: "
 

@@ -22,7 +22,7 @@ from benchmarks.data_prep import naive_step_pairs as reference_step_pairs
 from tasks.align.schema import WORD_ALIGNMENT_SCHEMA
 from tasks.align.words import split_words
 from tasks.corpus.schema import CORPUS_SCHEMA
-from tasks.encoders.tiny import WORDS, synthetic_sentences
+from tasks.tiny_models import WORDS, synthetic_sentences
 from tasks.train.alignment_join import WordPairs, add_alignments
 from tasks.train.batching import BatchPlan
 from tasks.train.data import build_training_data

@@ -22,10 +22,10 @@ from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
 from tasks.stage import run_stage, stage_key
 from tasks.stage_config import keyed_config
+from tasks.tiny_models import LANGS, multiway_rows
 from tasks.train import TRAIN_STAGE
 from tasks.train import checkpoint as ckpt
 from tasks.train.config import TrainConfig
-from tasks.train.tiny import LANGS, multiway_rows
 from tasks.train.trainer import Trainer, TrainingStopped, TrainInputs
 from tests.storage.conftest import S3Server, s3_server  # noqa: F401 - the moto fixture, shared
 

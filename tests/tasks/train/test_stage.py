@@ -13,10 +13,10 @@ from tasks.base_model.config import BaseModelConfig
 from tasks.corpus import CORPUS_STAGE
 from tasks.corpus.config import CorpusConfig
 from tasks.stage import run_stage
+from tasks.tiny_models import LANGS, multiway_rows
 from tasks.train import TRAIN_STAGE
 from tasks.train.config import TrainConfig
 from tasks.train.stage import checkpoint_dir_for
-from tasks.train.tiny import LANGS, multiway_rows
 
 
 def corpus_and_base_model(tmp_path, tiny_model_dir) -> tuple[ArtifactStore, dict[str, str]]:
