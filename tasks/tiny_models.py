@@ -259,6 +259,20 @@ def train_tokenizer(
     return tok
 
 
+def fast_tokenizer(tok: Any, *, single: str, pair: str, roles: dict[str, str]) -> Any:
+    """`tok` (a trained `tokenizers.Tokenizer`) with a template post-processor, wrapped as a
+    transformers `PreTrainedTokenizerFast`. `roles` maps the special-token roles (`cls_token`,
+    `sep_token`, ...) to tokens; the templates may use the `cls_token` and `sep_token` tokens."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    framing = dict.fromkeys((roles["cls_token"], roles["sep_token"]))
+    tok.post_processor = processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=[(t, tok.token_to_id(t)) for t in framing]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **roles, model_max_length=512)
+
+
 # --- one builder per architecture ----------------------------------------------------------
 
 
@@ -267,23 +281,15 @@ def build_tiny_model(directory: Path, *, seed: int = 0, pooler: bool = True) -> 
     tokenizer ([CLS]/[SEP]/[PAD]/[UNK]/[MASK]) trained on synthetic_sentences, saved into `directory`.
     `pooler=False`: a checkpoint without pooler weights, as E5's (the loaders drop the pooler then)."""
     import torch
-    from tokenizers import processors
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import BertConfig, BertModel
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok = train_tokenizer("wordpiece", synthetic_sentences(400, seed=seed), vocab_size=600, specials=specials, unk_token="[UNK]")
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_max_length=512,
+    fast = fast_tokenizer(
+        tok,
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        roles={"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
     )
     torch.manual_seed(seed)
     config = BertConfig(
@@ -327,27 +333,26 @@ def build_tiny_wspalign(directory: Path, *, seed: int = 0, hidden_size: int = 32
     safetensors + tokenizer.json into `directory`. Its alignments are meaningless; it runs every
     step of the WSPAlign backend exactly as a real checkpoint does."""
     import torch
-    from tokenizers import processors
-    from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaForQuestionAnswering
+    from transformers import XLMRobertaConfig, XLMRobertaForQuestionAnswering
 
     specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     texts = synthetic_sentences(300, seed=seed, words_by_lang=QA_WORDS)
     tok = train_tokenizer("unigram", texts, vocab_size=400, specials=specials, unk_token="<unk>")
+    fast = fast_tokenizer(
+        tok,
+        single="<s> $A </s>",
+        pair="<s> $A </s> </s> $B </s>",
+        roles={
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "cls_token": "<s>",
+            "sep_token": "</s>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "mask_token": "<mask>",
+        },
+    )
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<s>",
-        eos_token="</s>",
-        cls_token="<s>",
-        sep_token="</s>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        mask_token="<mask>",
-        model_max_length=512,
-    )
     torch.manual_seed(seed)
     config = XLMRobertaConfig(
         vocab_size=tok.get_vocab_size(),
