@@ -35,6 +35,7 @@ from tasks.train.objectives.word_translation_ranking import WordTranslationRanki
 from tasks.train.objectives.representation_translation import RepresentationTranslationLoss
 from tasks.train.objectives.dueam_wmd import DuEAMLoss
 from tasks.train.objectives.base_regularization import BaseRegularizationLoss
+from tasks.train.objectives.base_similarity import BaseSimilarityLoss
 
 
 class ObjectiveSections(Protocol):
@@ -88,6 +89,7 @@ __all__ = [
     "OBJECTIVES",
     "AlignedWordPredictionLoss",
     "BaseRegularizationLoss",
+    "BaseSimilarityLoss",
     "Chunk",
     "DuEAMLoss",
     "MultiwaySupConLoss",

@@ -137,6 +137,43 @@ def test_base_regularization_is_the_mean_squared_distance_to_the_frozen_vectors(
     assert float(BaseRegularizationLoss()(start, valid, {"z_orig": start})) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_base_similarity_counts_the_changed_angles_of_same_language_pairs_from_different_rows():
+    from tasks.train.objectives import BaseSimilarityLoss
+
+    torch.manual_seed(3)
+    emb, start = unit(torch.randn(4, 2, 8)), unit(torch.randn(4, 2, 8))
+    langs = torch.tensor([[0, 1], [0, 2], [0, 1], [0, -1]])  # view 0 English; row 3 has no second view
+    valid = langs >= 0
+    got = BaseSimilarityLoss()(emb, valid, {"z_orig": start, "langs": langs})
+    texts = [(r, v) for r in range(4) for v in range(2) if valid[r, v]]
+    squares = [
+        (float(emb[a] @ emb[b]) - float(start[a] @ start[b])) ** 2
+        for a in texts
+        for b in texts
+        if a[0] != b[0] and langs[a] == langs[b]  # same language, different rows: 12 English ordered pairs + 2 of language 1
+    ]
+    assert len(squares) == 14
+    assert float(got) == pytest.approx(sum(squares) / len(squares), rel=1e-5)
+
+
+def test_base_similarity_lets_a_language_move_as_a_whole_where_base_regularization_does_not():
+    from tasks.train.objectives import BaseRegularizationLoss, BaseSimilarityLoss
+
+    torch.manual_seed(4)
+    start = unit(torch.randn(6, 2, 16))
+    langs = torch.tensor([[0, 1]] * 6)
+    valid = torch.ones(6, 2, dtype=torch.bool)
+    rotation, _ = torch.linalg.qr(torch.randn(16, 16))
+    moved = start.clone()
+    moved[:, 1] = start[:, 1] @ rotation  # language 1 rotated as a whole, e.g. onto its translations
+    extras = {"z_orig": start, "langs": langs}
+    assert float(BaseSimilarityLoss()(moved, valid, extras)) == pytest.approx(0.0, abs=1e-6)
+    assert float(BaseRegularizationLoss()(moved, valid, extras)) > 0.5
+    scrambled = moved.clone()
+    scrambled[:, 1] = moved[torch.tensor([0, 1, 2, 3, 5, 4]), 1] + 0.3 * torch.randn(6, 16)
+    assert float(BaseSimilarityLoss()(unit(scrambled), valid, extras)) > 0.01  # the angles within the language changed
+
+
 def test_per_word_reduction_divides_by_the_aligned_words_of_the_batch():
     from tasks.train.batching import StepBatch
     from tasks.train.objectives import WordTranslationRankingLoss

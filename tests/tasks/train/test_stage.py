@@ -162,3 +162,17 @@ def test_a_second_process_with_the_same_run_waits_for_the_checkpoint_folder(tmp_
         assert not entered.wait(0.5)  # the lock is held: it cannot be in
     waiter.join(30)
     assert entered.is_set() and not waiter.is_alive()
+
+
+def test_base_similarity_trains_beside_tr_and_is_logged(tmp_path, tiny_model_dir):
+    store, inputs = corpus_and_base_model(tmp_path, tiny_model_dir)
+    config = TrainConfig.model_validate({
+        "steps": 4, "batch_size": 8, "max_length": 24, "eval_every": 0, "torch_threads": 1, "optimizer": {"lr": 1e-3}, "dropout": 0.0,
+        "objectives": {"translation_ranking": {"weight": 1.0}, "base_similarity": {"weight": 100.0}},
+    })  # fmt: skip
+    ref, _ = run_stage(store, TRAIN_STAGE, config, inputs)
+    curves = pq.read_table(store.attached_dir("train", ref.key) / "curves.parquet").to_pylist()
+    kept = [row["value"] for row in curves if row["metric"] == "loss/base_similarity"]
+    assert len(kept) == 4
+    assert kept[0] == pytest.approx(0.0, abs=1e-7)  # step 1 starts from the base (no dropout): nothing changed yet
+    assert all(value > 0 for value in kept[1:])  # then TR moves the model and the term pulls back
