@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, model_validator
 
 from tasks.strict_numbers import StrictScalars
 
@@ -104,6 +104,29 @@ class StageConfig(StrictScalars):
         if "device" in type(self).model_fields and device_needs_gpu(getattr(self, "device")):
             return True
         return any(part.needs_gpu() for part in self.nested_configs())
+
+    def gpu_only_parts(self) -> list[StageConfig]:
+        """The components held here, at any depth, that run only on the accelerator and are on."""
+        out: list[StageConfig] = []
+        for part in self.nested_configs():
+            if part.requires_gpu and part.needs_gpu():
+                out.append(part)
+            out.extend(part.gpu_only_parts())
+        return out
+
+    @model_validator(mode="after")
+    def _no_gpu_only_part_on_a_cpu_device(self) -> StageConfig:
+        # refused when the config loads, not after the trainer has started on the CPU
+        device = getattr(self, "device", None) if "device" in type(self).model_fields else None
+        if device is None or device_needs_gpu(device):
+            return self
+        gpu_only = self.gpu_only_parts()
+        if gpu_only:
+            names = ", ".join(sorted({str(getattr(part, "name", None) or type(part).__name__) for part in gpu_only}))
+            raise ValueError(
+                f"device = {device!r}, but {names} runs only on a GPU: leave device unset or name a GPU, or switch it off"
+            )
+        return self
 
     def nested_configs(self) -> list[StageConfig]:
         """The configs held in this one: fields and extra tables that are StageConfigs, or lists,

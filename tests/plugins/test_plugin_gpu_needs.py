@@ -122,15 +122,30 @@ def test_a_gpu_only_source_makes_its_corpus_shards_reserve_a_gpu() -> None:
 
 
 def test_an_objective_needs_the_gpu_only_while_it_is_on() -> None:
-    def objective(weight: float) -> Any:
+    def objective(weight: float, device: str | None = "cpu") -> Any:
         def edit(raw: dict) -> None:
-            raw["train"]["device"] = "cpu"
+            if device is None:
+                raw["train"].pop("device", None)
+            else:
+                raw["train"]["device"] = device
             raw["train"].setdefault("objectives", {})["gpu_only_toy"] = {"weight": weight}
 
         return edit
 
     assert reserved("train", smoke_with(objective(0.0))["train"]) == {}  # off: the CPU trainer needs none
-    assert reserved("train", smoke_with(objective(1.0))["train"]) == {"num_gpus": 1}
+    assert reserved("train", smoke_with(objective(1.0, device=None))["train"]) == {"num_gpus": 1}
+    assert reserved("train", smoke_with(objective(1.0, device="cuda"))["train"]) == {"num_gpus": 1}
+
+
+def test_a_gpu_only_objective_on_a_cpu_trainer_is_refused_when_the_config_loads() -> None:
+    def on_cpu(raw: dict) -> None:
+        raw["train"]["device"] = "cpu"
+        raw["train"].setdefault("objectives", {})["gpu_only_toy"] = {"weight": 1.0}
+
+    with pytest.raises(ValueError, match=r"device = 'cpu', but gpu_only_toy runs only on a GPU") as refused:
+        smoke_with(on_cpu)
+    assert "\n" not in str(refused.value).strip().splitlines()[-1]  # one line, naming the section
+    assert "train" in str(refused.value)
 
 
 def test_a_gpu_only_benchmark_is_asked_too() -> None:
