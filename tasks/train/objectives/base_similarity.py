@@ -7,7 +7,9 @@ their English translations). What a similarity ranking within one language (STS)
 the angles between that language's sentences. This term constrains those angles and nothing
 else: a shift or rotation of a language's sentences as a whole costs nothing. In a TR batch most
 same-language pairs are the English side's; a language aligned to English by TR then inherits
-English's preserved structure through its translations.
+English's preserved structure through its translations. Measured, it does not do what it is for
+at λ 100 (docs/experiments.md, issue 39's screen): kept beside TR it loses more similarity
+within a language than TR alone.
 """
 
 from __future__ import annotations
