@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from tasks.evaluate.bootstrap import DEFAULT_RESAMPLES, BootstrapInterval, paired_spearman_mean_bootstrap
 from tasks.evaluate.schema import STS_ITEM_KEY
-from tasks.reporting.figures import STYLE, new_figure, png_bytes
+from tasks.reporting.figures import STYLE, new_figure, png_bytes, separate_labels
 from tasks.reporting.tables import Cell, Table, html_escape, html_table, md_escape, md_table
 
 TRADEOFF_FIGURE_FILE = "tradeoff.png"
@@ -97,7 +97,7 @@ def tradeoff_figure(points: Sequence[TradeoffPoint], retrieval_label: str) -> by
         ax.axhline(0.0, color="#444444", linewidth=0.9, linestyle="--")
         ax.axvline(0.0, color="#444444", linewidth=0.9, linestyle="--")
         ax.plot([0.0], [0.0], "s", color="black", markersize=6)
-        ax.annotate("untrained base", (0.0, 0.0), textcoords="offset points", xytext=(6, -12), fontsize=8)
+        labels = [ax.annotate("untrained base", (0.0, 0.0), textcoords="offset points", xytext=(6, -12), fontsize=8)]
         for point in drawn:
             xi, yi = point.retrieval_interval, point.similarity_interval
             xerr = None if xi is None else np.array([[point.retrieval - xi.low], [xi.high - point.retrieval]]).clip(min=0)
@@ -107,11 +107,14 @@ def tradeoff_figure(points: Sequence[TradeoffPoint], retrieval_label: str) -> by
             ax.errorbar(point.retrieval, point.similarity, xerr=xerr, yerr=yerr, fmt="o", color=colour, capsize=3,
                         markersize=5, linewidth=1.1)  # fmt: skip
             label = point.name + (f" ({point.seeds} seeds)" if point.seeds > 1 else "")
-            ax.annotate(label, (point.retrieval, point.similarity), textcoords="offset points", xytext=(6, 5), fontsize=8)
+            labels.append(
+                ax.annotate(label, (point.retrieval, point.similarity), textcoords="offset points", xytext=(6, 5), fontsize=8)
+            )
         ax.set_xlabel(f"Δ {retrieval_label} (points)")
         ax.set_ylabel(f"Δ {SIMILARITY_LABEL}")
         ax.grid(alpha=0.3)
         ax.margins(0.15)
+        separate_labels(fig, labels)
         return png_bytes(fig)
 
 

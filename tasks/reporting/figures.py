@@ -18,7 +18,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["DPI", "STYLE", "inline_figures", "new_figure", "png_bytes"]
+__all__ = ["DPI", "STYLE", "inline_figures", "new_figure", "png_bytes", "separate_labels"]
 
 DPI = 100
 # matplotlib's default style (style.context drops backend/interactive keys) plus the bundled font,
@@ -40,6 +40,29 @@ def png_bytes(fig: Figure) -> bytes:
     fig.savefig(buffer, format="png", dpi=DPI, metadata=_SAVEFIG_METADATA)
     fig.clear()
     return buffer.getvalue()
+
+
+def separate_labels(fig: Figure, labels: list[Any], *, max_lines: int = 12) -> None:
+    """Move point labels (annotations placed in offset points) up or down, a line at a time, until
+    none covers another, and draw a thin line from a moved label to its point. Variants of a sweep
+    often land close together; their names written over each other could not be read."""
+    fig.draw_without_rendering()  # the layout and the axes limits are final: boxes are where they will be
+    renderer = fig.canvas.get_renderer()
+    placed: list[Any] = []
+    for label in sorted(labels, key=lambda a: a.get_window_extent(renderer).y0, reverse=True):
+        box = label.get_window_extent(renderer)
+        step = box.height * 1.1
+        shifts = [0] + [sign * k for k in range(1, max_lines + 1) for sign in (-1, 1)]
+        shift = next((k for k in shifts if not any(box.translated(0, k * step).overlaps(o) for o in placed)), 0)
+        placed.append(box.translated(0, shift * step))
+        if shift:  # the same label, moved, with a leader line to its point
+            x, y = label.xyann
+            ax = label.axes
+            label.remove()
+            ax.annotate(
+                label.get_text(), label.xy, textcoords="offset points", xytext=(x, y + shift * step * 72.0 / fig.dpi),
+                fontsize=label.get_fontsize(), arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3},
+            )  # fmt: skip
 
 
 _FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\(([^()\s:]+\.png)\)")
