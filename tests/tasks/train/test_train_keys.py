@@ -30,7 +30,7 @@ EXTRA = {  # every objective on, with options off their defaults
 }
 
 RECORDED = {
-    "cpu-small": "8f45558ee6b2baec5b069027d9d2bce36f2093c3d005c1a2616bb8834ec9dc8c",  # + base_regularization 30 (issue 39, measured)
+    "cpu-small": "b2047c08bc1e1e3e96d37d59f0c84500e52460f5f6415198cf6e217e94afb550",  # base_regularization 30 -> 100 (issue 39, measured)
     "cpu-wacse": "f9733aff6d0dcf8f83c090d197a4ce8011f0e770cb62188501872e3a222743fe",
     "dap": "3d26d29c9d624b3c7a6b36516d6bed135d9c35ebe8b52ddea5dd922255d352bc",
     "demo": "713a4b76b268383a45891297fd9b545eaaa39707b793b0dbe1689d318024dae5",  # interpolation 0.25 -> 0.1 (issue 13, measured)
