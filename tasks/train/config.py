@@ -74,7 +74,7 @@ class ObjectivesConfig(StageConfig):
     def _some_objective(self) -> ObjectivesConfig:
         if not [name for name, section in self.active().items() if section.trains_alone]:
             alone = ", ".join(name for name, section in self.sections().items() if not section.trains_alone)
-            raise ValueError(f"every training objective has weight 0 ({alone} alone trains nothing): give one a positive weight")
+            raise ValueError(f"every training objective has weight 0 ({alone} cannot train alone): give one a positive weight")
         return self
 
 

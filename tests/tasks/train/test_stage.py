@@ -86,7 +86,7 @@ def test_a_finished_run_leaves_nothing_in_the_cache_it_checkpointed_under(tmp_pa
 def test_config_rejects_no_objective_and_unknown_keys():
     with pytest.raises(ValueError, match="every training objective has weight 0"):
         TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 0}}})
-    with pytest.raises(ValueError, match="base_regularization alone trains nothing"):
+    with pytest.raises(ValueError, match="base_regularization, base_similarity cannot train alone"):
         TrainConfig.model_validate({"objectives": {"translation_ranking": {"weight": 0}, "base_regularization": {"weight": 1}}})
     with pytest.raises(ValueError, match="Extra inputs"):
         TrainConfig.model_validate({"objectivs": {}})
