@@ -33,6 +33,15 @@ def encode_views(ctx: TrainContext, model: Any, batch: StepBatch) -> torch.Tenso
     return emb
 
 
+def frozen_views(ctx: TrainContext, batch: StepBatch, needed_by: str) -> torch.Tensor:
+    """`encode_views` of the frozen starting model, without gradient: the z_orig of the
+    objectives that hold the trained model near where it started."""
+    if ctx.frozen is None:
+        raise ValueError(f"{needed_by} needs the frozen starting model, and the trainer built none")
+    with torch.no_grad():
+        return encode_views(ctx, ctx.frozen, batch)
+
+
 def forward_views(ctx: TrainContext, model: Any, batch: StepBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """`encode_views` plus the flat (view-major) token tensors and language ids of the texts."""
     valid = batch.text_ids >= 0

@@ -18,7 +18,7 @@ import torch
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
 from tasks.train.training_data import TrainingData
-from tasks.train.views import encode_views
+from tasks.train.views import frozen_views
 
 
 @register_objective
@@ -40,10 +40,7 @@ class BaseRegularizationLoss(SentenceObjective):
     Settings = BaseRegularizationConfig
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
-        if ctx.frozen is None:
-            raise ValueError("base_regularization needs the frozen starting model, and the trainer built none")
-        with torch.no_grad():
-            return {"z_orig": encode_views(ctx, ctx.frozen, batch)}
+        return {"z_orig": frozen_views(ctx, batch, "base_regularization")}
 
     def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
         if not valid.any():

@@ -21,7 +21,7 @@ import torch
 
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.training_data import TrainingData
-from tasks.train.views import encode_views, to_device
+from tasks.train.views import frozen_views, to_device
 
 
 @register_objective
@@ -42,11 +42,7 @@ class BaseSimilarityLoss(SentenceObjective):
     Settings = BaseSimilarityConfig
 
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
-        if ctx.frozen is None:
-            raise ValueError("base_similarity needs the frozen starting model, and the trainer built none")
-        with torch.no_grad():
-            z_orig = encode_views(ctx, ctx.frozen, batch)
-        return {"z_orig": z_orig, "langs": to_device(ctx, batch.lang_ids)}
+        return {"z_orig": frozen_views(ctx, batch, "base_similarity"), "langs": to_device(ctx, batch.lang_ids)}
 
     def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
         rows = torch.arange(valid.shape[0], device=valid.device)[:, None].expand_as(valid)[valid]

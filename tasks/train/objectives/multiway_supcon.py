@@ -37,7 +37,7 @@ from tasks.stage_config import KEYED_UNLESS_DEFAULT
 from tasks.train.objectives.base import ObjectiveConfig, SentenceObjective, TrainContext, register_objective, zero_like_graph
 from tasks.train.papers import MULTIWAY
 from tasks.train.training_data import TrainingData
-from tasks.train.views import encode_views
+from tasks.train.views import frozen_views
 
 
 @register_objective
@@ -94,9 +94,7 @@ class MultiwaySupConLoss(SentenceObjective):
     def prepare(self, ctx: TrainContext, batch) -> dict[str, torch.Tensor]:
         if not self.settings.regularization:
             return {}
-
-        with torch.no_grad():
-            return {"z_orig": encode_views(ctx, ctx.frozen, batch)}
+        return {"z_orig": frozen_views(ctx, batch, "multiway_supcon's regularization")}
 
     def forward(self, embeddings: torch.Tensor, valid: torch.Tensor, extras: dict[str, torch.Tensor]) -> torch.Tensor:
         settings = self.settings
