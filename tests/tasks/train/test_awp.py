@@ -143,6 +143,7 @@ def test_sampled_vocabulary_holds_the_targets_and_weights_the_draws():
     assert np.mean(estimates) == pytest.approx(float(torch.exp(logits).sum()), rel=0.03)
 
 
+@torch.no_grad()  # the losses are only read as numbers here
 def test_sampled_softmax_drawing_every_token_is_the_full_loss_and_fewer_estimate_it(toy):
     data, _, head, ctx = toy
     batch = step_batch(data)
