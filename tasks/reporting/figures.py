@@ -48,11 +48,11 @@ def separate_labels(fig: Figure, labels: list[Any], *, max_lines: int = 12) -> N
     often land close together; their names written over each other could not be read."""
     fig.draw_without_rendering()  # the layout and the axes limits are final: boxes are where they will be
     renderer = fig.canvas.get_renderer()
+    shifts = [0] + [sign * k for k in range(1, max_lines + 1) for sign in (-1, 1)]  # nearest first
     placed: list[Any] = []
     for label in sorted(labels, key=lambda a: a.get_window_extent(renderer).y0, reverse=True):
         box = label.get_window_extent(renderer)
         step = box.height * 1.1
-        shifts = [0] + [sign * k for k in range(1, max_lines + 1) for sign in (-1, 1)]
         shift = next((k for k in shifts if not any(box.translated(0, k * step).overlaps(o) for o in placed)), 0)
         placed.append(box.translated(0, shift * step))
         if shift:  # the same label, moved, with a leader line to its point
